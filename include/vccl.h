@@ -1,0 +1,251 @@
+/*
+ * vccl.h - the public C API of vccl, a GPU collective communication library.
+ *
+ * Names mirror NCCL's with the "vccl" prefix, so that an NCCL-compatible layer is a thin map.
+ *
+ * Memory and ordering:
+ *  - Buffers may be host memory or (when built with CUDA) device memory.
+ *  - Every operation takes a stream argument compatible with cudaStream_t. With host buffers and a NULL
+ *    stream the call completes before it returns (the output buffer holds the result).
+ *  - All ranks of a communicator must call collectives in the same order with matching arguments.
+ *
+ * Errors: every function returns a vcclResult_t. Output parameters are written only on success.
+ * vcclGetLastError() returns a human-readable description of the most recent error of the calling thread.
+ */
+#ifndef VCCL_H_
+#define VCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define VCCL_EXPORT __attribute__((visibility("default")))
+#else
+#define VCCL_EXPORT
+#endif
+
+#define VCCL_MAJOR 0
+#define VCCL_MINOR 1
+#define VCCL_PATCH 0
+/* Encoded like NCCL_VERSION_CODE: major*10000 + minor*100 + patch. */
+#define VCCL_VERSION(X, Y, Z) ((X) * 10000 + (Y) * 100 + (Z))
+#define VCCL_VERSION_CODE VCCL_VERSION(VCCL_MAJOR, VCCL_MINOR, VCCL_PATCH)
+
+/** Opaque communicator handle. */
+typedef struct vcclComm* vcclComm_t;
+
+/** A stream: a cudaStream_t when built with CUDA; pass NULL for host-synchronous calls. */
+typedef void* vcclStream_t;
+
+/** Status codes. Values match NCCL's ncclResult_t where the name matches. */
+typedef enum {
+    vcclSuccess            = 0, /**< the call succeeded */
+    vcclUnhandledCudaError = 1, /**< a CUDA call failed */
+    vcclSystemError        = 2, /**< a system call or a network library failed */
+    vcclInternalError      = 3, /**< a bug in vccl */
+    vcclInvalidArgument    = 4, /**< a bad argument: NULL pointer, bad count, datatype, op, rank */
+    vcclInvalidUsage       = 5, /**< a call that is wrong in this state: destroyed comm, mismatched group */
+    vcclRemoteError        = 6, /**< a peer failed or all paths to it are down */
+    vcclInProgress         = 7, /**< a nonblocking operation has not finished yet */
+    vcclTimeout            = 8, /**< a wait ran past its configured limit */
+    vcclNumResults         = 9
+} vcclResult_t;
+
+/** Element types of the buffers. */
+typedef enum {
+    vcclInt8     = 0,
+    vcclChar     = 0,
+    vcclUint8    = 1,
+    vcclInt32    = 2,
+    vcclInt      = 2,
+    vcclUint32   = 3,
+    vcclInt64    = 4,
+    vcclUint64   = 5,
+    vcclFloat16  = 6,
+    vcclHalf     = 6,
+    vcclFloat32  = 7,
+    vcclFloat    = 7,
+    vcclFloat64  = 8,
+    vcclDouble   = 8,
+    vcclBfloat16 = 9,
+    vcclNumTypes = 10
+} vcclDataType_t;
+
+/** Reduction operations. vcclAvg divides the sum by the number of ranks (integer division for integers). */
+typedef enum {
+    vcclSum    = 0,
+    vcclProd   = 1,
+    vcclMax    = 2,
+    vcclMin    = 3,
+    vcclAvg    = 4,
+    vcclNumOps = 5
+} vcclRedOp_t;
+
+/** Opaque unique id produced by vcclGetUniqueId on one rank and distributed to all others. */
+#define VCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+    char internal[VCCL_UNIQUE_ID_BYTES];
+} vcclUniqueId;
+
+/**
+ * Communicator configuration. Initialise with VCCL_CONFIG_INITIALIZER, then set the fields you need.
+ * size/magic/version let later versions grow the struct without breaking binaries built against this one.
+ * Fields left at VCCL_CONFIG_UNDEF_INT / NULL take their defaults (environment variable, then built-in).
+ */
+#define VCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define VCCL_CONFIG_MAGIC 0x7cc1c0f6u
+typedef struct {
+    size_t size;        /**< sizeof(vcclConfig_t) as the caller compiled it */
+    unsigned int magic; /**< VCCL_CONFIG_MAGIC */
+    unsigned int version; /**< VCCL_VERSION_CODE the caller compiled against */
+    int blocking;       /**< 1 (default): init returns when the communicator is ready. 0 is accepted and
+                             behaves like 1 in this version. */
+    int maxCtas;        /**< upper bound on CUDA thread blocks used by reduction kernels */
+    const char* netName; /**< network devices for this communicator (overrides VCCL_NET_DEVICES) */
+    const char* commName; /**< a name shown in logs and telemetry */
+    int splitShare;     /**< reserved: must be 0 or undefined */
+} vcclConfig_t;
+
+#define VCCL_CONFIG_INITIALIZER                                                                   \
+    {                                                                                             \
+        sizeof(vcclConfig_t), VCCL_CONFIG_MAGIC, VCCL_VERSION_CODE, VCCL_CONFIG_UNDEF_INT,        \
+            VCCL_CONFIG_UNDEF_INT, NULL, NULL, VCCL_CONFIG_UNDEF_INT                              \
+    }
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Errors and version                                                                               */
+
+/** Returns a static string naming a result code ("invalid argument", ...). Never NULL. */
+VCCL_EXPORT const char* vcclGetErrorString(vcclResult_t result);
+
+/**
+ * Returns a description of the last error reported by a vccl call on the calling thread (comm may be NULL);
+ * if comm is given and it recorded an asynchronous error, that error's description. Never NULL; empty
+ * string when there was no error.
+ */
+VCCL_EXPORT const char* vcclGetLastError(vcclComm_t comm);
+
+/** Writes VCCL_VERSION_CODE of the loaded library into *version. */
+VCCL_EXPORT vcclResult_t vcclGetVersion(int* version);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Communicators                                                                                    */
+
+/**
+ * Creates a unique id on the rank that will be the bootstrap root (usually rank 0). The id carries the
+ * root's address and a random 128-bit secret; a bootstrap service is started in this process and serves
+ * one communicator initialisation. Distribute the id to every rank (by any means) before vcclCommInitRank.
+ */
+VCCL_EXPORT vcclResult_t vcclGetUniqueId(vcclUniqueId* uniqueId);
+
+/**
+ * Collective over nranks processes: creates a communicator where this process has rank `rank`.
+ * Every wait of the bootstrap is bounded by VCCL_BOOTSTRAP_TIMEOUT; vcclTimeout is returned when it expires.
+ */
+VCCL_EXPORT vcclResult_t vcclCommInitRank(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank);
+
+/** As vcclCommInitRank with a configuration (may be NULL for defaults). */
+VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank,
+                                                vcclConfig_t* config);
+
+/**
+ * Collective over comm: ranks with the same color form a new communicator ordered by key (ties broken by
+ * the rank in comm). color = VCCL_SPLIT_NOCOLOR returns *newcomm = NULL.
+ */
+#define VCCL_SPLIT_NOCOLOR (-1)
+VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vcclComm_t* newcomm,
+                                       vcclConfig_t* config);
+
+/**
+ * Frees the communicator after its pending operations complete. Local: does not wait for other ranks.
+ * Using comm afterwards returns vcclInvalidUsage.
+ */
+VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm);
+
+/**
+ * Stops every pending operation of comm (they end with an error) and frees it. Never blocks for long:
+ * returns within about one second even when peers are dead.
+ */
+VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm);
+
+/**
+ * Writes the communicator's asynchronous state into *asyncError: vcclSuccess while healthy, or the error
+ * that ended an operation (for example vcclRemoteError when a peer is unreachable, vcclTimeout).
+ */
+VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError);
+
+/** Number of ranks in comm. */
+VCCL_EXPORT vcclResult_t vcclCommCount(const vcclComm_t comm, int* count);
+
+/** Rank of the caller in comm. */
+VCCL_EXPORT vcclResult_t vcclCommUserRank(const vcclComm_t comm, int* rank);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Collectives. count is in elements. In-place: sendbuff == recvbuff (for AllGather:                */
+/* sendbuff == recvbuff + rank*count; for ReduceScatter: recvbuff == sendbuff + rank*recvcount).     */
+
+/** Reduces count elements across ranks with op; every rank receives the result. */
+VCCL_EXPORT vcclResult_t vcclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       vcclDataType_t datatype, vcclRedOp_t op, vcclComm_t comm,
+                                       vcclStream_t stream);
+
+/** Copies count elements from root's sendbuff into every rank's recvbuff. */
+VCCL_EXPORT vcclResult_t vcclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                       vcclDataType_t datatype, int root, vcclComm_t comm,
+                                       vcclStream_t stream);
+
+/** Reduces count elements across ranks with op into root's recvbuff (recvbuff is ignored elsewhere). */
+VCCL_EXPORT vcclResult_t vcclReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    vcclDataType_t datatype, vcclRedOp_t op, int root, vcclComm_t comm,
+                                    vcclStream_t stream);
+
+/** Gathers sendcount elements from every rank; recvbuff holds nranks*sendcount elements in rank order. */
+VCCL_EXPORT vcclResult_t vcclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                       vcclDataType_t datatype, vcclComm_t comm, vcclStream_t stream);
+
+/**
+ * Reduces nranks*recvcount elements with op; rank i receives block i (recvcount elements) of the result.
+ */
+VCCL_EXPORT vcclResult_t vcclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                           vcclDataType_t datatype, vcclRedOp_t op, vcclComm_t comm,
+                                           vcclStream_t stream);
+
+/**
+ * Every rank sends block j (count elements) of sendbuff to rank j, which stores it as block i of its
+ * recvbuff. Both buffers hold nranks*count elements. In-place (sendbuff == recvbuff) is supported.
+ */
+VCCL_EXPORT vcclResult_t vcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                      vcclDataType_t datatype, vcclComm_t comm, vcclStream_t stream);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* Point-to-point. Sends and receives between a pair of ranks match in the order they were posted.  */
+/* Inside vcclGroupStart/vcclGroupEnd they are issued together and never deadlock, whatever order   */
+/* the peers post them in.                                                                          */
+
+/** Sends count elements to rank peer. */
+VCCL_EXPORT vcclResult_t vcclSend(const void* sendbuff, size_t count, vcclDataType_t datatype, int peer,
+                                  vcclComm_t comm, vcclStream_t stream);
+
+/** Receives count elements from rank peer. */
+VCCL_EXPORT vcclResult_t vcclRecv(void* recvbuff, size_t count, vcclDataType_t datatype, int peer,
+                                  vcclComm_t comm, vcclStream_t stream);
+
+/** Starts a group: calls up to the matching vcclGroupEnd are collected and issued together. Nests. */
+VCCL_EXPORT vcclResult_t vcclGroupStart(void);
+
+/**
+ * Ends a group; at the outermost level issues every collected call. With host buffers and NULL streams it
+ * returns when all of them completed. A send whose receive is never posted ends with vcclTimeout after
+ * VCCL_OP_TIMEOUT_MS.
+ */
+VCCL_EXPORT vcclResult_t vcclGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VCCL_H_ */

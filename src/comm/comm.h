@@ -1,0 +1,61 @@
+/*
+ * The communicator: ranks, bootstrap, transport, the operation sequence that keeps collectives apart, and
+ * the error state. All operations on one communicator are serialised by op_mutex.
+ */
+#ifndef VCCL_COMM_COMM_H_
+#define VCCL_COMM_COMM_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "algo/coll_ctx.h"
+#include "bootstrap/bootstrap.h"
+#include "core/export.h"
+#include "transport/transport.h"
+#include "vccl.h"
+
+struct vcclComm {
+    int rank = 0;
+    int nranks = 0;
+    uint64_t hash = 0;          // equal on all ranks: names the communicator in logs and telemetry
+    std::string name;           // vcclConfig_t::commName or "comm-<hash>"
+    std::shared_ptr<vccl::Bootstrap> bootstrap;
+    std::unique_ptr<vccl::Transport> transport;
+    vccl::CollSettings settings;
+
+    std::mutex op_mutex;        // one operation at a time drives the transport
+    uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
+    uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
+    vccl::ScratchArena scratch;
+
+    std::atomic<bool> aborted{false};
+    std::atomic<int> async_error{vcclSuccess};
+    std::mutex error_mutex;
+    std::string async_error_text;
+};
+
+namespace vccl {
+
+/* Tags: bit 43 set marks point-to-point traffic; collectives use their sequence number. */
+constexpr uint64_t kP2pTagBit = 1ull << (kTagBits - 1);
+inline uint64_t coll_tag(uint64_t seq) { return (seq & (kP2pTagBit - 1)); }
+
+/* Creates a communicator over an existing bootstrap (collective over the bootstrap's ranks). Used by the
+ * TCP path, by vcclCommSplit, and by libvccl_mpi's vcclCommInitMPI. */
+VCCL_INTERNAL_API vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
+                                                        const vcclConfig_t* config);
+
+/* Live-handle registry: lets the API reject destroyed or never-created communicators instead of crashing. */
+void comm_register(vcclComm* comm);
+void comm_unregister(vcclComm* comm);
+bool comm_is_live(const vcclComm* comm);
+
+/* Records an error that ended an operation (reported by vcclCommGetAsyncError); keeps the first. */
+void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string& text);
+
+} // namespace vccl
+
+#endif

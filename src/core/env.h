@@ -1,0 +1,57 @@
+/* The environment-variable registry: typed, cached access to the variables declared in env_defs.h. */
+#ifndef VCCL_CORE_ENV_H_
+#define VCCL_CORE_ENV_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/export.h"
+#include "vccl.h"
+
+namespace vccl {
+namespace env VCCL_INTERNAL_API {
+
+enum class Type { Int, Bool, Str, Size };
+
+enum Id : int {
+#define VCCL_ENV_DEF(id, name, type, def, doc) id,
+#include "env_defs.h"
+#undef VCCL_ENV_DEF
+    kNumVars
+};
+
+struct Var {
+    Id id;
+    const char* name;
+    Type type;
+    const char* default_value;
+    const char* doc;
+};
+
+/* All declared variables, in declaration order. */
+const Var* vars(size_t* count);
+const char* type_name(Type type);
+
+/* Typed values. A malformed value logs a warning once and yields the default. */
+int64_t get_int(Id id);
+bool get_bool(Id id);
+uint64_t get_size(Id id);
+std::string get_str(Id id);
+/* True when the user set the variable (to anything). */
+bool is_set(Id id);
+/* The raw text in effect: the user's value if set, else the default. */
+std::string get_text(Id id);
+
+/* Parsers, exposed for tests. They return false on malformed text and leave *out untouched. */
+bool parse_int(const char* text, int64_t* out);
+bool parse_bool(const char* text, bool* out);
+bool parse_size(const char* text, uint64_t* out);
+
+/* Forget cached values so the next get_* reads the process environment again (tests). */
+void reload();
+
+} // namespace env
+} // namespace vccl
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * The one list of vccl's environment variables. Each is declared here once, with its type, default and a
+ * one-line description; env.cc is the only code that reads them, vccl-info -c prints this table and
+ * vccl(7) documents it. Add a variable here and nowhere else.
+ *
+ * VCCL_ENV_DEF(id, "NAME", type, "default", "description")
+ * Types: Int (decimal integer), Bool (0/1/yes/no/true/false/on/off), Str (free text), Size (bytes with
+ * optional K/M/G suffix).
+ */
+VCCL_ENV_DEF(kDebug, "VCCL_DEBUG", Str, "WARN", "Log level: NONE, WARN, INFO or TRACE")
+VCCL_ENV_DEF(kDebugSubsys, "VCCL_DEBUG_SUBSYS", Str, "ALL",
+             "Subsystems to log: comma list of INIT,BOOTSTRAP,NET,COLL,P2P,TOPO,PROXY,ENV,DEVICE,ALL; ^ excludes")
+VCCL_ENV_DEF(kDebugFile, "VCCL_DEBUG_FILE", Str, "",
+             "Write logs to this file instead of stderr; %h expands to the host name, %p to the pid")
+VCCL_ENV_DEF(kBootstrapTimeout, "VCCL_BOOTSTRAP_TIMEOUT", Int, "120",
+             "Seconds any bootstrap wait (connect, accept, receive) may take before vcclTimeout")
+VCCL_ENV_DEF(kSocketIfname, "VCCL_SOCKET_IFNAME", Str, "",
+             "Network interface for the TCP bootstrap (default: first non-loopback interface that is up, else lo)")
+VCCL_ENV_DEF(kOpTimeoutMs, "VCCL_OP_TIMEOUT_MS", Int, "600000",
+             "Milliseconds an operation may wait for a peer before it ends with vcclTimeout (0: no limit)")
+VCCL_ENV_DEF(kAlgo, "VCCL_ALGO", Str, "",
+             "Force algorithms by name: comma list of COLL:ALGO, e.g. allreduce:ring,bcast:chain (vccl-info -a lists them)")
+VCCL_ENV_DEF(kChunkSize, "VCCL_CHUNK_SIZE", Size, "1M",
+             "Bytes per pipelined chunk in ring and chain algorithms")
+VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
+             "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose")
+VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
+             "Network devices for the primary path (UCX device names, e.g. mlx5_0:1 or eth0); default: UCX's choice")
+VCCL_ENV_DEF(kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", Str, "",
+             "Network devices for the backup path (reserved for path failover)")
+VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
+             "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
+VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
+             "CPU list for the proxy thread, e.g. 0-3,8 (default: no pinning)")
+VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "16",
+             "Upper bound on CUDA thread blocks used by one reduction kernel")
+VCCL_ENV_DEF(kTopoFile, "VCCL_TOPO_FILE", Str, "",
+             "Load the topology from this hwloc XML file instead of the machine")
+VCCL_ENV_DEF(kCheckPointers, "VCCL_CHECK_POINTERS", Bool, "1",
+             "Check that buffers are in a memory type vccl can use before each call")

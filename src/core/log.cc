@@ -1,0 +1,167 @@
+#include "log.h"
+
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "env.h"
+
+namespace vccl {
+
+namespace {
+
+struct LogState {
+    std::mutex mutex;
+    std::atomic<bool> initialized{false};
+    LogLevel level = LogLevel::Warn;
+    uint32_t subsys = kLogAll;
+    FILE* out = nullptr;
+    char host[64] = "?";
+};
+
+LogState& state() {
+    static LogState* s = new LogState(); // never destroyed: logging may happen during exit
+    return *s;
+}
+
+struct SubsysName {
+    const char* name;
+    uint32_t bit;
+};
+const SubsysName kSubsysNames[] = {
+    {"INIT", kLogInit}, {"BOOTSTRAP", kLogBootstrap}, {"NET", kLogNet},     {"COLL", kLogColl},
+    {"P2P", kLogP2p},   {"TOPO", kLogTopo},           {"PROXY", kLogProxy}, {"ENV", kLogEnv},
+    {"DEVICE", kLogDevice}, {"ALL", kLogAll},
+};
+
+const char* subsys_label(uint32_t subsys) {
+    for (const SubsysName& s : kSubsysNames) {
+        if (s.bit == subsys) return s.name;
+    }
+    return "ALL";
+}
+
+LogLevel parse_level(const std::string& text) {
+    if (strcasecmp(text.c_str(), "NONE") == 0) return LogLevel::None;
+    if (strcasecmp(text.c_str(), "INFO") == 0) return LogLevel::Info;
+    if (strcasecmp(text.c_str(), "TRACE") == 0) return LogLevel::Trace;
+    return LogLevel::Warn;
+}
+
+void init_locked(LogState& s) {
+    gethostname(s.host, sizeof(s.host) - 1);
+    char* dot = strchr(s.host, '.');
+    if (dot) *dot = '\0';
+    s.level = parse_level(env::get_str(env::kDebug));
+    s.subsys = log_parse_subsys(env::get_str(env::kDebugSubsys).c_str());
+    if (s.out != nullptr && s.out != stderr) fclose(s.out);
+    s.out = stderr;
+    std::string file = env::get_str(env::kDebugFile);
+    if (!file.empty()) {
+        char path[4096];
+        log_expand_path(file.c_str(), path, sizeof(path));
+        /* Logs may name peers and addresses: keep them private to the job's user. */
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        FILE* f = fd >= 0 ? fdopen(fd, "a") : nullptr;
+        if (f != nullptr) {
+            setvbuf(f, nullptr, _IOLBF, 0);
+            s.out = f;
+        } else {
+            fprintf(stderr, "%s:%d vccl WARN cannot open VCCL_DEBUG_FILE %s; logging to stderr\n", s.host,
+                    getpid(), path);
+        }
+    }
+    s.initialized.store(true, std::memory_order_release);
+}
+
+void ensure_init() {
+    LogState& s = state();
+    if (s.initialized.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.initialized.load(std::memory_order_relaxed)) init_locked(s);
+}
+
+} // namespace
+
+uint32_t log_parse_subsys(const char* spec) {
+    if (spec == nullptr || *spec == '\0') return kLogAll;
+    bool invert = false;
+    if (*spec == '^') {
+        invert = true;
+        spec++;
+    }
+    uint32_t mask = 0;
+    std::string list(spec);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+        size_t comma = list.find(',', pos);
+        std::string item = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        for (const SubsysName& s : kSubsysNames) {
+            if (strcasecmp(item.c_str(), s.name) == 0) mask |= s.bit;
+        }
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return invert ? ~mask : mask;
+}
+
+void log_expand_path(const char* pattern, char* out, unsigned out_len) {
+    char host[64] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    std::string result;
+    for (const char* p = pattern; *p; ++p) {
+        if (p[0] == '%' && p[1] == 'h') {
+            result += host;
+            ++p;
+        } else if (p[0] == '%' && p[1] == 'p') {
+            result += std::to_string(getpid());
+            ++p;
+        } else {
+            result += *p;
+        }
+    }
+    snprintf(out, out_len, "%s", result.c_str());
+}
+
+bool log_enabled(LogLevel level, uint32_t subsys) {
+    ensure_init();
+    LogState& s = state();
+    return level != LogLevel::None && level <= s.level && (level == LogLevel::Warn || (s.subsys & subsys) != 0);
+}
+
+void log_message(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...) {
+    ensure_init();
+    LogState& s = state();
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    const char* level_name = level == LogLevel::Warn ? "WARN" : level == LogLevel::Info ? "INFO" : "TRACE";
+    const char* base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    double t = double(now_ns()) / 1e9;
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (level == LogLevel::Trace) {
+        fprintf(s.out, "%s:%d [%.6f] vccl %s %s %s:%d %s\n", s.host, getpid(), t, level_name,
+                subsys_label(subsys), base, line, msg);
+    } else {
+        fprintf(s.out, "%s:%d vccl %s %s %s\n", s.host, getpid(), level_name, subsys_label(subsys), msg);
+    }
+}
+
+void log_reinit() {
+    LogState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    init_locked(s);
+}
+
+} // namespace vccl

@@ -1,0 +1,20 @@
+/* Host reductions for every datatype and op. fp16/bf16 are computed in float and rounded once per call. */
+#ifndef VCCL_CORE_REDUCE_H_
+#define VCCL_CORE_REDUCE_H_
+
+#include <cstddef>
+
+#include "vccl.h"
+
+namespace vccl {
+
+/* dst[i] = a[i] op b[i] for i < count. dst may alias a or b. vcclAvg reduces as vcclSum; the division by
+ * the rank count is applied once at the end with scale_avg_host(). */
+void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclDataType_t type, vcclRedOp_t op);
+
+/* buf[i] /= nranks (integer division for integer types), the last step of vcclAvg. */
+void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks);
+
+} // namespace vccl
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * Transport: nonblocking tagged messages between the ranks of one communicator. The UCX implementation
+ * (ucx/) is the data path between processes; the interface leaves room for a second path per peer
+ * (failover), CUDA IPC, and device memory (MemType::Cuda).
+ *
+ * Matching: a send from rank s to rank d with tag t matches a receive posted on d for (s, t); messages with
+ * equal (s, t) match in the order posted. Tags are 44 bits (kTagBits); the sender's rank is added by the
+ * transport. Requests complete in any order; every request must be released.
+ *
+ * Threading: one thread at a time drives a transport (the communicator serialises its users).
+ */
+#ifndef VCCL_TRANSPORT_TRANSPORT_H_
+#define VCCL_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/clock.h"
+#include "vccl.h"
+
+namespace vccl {
+
+class Bootstrap;
+
+enum class MemType { Host = 0, Cuda = 1 };
+
+constexpr int kTagBits = 44;
+constexpr uint64_t kTagMask = (1ull << kTagBits) - 1;
+
+struct TransportRequest; // opaque, owned by the transport
+
+struct TransportOptions {
+    std::string net_devices; // primary path devices, empty: transport's choice
+    std::string tls;         // transport selection (UCX_TLS for UCX), empty: default
+};
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+    virtual const char* name() const = 0;
+
+    /* `sync`: the send completes only once the receiver has matched it (used where a missing receive
+     * must be detected, e.g. point-to-point sends). */
+    virtual vcclResult_t isend(int peer, uint64_t tag, const void* buf, size_t bytes, MemType mem, bool sync,
+                               TransportRequest** req) = 0;
+    virtual vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType mem,
+                               TransportRequest** req) = 0;
+    /* vcclSuccess when req completed, vcclInProgress while pending, an error if it failed (peer lost, size
+     * mismatch). Does not progress; call progress() in between. */
+    virtual vcclResult_t test(TransportRequest* req) = 0;
+    /* Moves pending work forward; cheap when there is none. */
+    virtual void progress() = 0;
+    /* Frees req; cancels it first if it is still pending. */
+    virtual void release(TransportRequest* req) = 0;
+    /* Flushes outstanding sends to peers and closes connections; gives up at `deadline`. */
+    virtual vcclResult_t close(Deadline deadline) = 0;
+};
+
+/* Creates and connects the UCX transport over `bootstrap` (collective over its ranks). */
+vcclResult_t ucx_transport_create(Bootstrap* bootstrap, const TransportOptions& options,
+                                  std::unique_ptr<Transport>* out);
+
+} // namespace vccl
+
+#endif
