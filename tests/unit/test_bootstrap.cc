@@ -299,6 +299,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TcpRanks, ::testing::Values(1, 2, 3, 5, 8));
 TEST(Tcp, LargeAllgatherDoesNotDeadlock) {
     // 8 MiB slots exceed socket buffers: every rank sends before it receives, so this only completes if a
     // blocked sender drains its own incoming connections.
+    TimeoutGuard timeout(5); // a deadlock shows up as vcclTimeout, not as a hung test
     const int n = 4;
     const size_t slot = 8u << 20;
     vcclUniqueId id;
