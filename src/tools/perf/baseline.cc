@@ -37,6 +37,7 @@ bool fits_int(size_t n) { return n <= size_t(2147483647); }
 } // namespace
 
 const char* mpi_baseline_unsupported(const Options& o) {
+    if (o.memory == Memory::Cuda) return "device buffers: this MPI baseline passes host memory only";
     if (mpi_type(o.dtype) == MPI_DATATYPE_NULL) return "MPI has no standard type for this datatype";
     if (coll_has_op(o.coll) && mpi_op(o.op) == MPI_OP_NULL) return "MPI has no average operation";
     return nullptr;

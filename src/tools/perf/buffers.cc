@@ -186,69 +186,83 @@ void poison(void* p, size_t elems, vcclDataType_t t) {
 Buffers::Buffers(Memory memory, vcclDataType_t type) : memory_(memory), type_(type) {}
 
 Buffers::~Buffers() {
-    free(send_);
-    free(recv_);
+    if (memory_ == Memory::Cuda) {
+        device_free(send_);
+        device_free(recv_);
+    }
+    free(host_send_);
+    free(host_recv_);
 }
 
 bool Buffers::allocate(size_t send_elems, size_t recv_elems, std::string* error) {
-    if (memory_ != Memory::Host) {
-        *error = "device buffers (-m cuda) are not supported by this build of vccl-perf yet";
-        return false;
-    }
     size_t ts = type_size(type_);
-    /* At least one element so that pointers are valid even for zero-byte steps. */
     /* Both buffers get room for the larger side: in place, reducescatter and alltoall keep the whole
      * input in the receive buffer. At least one element so that pointers stay valid for empty steps. */
     size_t elems = send_elems > recv_elems ? send_elems : recv_elems;
-    size_t sb = (elems ? elems : 1) * ts;
-    size_t rb = sb;
-    void* s = aligned_alloc(4096, (sb + 4095) / 4096 * 4096);
-    void* r = aligned_alloc(4096, (rb + 4095) / 4096 * 4096);
-    if (s == nullptr || r == nullptr) {
-        free(s);
-        free(r);
-        *error = "out of host memory allocating " + std::to_string(sb) + " + " + std::to_string(rb) + " bytes";
+    size_t bytes = (elems ? elems : 1) * ts;
+    size_t rounded = (bytes + 4095) / 4096 * 4096;
+    host_send_ = aligned_alloc(4096, rounded);
+    host_recv_ = aligned_alloc(4096, rounded);
+    if (host_send_ == nullptr || host_recv_ == nullptr) {
+        *error = "out of host memory allocating 2 x " + std::to_string(rounded) + " bytes";
         return false;
     }
-    memset(s, 0, sb);
-    memset(r, 0, rb);
-    send_ = s;
-    recv_ = r;
+    memset(host_send_, 0, bytes);
+    memset(host_recv_, 0, bytes);
+    if (memory_ == Memory::Host) {
+        send_ = host_send_;
+        recv_ = host_recv_;
+    } else {
+        send_ = device_alloc(bytes, error);
+        if (send_ == nullptr) return false;
+        recv_ = device_alloc(bytes, error);
+        if (recv_ == nullptr) return false;
+        if (!device_copy(send_, host_send_, bytes, error) || !device_copy(recv_, host_recv_, bytes, error))
+            return false;
+    }
     capacity_ = elems;
     return true;
 }
 
-void Buffers::fill(const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
+bool Buffers::fill(const Options& o, const Shape& shape, int rank, int nranks, bool in_place, std::string* error) {
     Gen gen(o, nranks);
     size_t ts = type_size(type_);
     size_t n = shape.count;
     size_t span = shape.send_elems > shape.recv_elems ? shape.send_elems : shape.recv_elems;
-    poison(recv_, span, type_);
-    if (!in_place) poison(send_, span, type_);
+    poison(host_recv_, span, type_);
+    if (!in_place) poison(host_send_, span, type_);
     switch (o.coll) {
     case Coll::AllGather: {
         /* In place the contribution sits at block `rank` of the receive buffer. */
-        char* dst = in_place ? static_cast<char*>(recv_) + size_t(rank) * n * ts : static_cast<char*>(send_);
+        char* dst = in_place ? static_cast<char*>(host_recv_) + size_t(rank) * n * ts
+                             : static_cast<char*>(host_send_);
         for (size_t i = 0; i < n; ++i) store(dst, i, type_, gen.value(rank, i));
         break;
     }
     default: {
         /* Everything else: the whole send buffer (n*count elements for reducescatter and alltoall); in
          * place that buffer is the receive buffer (reducescatter reads it whole, writes block `rank`). */
-        void* dst = in_place ? recv_ : send_;
+        void* dst = in_place ? host_recv_ : host_send_;
         size_t elems = shape.send_elems;
         for (size_t i = 0; i < elems; ++i) store(dst, i, type_, gen.value(rank, i));
         break;
     }
     }
+    if (memory_ == Memory::Host) return true;
+    size_t bytes = span * ts;
+    if (!device_copy(recv_, host_recv_, bytes, error)) return false;
+    return in_place || device_copy(send_, host_send_, bytes, error);
 }
 
-uint64_t Buffers::check(const Options& o, const Shape& shape, int rank, int nranks, bool in_place) const {
+bool Buffers::check(const Options& o, const Shape& shape, int rank, int nranks, bool in_place,
+                    uint64_t* wrong_out, std::string* error) {
     Gen gen(o, nranks);
     size_t n = shape.count;
     size_t ts = type_size(type_);
+    size_t span = shape.send_elems > shape.recv_elems ? shape.send_elems : shape.recv_elems;
+    if (memory_ == Memory::Cuda && !device_copy(host_recv_, recv_, span * ts, error)) return false;
     uint64_t wrong = 0;
-    const char* out = static_cast<const char*>(recv_);
+    const char* out = static_cast<const char*>(host_recv_);
     switch (o.coll) {
     case Coll::AllReduce:
         for (size_t i = 0; i < n; ++i) wrong += !matches(load(out, i, type_), gen.reduced(i), o, nranks);
@@ -280,7 +294,8 @@ uint64_t Buffers::check(const Options& o, const Shape& shape, int rank, int nran
         break;
     }
     }
-    return wrong;
+    *wrong_out = wrong;
+    return true;
 }
 
 } // namespace vperf

@@ -60,8 +60,7 @@ CallBuffers call_buffers(Coll coll, const Buffers& buf, const Shape& shape, int 
 }
 
 vcclResult_t run_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
-                      int nranks) {
-    vcclStream_t stream = nullptr;
+                      int nranks, void* stream) {
     switch (o.coll) {
     case Coll::AllReduce: return vcclAllReduce(cb.send, cb.recv, shape.count, o.dtype, o.op, comm, stream);
     case Coll::Broadcast: return vcclBroadcast(cb.send, cb.recv, shape.count, o.dtype, o.root, comm, stream);

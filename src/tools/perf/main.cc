@@ -47,12 +47,15 @@ void check_mpi(int rc, const char* what) {
 }
 
 /* One line per rank for the header, gathered on rank 0. */
-std::vector<std::string> rank_lines(const Options& o, int rank, int nranks) {
+std::vector<std::string> rank_lines(const Options& o, int rank, int nranks, int device) {
     char host[64] = {};
     gethostname(host, sizeof(host) - 1);
     char line[160];
-    snprintf(line, sizeof(line), "#  Rank %3d Pid %7d on %16s memory %s", rank, int(getpid()), host,
-             o.memory == Memory::Host ? "host" : "cuda");
+    if (o.memory == Memory::Host)
+        snprintf(line, sizeof(line), "#  Rank %3d Pid %7d on %16s memory host", rank, int(getpid()), host);
+    else
+        snprintf(line, sizeof(line), "#  Rank %3d Pid %7d on %16s memory cuda device %d", rank, int(getpid()), host,
+                 device);
     std::vector<char> all(rank == 0 ? sizeof(line) * size_t(nranks) : 1);
     check_mpi(MPI_Gather(line, sizeof(line), MPI_CHAR, all.data(), sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD),
               "MPI_Gather of the rank list");
@@ -84,14 +87,46 @@ vcclComm_t create_comm(const Options& o, int rank, int nranks) {
 }
 
 /* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back. */
+void sync_stream(void* stream) {
+    std::string error;
+    if (stream != nullptr && !stream_sync(stream, &error)) die("stream", error);
+}
+
+/* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back, then wait for
+ * the stream (device buffers). */
 double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
-                 int nranks) {
+                 int nranks, void* stream) {
     const char* what = coll_name(o.coll);
-    for (int i = 0; i < o.warmup; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks), what, comm);
+    for (int i = 0; i < o.warmup; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    sync_stream(stream);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     double t0 = MPI_Wtime();
-    for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks), what, comm);
+    for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    sync_stream(stream);
     return (MPI_Wtime() - t0) / o.iters;
+}
+
+/* The rank among the processes of its node, for the choice of GPU. */
+int local_rank() {
+    MPI_Comm node;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    int r = 0;
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+}
+
+/* Picks this rank's GPU for -m cuda. Every rank must succeed, else all exit with a usage error. */
+int select_device(const Options& o, int rank, int* device) {
+    *device = -1;
+    if (o.memory != Memory::Cuda) return -1;
+    std::string error;
+    int ok = device_select(local_rank(), device, &error) ? 1 : 0, all_ok = 0;
+    check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (all_ok) return -1;
+    if (!ok) fprintf(stderr, "vccl-perf: rank %d: %s\n", rank, error.c_str());
+    return kExitUsage;
 }
 
 double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks) {
@@ -100,6 +135,18 @@ double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int
     double t0 = MPI_Wtime();
     for (int i = 0; i < o.iters; ++i) check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
     return (MPI_Wtime() - t0) / o.iters;
+}
+
+void fill_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
+    std::string error;
+    if (!buf.fill(o, shape, rank, nranks, in_place, &error)) die("filling buffers", error);
+}
+
+uint64_t check_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
+    std::string error;
+    uint64_t wrong = 0;
+    if (!buf.check(o, shape, rank, nranks, in_place, &wrong, &error)) die("checking results", error);
+    return wrong;
 }
 
 long long sum_over_ranks(uint64_t local) {
@@ -114,12 +161,6 @@ int validate(const Options& o, int rank, int nranks) {
     std::string msg;
     if (o.baseline == Baseline::Nccl) {
         error = "--baseline nccl requires -m cuda, not available yet";
-    } else if (o.memory == Memory::Cuda) {
-#if VCCL_HAVE_CUDA
-        error = "-m cuda: device buffers are not supported by this version of vccl-perf yet (use -m host)";
-#else
-        error = "-m cuda: vccl was built without CUDA support (configure --with-cuda); use -m host";
-#endif
     } else if (coll_has_root(o.coll) && o.root >= nranks) {
         msg = "root " + std::to_string(o.root) + " (-r) is not a rank: the job has " + std::to_string(nranks) +
               " ranks";
@@ -137,12 +178,17 @@ int run(int argc, char** argv, int rank, int nranks) {
     rc = validate(o, rank, nranks);
     if (rc >= 0) return rc;
 
-    std::vector<std::string> lines = rank_lines(o, rank, nranks);
+    int device = -1;
+    rc = select_device(o, rank, &device);
+    if (rc >= 0) return rc;
+    std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
     vcclComm_t comm = create_comm(o, rank, nranks);
+    void* stream = nullptr;
+    std::string error;
+    if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
 
     Shape largest = make_shape(o.coll, o.max_bytes, o.dtype, nranks);
     Buffers buf(o.memory, o.dtype);
-    std::string error;
     if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
 
     bool baseline = o.baseline == Baseline::Mpi;
@@ -164,14 +210,15 @@ int run(int argc, char** argv, int rank, int nranks) {
             for (int place = 0; place < 2; ++place) {
                 bool in_place = place == 1;
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
-                if (o.check) buf.fill(o, shape, rank, nranks, in_place);
-                double t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks) * 1e6, o.average,
+                if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
+                double t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream) * 1e6, o.average,
                                           MPI_COMM_WORLD);
                 long long wrong = -1;
                 if (o.check) { // a fresh, verified run after the timed ones
-                    buf.fill(o, shape, rank, nranks, in_place);
-                    check_vccl(run_vccl(o, shape, cb, comm, rank, nranks), coll_name(o.coll), comm);
-                    wrong = sum_over_ranks(buf.check(o, shape, rank, nranks, in_place));
+                    fill_or_die(buf, o, shape, rank, nranks, in_place);
+                    check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
+                    sync_stream(stream);
+                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, in_place));
                 }
                 (in_place ? row.in_place : row.out_of_place) = make_measure(o.coll, shape, t, wrong, nranks);
             }
@@ -179,13 +226,13 @@ int run(int argc, char** argv, int rank, int nranks) {
             row.mpi_supported = baseline && unsupported == nullptr;
             if (row.mpi_supported) {
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
-                if (o.check) buf.fill(o, shape, rank, nranks, false);
+                if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
                 double t = aggregate_time(time_mpi(o, shape, cb, rank, nranks) * 1e6, o.average, MPI_COMM_WORLD);
                 long long wrong = -1;
                 if (o.check) { // MPI must agree with the expectation too: a self-test of the checker
-                    buf.fill(o, shape, rank, nranks, false);
+                    fill_or_die(buf, o, shape, rank, nranks, false);
                     check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
-                    wrong = sum_over_ranks(buf.check(o, shape, rank, nranks, false));
+                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
                     mpi_wrong += wrong;
                 }
                 row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
@@ -212,6 +259,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     }
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
+    stream_destroy(stream);
     if (total_wrong(rows) > 0) return kExitWrong;
     return json_ok ? kExitOk : kExitRuntime;
 }

@@ -4,6 +4,7 @@
  *   buffers.cc   buffer placement, element encoding, rank/index dependent fill and result checks
  *   colls.cc     per-collective geometry (counts, bandwidth factors) and the vccl calls
  *   baseline.cc  the same collective through MPI (--baseline mpi)
+ *   device.cc    the CUDA runtime calls behind -m cuda (device choice, buffers, stream)
  *   report.cc    timing aggregation across ranks, the table, footer and JSON output
  *   main.cc      MPI start-up, communicator creation, the size loop
  */
@@ -81,6 +82,16 @@ Shape make_shape(Coll coll, size_t bytes, vcclDataType_t type, int nranks);
 /* busbw / algbw, as nccl-tests defines it. */
 double bus_factor(Coll coll, int nranks);
 
+/* ---- device.cc ---- (all return false / nullptr with a message in *error on failure) */
+
+bool device_select(int local_rank, int* device, std::string* error);
+void* device_alloc(size_t bytes, std::string* error);
+void device_free(void* p);
+bool device_copy(void* dst, const void* src, size_t bytes, std::string* error);
+bool stream_create(void** stream, std::string* error);
+bool stream_sync(void* stream, std::string* error);
+void stream_destroy(void* stream);
+
 /* ---- buffers.cc ---- */
 
 class Buffers {
@@ -97,16 +108,20 @@ public:
     void* recv() const { return recv_; }
 
     /* Writes the inputs that rank `rank` contributes for one check run. In-place runs put the input where
-     * the API expects it (inside recv for allgather, in send/recv shared storage otherwise). */
-    void fill(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place);
+     * the API expects it (inside recv for allgather, in send/recv shared storage otherwise). Device
+     * buffers are written on the host and copied over. False with a message on a CUDA failure. */
+    bool fill(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place, std::string* error);
     /* Counts output elements that differ from the independently computed expectation. */
-    uint64_t check(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place) const;
+    bool check(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place, uint64_t* wrong,
+               std::string* error);
 
 private:
     Memory memory_;
     vcclDataType_t type_;
-    void* send_ = nullptr;
+    void* send_ = nullptr; // what the calls use: host memory, or device memory with -m cuda
     void* recv_ = nullptr;
+    void* host_send_ = nullptr; // where fill and check work: send_/recv_ themselves, or host shadows
+    void* host_recv_ = nullptr;
     size_t capacity_ = 0; // elements in each buffer
 };
 
@@ -117,9 +132,9 @@ struct CallBuffers {
 };
 CallBuffers call_buffers(Coll coll, const Buffers& buf, const Shape& shape, int rank, bool in_place);
 
-/* Issues one vccl operation and waits for it. */
+/* Issues one vccl operation on `stream` (NULL for host buffers). */
 vcclResult_t run_vccl(const Options& opts, const Shape& shape, const CallBuffers& cb, vcclComm_t comm,
-                      int rank, int nranks);
+                      int rank, int nranks, void* stream);
 
 /* ---- baseline.cc ---- */
 
