@@ -381,6 +381,51 @@ TEST(Subset, SplitAndNestedSplitKeepTrafficApart) {
     for (auto& t : threads) t.join();
 }
 
+TEST(Subset, ConcurrentSplitsShareOneParentFromSeveralThreads) {
+    // Every rank runs three threads, each driving its own split of the same parent at the same time: the
+    // parent is used concurrently and each split must see only its own messages.
+    const int n = 4, splits = 3, rounds = 20;
+    vcclUniqueId id;
+    ASSERT_EQ(tcp_unique_id_create(&id), vcclSuccess) << last_error_message();
+    std::vector<std::shared_ptr<Bootstrap>> parents(n);
+    run_ranks(n, id, [&](Bootstrap& b, int me) { parents[me] = b.shared_from_this(); });
+    std::vector<std::thread> threads;
+    for (int me = 0; me < n; ++me) {
+        for (int k = 0; k < splits; ++k) {
+            threads.emplace_back([&, me, k] {
+                ASSERT_TRUE(parents[me]);
+                std::vector<int> members = {0, 1, 2, 3};
+                std::shared_ptr<Bootstrap> sub;
+                ASSERT_EQ(parents[me]->split(members, me, 50 + k, &sub), vcclSuccess) << last_error_message();
+                for (int r = 0; r < rounds; ++r) {
+                    int slots[4] = {0, 0, 0, 0};
+                    slots[me] = me * 1000 + k * 100 + r;
+                    ASSERT_EQ(sub->allgather(slots, sizeof(int)), vcclSuccess) << last_error_message();
+                    for (int i = 0; i < n; ++i) ASSERT_EQ(slots[i], i * 1000 + k * 100 + r) << "split " << k;
+                    int v = me * 1000 + k * 100 + r, got = -1;
+                    ASSERT_EQ(sub->send((me + 1) % n, 9, &v, sizeof(v)), vcclSuccess);
+                    ASSERT_EQ(sub->recv((me + n - 1) % n, 9, &got, sizeof(got)), vcclSuccess) << last_error_message();
+                    ASSERT_EQ(got, ((me + n - 1) % n) * 1000 + k * 100 + r);
+                }
+            });
+        }
+    }
+    for (auto& t : threads) t.join();
+}
+
+/* A process that exits while its root service still waits for ranks must exit cleanly. */
+TEST(TcpRootDeathTest, ProcessExitWhileRootServes) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    EXPECT_EXIT(
+        {
+            vcclUniqueId id;
+            if (tcp_unique_id_create(&id) != vcclSuccess) _exit(3);
+            if (tcp_root_running() != 1) _exit(4);
+            std::exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
+}
+
 TEST(Subset, InvalidArguments) {
     vcclUniqueId id;
     ASSERT_EQ(tcp_unique_id_create(&id), vcclSuccess);
