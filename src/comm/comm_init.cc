@@ -110,13 +110,13 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
         members.push_back(e.rank);
     }
     uint64_t split_id = mix64(comm->hash ^ mix64(split_seq) ^ mix64(uint64_t(uint32_t(color)) + 0x51));
-    std::shared_ptr<Bootstrap> child;
-    // Every rank calls split, NOCOLOR ranks with no members: the MPI bootstrap's split is collective.
-    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
     if (color == VCCL_SPLIT_NOCOLOR) {
         *out = nullptr;
         return vcclSuccess;
     }
+    std::shared_ptr<Bootstrap> child;
+    // Only members call split (the MPI bootstrap builds the group with MPI_Comm_create_group).
+    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
     if (child == nullptr) return set_last_error(vcclInternalError, "split produced no bootstrap");
     return comm_init_with_bootstrap(out, std::move(child), config);
 }
