@@ -431,6 +431,9 @@ std::vector<Spec> grid(const Algorithm* a, int n) {
             for (size_t count : counts) {
                 for (int in_place = 0; in_place < 2; ++in_place) {
                     ++seed;
+                    // Both placements for the counts that exercise the most code; one, alternating, for the rest.
+                    bool both = count == size_t(n + 1) || count == 1000;
+                    if (!both && in_place != int((seed / 2 + size_t(t) + size_t(op)) % 2)) continue;
                     size_t chunk = count >= 1000 ? chunks_1000[seed % 3] : chunks[seed % 3];
                     specs.push_back(Spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), chunk, Input::Int, seed});
                 }
@@ -623,7 +626,11 @@ TEST(AlgoChecker, CatchesBrokenAlgorithms) {
     const Algorithm a2a{CollType::AlltoAll, "inplace", "broken", broken_alltoall_inplace};
     for (const Algorithm* a : {&local, &shortr, &a2a}) {
         const int n = 4;
-        Report rep = run_cases(n, grid(a, n));
+        std::vector<Spec> specs;
+        for (const Spec& s : grid(a, n)) { // the grid minus its largest cases, to keep this quick
+            if (s.count <= 1000) specs.push_back(s);
+        }
+        Report rep = run_cases(n, specs);
         EXPECT_GT(rep.failed_cases, 0u) << a->name << " was not caught";
     }
 }
