@@ -133,7 +133,8 @@ struct Bf16Codec {
 
 /* Always inlined so the full-block call sees a constant n (see reduce_loop). */
 template <typename Codec>
-inline __attribute__((always_inline)) void widen_reduce_narrow(uint16_t* d, const uint16_t* x, const uint16_t* y, size_t n, vcclRedOp_t op) {
+inline __attribute__((always_inline)) void widen_reduce_narrow(uint16_t* d, const uint16_t* x, const uint16_t* y,
+                                                               size_t n, vcclRedOp_t op) {
     float fa[kWideBlock], fb[kWideBlock];
     for (size_t i = 0; i < n; ++i) {
         fa[i] = Codec::to_float(x[i]);
