@@ -33,6 +33,7 @@ struct SimReq;
 /* A message in flight: either its own copy of the data (eager, or a sender cancelled after matching) or
  * the sender's buffer (rendezvous). */
 struct Message {
+    int from = 0;
     size_t bytes = 0;
     std::vector<char> data;
     const void* src = nullptr;
@@ -73,56 +74,70 @@ struct SimWorld::Impl {
     int nranks;
     SimOptions opt;
     mutable std::mutex mu;
-    std::condition_variable cv;
+    /* Per rank: bumped and signalled when something that rank may wait for changes (a message for it
+     * arrived, one of its requests completed). Only that rank's thread sleeps on it. */
+    std::vector<std::condition_variable> cvs;
+    std::vector<uint64_t> epochs;
     std::vector<Mailbox> boxes;
     std::list<Delivery> deliveries;
     std::vector<std::unique_ptr<Endpoint>> endpoints;
     std::mt19937_64 rng;
     size_t live_requests = 0;
-    uint64_t epoch = 0; // bumped on every change a waiter might care about
 
     uint64_t due_time() {
         if (opt.max_delay_us <= 0) return 0;
         return now_ns() + (rng() % uint64_t(opt.max_delay_us + 1)) * 1000ull;
     }
-    void changed() {
-        ++epoch;
-        cv.notify_all();
+    void changed(int rank) {
+        ++epochs[size_t(rank)];
+        cvs[size_t(rank)].notify_all();
     }
+    /* Pairs a message with a receive; without delays the data moves at once. */
     void match(Message* msg, SimReq* recv) {
         recv->state = State::Matched;
         if (msg->sender != nullptr) msg->sender->state = State::Matched;
-        deliveries.push_back(Delivery{msg, recv, due_time()});
+        Delivery d{msg, recv, due_time()};
+        if (d.due_ns == 0) {
+            deliver(d);
+        } else {
+            deliveries.push_back(d);
+        }
     }
-    /* Moves data for every due delivery; true if anything happened. */
+    /* Moves the data (or fails both sides on a size mismatch), completes both requests, frees the message. */
+    void deliver(const Delivery& d) {
+        Message* msg = d.msg;
+        SimReq* recv = d.recv;
+        vcclResult_t result = vcclSuccess;
+        if (recv != nullptr) {
+            if (recv->bytes != msg->bytes) {
+                result = vcclInvalidUsage;
+                recv->error = result;
+                recv->state = State::Failed;
+            } else {
+                const void* src = msg->sender != nullptr ? msg->src : msg->data.data();
+                if (msg->bytes > 0) memcpy(recv->dst, src, msg->bytes);
+                recv->state = State::Done;
+            }
+            changed(recv->owner);
+        }
+        if (msg->sender != nullptr) {
+            msg->sender->state = result == vcclSuccess ? State::Done : State::Failed;
+            msg->sender->error = result;
+            msg->sender->msg = nullptr;
+            changed(msg->from);
+        }
+        delete msg;
+    }
+    /* Performs every delivery that has come due; true if there was any. */
     bool deliver_due() {
         bool any = false;
-        uint64_t now = opt.max_delay_us > 0 ? now_ns() : 0;
+        uint64_t now = now_ns();
         for (auto it = deliveries.begin(); it != deliveries.end();) {
             if (it->due_ns > now) {
                 ++it;
                 continue;
             }
-            Message* msg = it->msg;
-            SimReq* recv = it->recv;
-            vcclResult_t result = vcclSuccess;
-            if (recv != nullptr) {
-                if (recv->bytes != msg->bytes) {
-                    result = vcclInvalidUsage;
-                    recv->error = result;
-                    recv->state = State::Failed;
-                } else {
-                    const void* src = msg->sender != nullptr ? msg->src : msg->data.data();
-                    if (msg->bytes > 0) memcpy(recv->dst, src, msg->bytes);
-                    recv->state = State::Done;
-                }
-            }
-            if (msg->sender != nullptr) {
-                msg->sender->state = result == vcclSuccess ? State::Done : State::Failed;
-                msg->sender->error = result;
-                msg->sender->msg = nullptr;
-            }
-            delete msg;
+            deliver(*it);
             it = deliveries.erase(it);
             any = true;
         }
@@ -152,6 +167,7 @@ public:
         req->tag = tag & kTagMask;
         req->bytes = bytes;
         Message* msg = new Message;
+        msg->from = rank_;
         msg->bytes = bytes;
         if (w_->opt.eager && !sync) {
             msg->data.assign(static_cast<const char*>(buf), static_cast<const char*>(buf) + bytes);
@@ -173,7 +189,7 @@ public:
             box.unexpected[key].push_back(msg);
         }
         ++w_->live_requests;
-        w_->changed();
+        w_->changed(peer);
         *out = reinterpret_cast<TransportRequest*>(req);
         return vcclSuccess;
     }
@@ -199,7 +215,6 @@ public:
             box.posted[key].push_back(req);
         }
         ++w_->live_requests;
-        w_->changed();
         *out = reinterpret_cast<TransportRequest*>(req);
         return vcclSuccess;
     }
@@ -221,18 +236,15 @@ public:
 
     void progress() override {
         std::unique_lock<std::mutex> lock(w_->mu);
-        if (w_->deliver_due()) {
-            w_->changed();
-            seen_ = w_->epoch;
-            return;
-        }
-        if (w_->epoch == seen_) {
-            // Nothing new since this rank last looked: sleep until something changes. With delays, wake up
-            // soon anyway because a delivery may come due without anybody signalling.
+        uint64_t& epoch = w_->epochs[size_t(rank_)];
+        if (!w_->deliveries.empty() && w_->deliver_due()) return;
+        if (epoch == seen_) {
+            // Nothing new for this rank since it last looked: sleep until something changes. With delays,
+            // wake up soon anyway: a delivery may come due without anybody signalling.
             auto limit = w_->opt.max_delay_us > 0 ? std::chrono::microseconds(20) : std::chrono::microseconds(2000);
-            w_->cv.wait_for(lock, limit);
+            w_->cvs[size_t(rank_)].wait_for(lock, limit);
         }
-        seen_ = w_->epoch;
+        seen_ = epoch;
     }
 
     void release(TransportRequest* r) override {
@@ -270,7 +282,6 @@ public:
         }
         delete req;
         --w_->live_requests;
-        w_->changed();
     }
 
     vcclResult_t close(Deadline) override { return vcclSuccess; }
@@ -285,6 +296,8 @@ SimWorld::SimWorld(int nranks, const SimOptions& options) : impl_(new Impl) {
     impl_->nranks = nranks;
     impl_->opt = options;
     impl_->boxes.resize(size_t(nranks));
+    impl_->cvs = std::vector<std::condition_variable>(size_t(nranks));
+    impl_->epochs.assign(size_t(nranks), 0);
     impl_->rng.seed(options.seed);
     for (int r = 0; r < nranks; ++r) impl_->endpoints.emplace_back(new Impl::Endpoint(impl_.get(), r));
 }

@@ -333,11 +333,11 @@ void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* 
         }
         if (!ok) {
             char msg[200];
-            double want = is_float(s.dtype) ? decode_float(e.bytes, s.dtype) : 0.0;
-            double have = is_float(s.dtype) ? decode_float(got, s.dtype) : 0.0;
             uint64_t wi = 0, gi = 0;
             memcpy(&wi, e.bytes, ts);
             memcpy(&gi, got, ts);
+            double want = is_float(s.dtype) ? decode_float(e.bytes, s.dtype) : double(int64_t(normalise_int(wi, s.dtype)));
+            double have = is_float(s.dtype) ? decode_float(got, s.dtype) : double(int64_t(normalise_int(gi, s.dtype)));
             snprintf(msg, sizeof(msg), "element %zu: want %g (0x%llx) got %g (0x%llx)", o, want,
                      (unsigned long long)wi, have, (unsigned long long)gi);
             note(res, msg);
@@ -421,7 +421,9 @@ std::vector<Spec> grid(const Algorithm* a, int n) {
     const bool per_rank = a->coll == CollType::AllGather || a->coll == CollType::ReduceScatter ||
                           a->coll == CollType::AlltoAll; // count is per rank; total is n * count
     const size_t counts[] = {0, 1, 2, 7, size_t(n - 1), size_t(n + 1), 1000};
-    const size_t chunks[] = {size_t(1) << 20, 40, 7};
+    // Down to one element per chunk for tiny counts; a few elements per chunk at 1000 (enough to pipeline,
+    // few enough messages to keep the run short).
+    const size_t chunks[] = {size_t(1) << 20, 40, 7}, chunks_1000[] = {size_t(1) << 20, 256, 40};
     uint64_t seed = 1;
     for (vcclDataType_t t : kAllTypes) {
         for (vcclRedOp_t op : kAllOps) {
@@ -429,8 +431,11 @@ std::vector<Spec> grid(const Algorithm* a, int n) {
             for (size_t count : counts) {
                 for (int in_place = 0; in_place < 2; ++in_place) {
                     ++seed;
-                    specs.push_back(Spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), chunks[seed % 3],
-                                         Input::Int, seed});
+                    // Both placements for the counts that exercise the most code; one, alternating, for the rest.
+                    bool both = count == size_t(n + 1) || count == 1000;
+                    if (!both && in_place != int((seed / 2 + size_t(t) + size_t(op)) % 2)) continue;
+                    size_t chunk = count >= 1000 ? chunks_1000[seed % 3] : chunks[seed % 3];
+                    specs.push_back(Spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), chunk, Input::Int, seed});
                 }
             }
         }
@@ -621,7 +626,11 @@ TEST(AlgoChecker, CatchesBrokenAlgorithms) {
     const Algorithm a2a{CollType::AlltoAll, "inplace", "broken", broken_alltoall_inplace};
     for (const Algorithm* a : {&local, &shortr, &a2a}) {
         const int n = 4;
-        Report rep = run_cases(n, grid(a, n));
+        std::vector<Spec> specs;
+        for (const Spec& s : grid(a, n)) { // the grid minus its largest cases, to keep this quick
+            if (s.count <= 1000) specs.push_back(s);
+        }
+        Report rep = run_cases(n, specs);
         EXPECT_GT(rep.failed_cases, 0u) << a->name << " was not caught";
     }
 }
@@ -635,7 +644,7 @@ TEST(AlgoChecker, RendezvousExposesDeadlock) {
     opt.timeout_ms = 200;
     Report rep = run_cases(3, specs, opt);
     EXPECT_GT(rep.failed_cases, 0u);
-    EXPECT_NE(rep.text.find("vcclTimeout"), std::string::npos) << rep.text;
+    EXPECT_NE(rep.text.find("timed out"), std::string::npos) << rep.text;
 }
 
 // ---------------------------------------------------------------------------------------------------
