@@ -34,13 +34,6 @@
 
 using namespace vccl;
 
-/* error_api.o (pulled in through set_last_error -> vcclGetErrorString) refers to comm_is_live, which lives in
- * src/comm. This test needs no communicator: a weak stand-in lets it link on its own; the real definition,
- * when linked, takes precedence. */
-namespace vccl {
-__attribute__((weak)) bool comm_is_live(const vcclComm*) { return false; }
-} // namespace vccl
-
 namespace {
 
 uint8_t pattern(int src, int dst, uint64_t tag, size_t i) {

@@ -58,6 +58,8 @@ TEST(Dtype, Bfloat16RoundsToNearestEven) {
     EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(NAN))));
     for (uint32_t b = 0; b < 0x10000u; ++b) {
         float f = bf16_to_float(uint16_t(b));
-        if (!std::isnan(f)) EXPECT_EQ(float_to_bf16(f), uint16_t(b));
+        if (!std::isnan(f)) {
+            EXPECT_EQ(float_to_bf16(f), uint16_t(b));
+        }
     }
 }
