@@ -1,0 +1,1 @@
+#include "mpi_gtest_main.h"
