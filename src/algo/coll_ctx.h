@@ -43,10 +43,13 @@ class CollCtx {
 public:
     using ReqId = int;
 
-    /* tag_base: 44-bit tag space of this collective (the communicator's sequence number, shifted). */
+    /* tag_base: 44-bit tag space of this collective (the communicator's sequence number, shifted).
+     * Resets `scratch`: the arena belongs to this collective until the context is destroyed. */
     CollCtx(Transport* transport, int rank, int nranks, uint64_t tag_base, vcclDataType_t dtype, vcclRedOp_t op,
             const CollSettings& settings, const std::atomic<bool>* abort_flag, ScratchArena* scratch);
     ~CollCtx(); // releases (cancels) anything still pending
+    CollCtx(const CollCtx&) = delete;
+    CollCtx& operator=(const CollCtx&) = delete;
 
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
@@ -57,6 +60,8 @@ public:
 
     vcclResult_t isend(int peer, const void* buf, size_t bytes, ReqId* id = nullptr);
     vcclResult_t irecv(int peer, void* buf, size_t bytes, ReqId* id = nullptr);
+    /* wait() on an id already completed returns at once. wait_all() also returns the sticky error, so an
+     * algorithm that ends with it reports a failure of any earlier step (including a reduce or copy). */
     vcclResult_t wait(ReqId id);
     vcclResult_t wait_all();
     /* Send to one peer and receive from another, then wait for both. */
@@ -69,6 +74,11 @@ public:
     void finish_avg(void* buf, size_t count);
     void copy(void* dst, const void* src, size_t bytes);
     void* scratch(size_t bytes) { return scratch_->get(bytes); }
+
+    /* Elements per pipelined chunk: settings().chunk_bytes rounded down to whole elements, at least one. */
+    size_t chunk_elems() const;
+    /* The first error of this collective (sticky), vcclSuccess while none. */
+    vcclResult_t status() const { return error_; }
 
 private:
     vcclResult_t post_check(vcclResult_t status, TransportRequest* req, ReqId* id);
@@ -86,6 +96,13 @@ private:
     ScratchArena* scratch_;
     Deadline deadline_;
     std::vector<TransportRequest*> reqs_; // index = ReqId; nullptr once completed and released
+    struct ReqInfo {
+        int peer;
+        size_t bytes;
+        bool is_send;
+    };
+    std::vector<ReqInfo> info_;           // index = ReqId, for error messages
+    size_t first_pending_ = 0;            // every ReqId below this has completed (wait_all starts here)
     vcclResult_t error_ = vcclSuccess;    // sticky: the first failure ends the collective
 };
 

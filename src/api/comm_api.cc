@@ -1,1 +1,74 @@
-/* placeholder: being written */
+/* Communicator entry points: argument checks and mapping to comm/, nothing else. */
+#include "api/check.h"
+#include "bootstrap/tcp/tcp_bootstrap.h"
+#include "comm/comm_ops.h"
+#include "comm/group.h"
+#include "core/status.h"
+
+using namespace vccl;
+
+extern "C" VCCL_EXPORT vcclResult_t vcclGetUniqueId(vcclUniqueId* uniqueId) {
+    if (uniqueId == nullptr) return set_last_error(vcclInvalidArgument, "vcclGetUniqueId: uniqueId is NULL");
+    return tcp_unique_id_create(uniqueId);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int nranks, vcclUniqueId commId,
+                                                           int rank, vcclConfig_t* config) {
+    const char* fn = "vcclCommInitRank";
+    if (comm == nullptr) return set_last_error(vcclInvalidArgument, "%s: comm is NULL", fn);
+    if (nranks < 1) return set_last_error(vcclInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
+    VCCL_RETURN_IF_ERROR(check_rank(rank, nranks, "rank", fn));
+    std::shared_ptr<Bootstrap> bootstrap;
+    VCCL_RETURN_IF_ERROR(tcp_bootstrap_create(commId, rank, nranks, &bootstrap));
+    return comm_init_with_bootstrap(comm, std::move(bootstrap), config);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRank(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank) {
+    return vcclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vcclComm_t* newcomm,
+                                                  vcclConfig_t* config) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommSplit"));
+    if (newcomm == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommSplit: newcomm is NULL");
+    if (color < 0 && color != VCCL_SPLIT_NOCOLOR) {
+        return set_last_error(vcclInvalidArgument, "vcclCommSplit: color %d must be >= 0 or VCCL_SPLIT_NOCOLOR",
+                              color);
+    }
+    return comm_split(comm, color, key, newcomm, config);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommDestroy"));
+    return comm_destroy(comm, false);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommAbort"));
+    return comm_destroy(comm, true);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommGetAsyncError"));
+    if (asyncError == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommGetAsyncError: asyncError is NULL");
+    *asyncError = vcclResult_t(comm->async_error.load());
+    return vcclSuccess;
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommCount(const vcclComm_t comm, int* count) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommCount"));
+    if (count == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommCount: count is NULL");
+    *count = comm->nranks;
+    return vcclSuccess;
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommUserRank(const vcclComm_t comm, int* rank) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommUserRank"));
+    if (rank == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommUserRank: rank is NULL");
+    *rank = comm->rank;
+    return vcclSuccess;
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclGroupStart(void) { return group_start(); }
+
+extern "C" VCCL_EXPORT vcclResult_t vcclGroupEnd(void) { return group_end(); }

@@ -14,6 +14,7 @@
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
 #include "core/export.h"
+#include "device/staging.h"
 #include "transport/transport.h"
 #include "vccl.h"
 
@@ -30,6 +31,7 @@ struct vcclComm {
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
     vccl::ScratchArena scratch;
+    vccl::StagingBuffer staging; // device buffers run through pinned host copies (device/staging.h)
 
     std::atomic<bool> aborted{false};
     std::atomic<int> async_error{vcclSuccess};

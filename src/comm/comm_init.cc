@@ -1,1 +1,146 @@
-/* placeholder: being written */
+/* Communicator creation over a bootstrap, split, destroy and abort. */
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "comm/comm.h"
+#include "comm/comm_ops.h"
+#include "core/env.h"
+#include "core/log.h"
+#include "core/status.h"
+
+namespace vccl {
+
+namespace {
+
+uint64_t mix64(uint64_t x) { // splitmix64 finaliser: a cheap, well-spread hash
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+vcclResult_t check_config(const vcclConfig_t* config) {
+    if (config == nullptr) return vcclSuccess;
+    if (config->magic != VCCL_CONFIG_MAGIC) {
+        return set_last_error(vcclInvalidArgument,
+                              "vcclConfig_t was not initialised with VCCL_CONFIG_INITIALIZER (bad magic 0x%x)",
+                              config->magic);
+    }
+    if (config->size < offsetof(vcclConfig_t, splitShare) + sizeof(int) || config->size > 4096) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t has an unexpected size %zu", config->size);
+    }
+    if (config->splitShare != VCCL_CONFIG_UNDEF_INT && config->splitShare != 0) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t.splitShare=%d is not supported (use 0)",
+                              config->splitShare);
+    }
+    if (config->maxCtas != VCCL_CONFIG_UNDEF_INT && config->maxCtas <= 0) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t.maxCtas=%d must be positive", config->maxCtas);
+    }
+    return vcclSuccess;
+}
+
+CollSettings settings_from_env() {
+    CollSettings s;
+    s.chunk_bytes = env::get_size(env::kChunkSize);
+    if (s.chunk_bytes < 4096) s.chunk_bytes = 4096;
+    s.small_bytes = env::get_size(env::kSmallMsgBytes);
+    s.op_timeout_ms = env::get_int(env::kOpTimeoutMs);
+    return s;
+}
+
+} // namespace
+
+vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
+                                      const vcclConfig_t* config) {
+    VCCL_RETURN_IF_ERROR(check_config(config));
+    auto comm = std::make_unique<vcclComm>();
+    comm->rank = bootstrap->rank();
+    comm->nranks = bootstrap->nranks();
+    comm->settings = settings_from_env();
+
+    // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
+    uint64_t hash = 0;
+    if (comm->rank == 0) hash = mix64(std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32));
+    VCCL_RETURN_IF_ERROR(bootstrap->broadcast(&hash, sizeof(hash), 0));
+    comm->hash = hash;
+    char name[32];
+    snprintf(name, sizeof(name), "comm-%016llx", (unsigned long long)hash);
+    comm->name = config != nullptr && config->commName != nullptr ? config->commName : name;
+
+    TransportOptions options;
+    options.net_devices = config != nullptr && config->netName != nullptr ? config->netName
+                                                                           : env::get_str(env::kNetDevices);
+    options.tls = env::get_str(env::kUcxTls);
+    VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
+    comm->bootstrap = std::move(bootstrap);
+
+    VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
+              comm->transport->name());
+    comm_register(comm.get());
+    *out = comm.release();
+    return vcclSuccess;
+}
+
+vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config) {
+    VCCL_RETURN_IF_ERROR(check_config(config));
+    struct Entry {
+        int32_t color, key, rank;
+    };
+    std::vector<Entry> all(comm->nranks);
+    all[comm->rank] = {color, key, comm->rank};
+    uint64_t split_seq;
+    {
+        std::lock_guard<std::mutex> lock(comm->op_mutex);
+        split_seq = comm->split_seq++;
+    }
+    VCCL_RETURN_IF_ERROR(comm->bootstrap->allgather(all.data(), sizeof(Entry)));
+
+    std::vector<Entry> group;
+    for (const Entry& e : all) {
+        if (color != VCCL_SPLIT_NOCOLOR && e.color == color) group.push_back(e);
+    }
+    std::stable_sort(group.begin(), group.end(), [](const Entry& a, const Entry& b) {
+        return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+    });
+    std::vector<int> members;
+    int new_rank = -1;
+    for (const Entry& e : group) {
+        if (e.rank == comm->rank) new_rank = int(members.size());
+        members.push_back(e.rank);
+    }
+    uint64_t split_id = mix64(comm->hash ^ mix64(split_seq) ^ mix64(uint64_t(uint32_t(color)) + 0x51));
+    std::shared_ptr<Bootstrap> child;
+    // Every rank calls split, NOCOLOR ranks with no members: the MPI bootstrap's split is collective.
+    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
+    if (color == VCCL_SPLIT_NOCOLOR) {
+        *out = nullptr;
+        return vcclSuccess;
+    }
+    if (child == nullptr) return set_last_error(vcclInternalError, "split produced no bootstrap");
+    return comm_init_with_bootstrap(out, std::move(child), config);
+}
+
+vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
+    comm_unregister(comm);
+    if (abort) {
+        comm->aborted.store(true);
+        if (comm->bootstrap) comm->bootstrap->abort();
+    }
+    vcclResult_t status = vcclSuccess;
+    {
+        // An operation running on another thread sees `aborted` and ends within milliseconds.
+        std::lock_guard<std::mutex> lock(comm->op_mutex);
+        if (comm->transport) {
+            status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
+            comm->transport.reset();
+        }
+    }
+    VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
+    delete comm;
+    // A flush that timed out at destroy is not the caller's problem: data already completed.
+    (void)status;
+    return vcclSuccess;
+}
+
+} // namespace vccl

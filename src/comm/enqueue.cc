@@ -1,1 +1,213 @@
-/* placeholder: being written */
+#include "comm/enqueue.h"
+
+#include <cstdint>
+#include <string>
+
+#include "comm/group.h"
+#include "core/dtype.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "device/memory.h"
+#include "device/staging.h"
+
+namespace vccl {
+
+namespace {
+
+vcclResult_t run_collective(vcclComm* comm, const Op& op) {
+    const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings);
+    if (algo == nullptr) {
+        return set_last_error(vcclInternalError, "no algorithm for %s", coll_name(op.coll.coll));
+    }
+    uint64_t seq = comm->coll_seq++;
+    VCCL_TRACE(kLogColl, "%s: rank %d %s #%llu count %zu %s via %s", comm->name.c_str(), comm->rank,
+               coll_name(op.coll.coll), (unsigned long long)seq, op.coll.count, dtype_name(op.coll.dtype),
+               algo->name);
+    vcclResult_t status;
+    {
+        CollCtx ctx(comm->transport.get(), comm->rank, comm->nranks, coll_tag(seq), op.coll.dtype, op.coll.op,
+                    comm->settings, &comm->aborted, &comm->scratch);
+        status = algo->run(ctx, op.coll);
+    }
+    comm->scratch.reset();
+    return status;
+}
+
+/* Posts every receive and send of the batch, then waits for all: peers may post in any order. */
+vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
+    Transport* transport = comm->transport.get();
+    std::vector<TransportRequest*> reqs;
+    reqs.reserve(ops.size());
+    vcclResult_t status = vcclSuccess;
+    // Receives first: an early matching send then lands directly in its buffer.
+    for (int pass = 0; pass < 2 && status == vcclSuccess; ++pass) {
+        for (const Op* op : ops) {
+            TransportRequest* req = nullptr;
+            if (pass == 0 && op->kind == OpKind::Recv) {
+                status = transport->irecv(op->peer, kP2pTagBit, op->recvbuf, op->bytes, op->mem, &req);
+            } else if (pass == 1 && op->kind == OpKind::Send) {
+                // Synchronous: a send whose receive is never posted is detected (timeout) instead of
+                // completing silently into the peer's unexpected queue.
+                status = transport->isend(op->peer, kP2pTagBit, op->sendbuf, op->bytes, op->mem, true, &req);
+            }
+            if (status != vcclSuccess) break;
+            if (req != nullptr) reqs.push_back(req);
+        }
+    }
+    Deadline deadline = Deadline::after_ms(comm->settings.op_timeout_ms);
+    size_t pending = reqs.size();
+    while (status == vcclSuccess && pending > 0) {
+        transport->progress();
+        pending = 0;
+        for (TransportRequest* req : reqs) {
+            vcclResult_t r = transport->test(req);
+            if (r == vcclInProgress) {
+                pending++;
+            } else if (r != vcclSuccess) {
+                status = r;
+                break;
+            }
+        }
+        if (status != vcclSuccess || pending == 0) break;
+        if (comm->aborted.load(std::memory_order_relaxed)) {
+            status = set_last_error(vcclRemoteError, "communicator aborted during send/receive");
+        } else if (deadline.expired()) {
+            status = set_last_error(vcclTimeout,
+                                    "%zu send/receive operation(s) not matched by their peers within "
+                                    "VCCL_OP_TIMEOUT_MS=%lld ms (a send without a receive, or mismatched sizes?)",
+                                    pending, (long long)comm->settings.op_timeout_ms);
+        }
+    }
+    for (TransportRequest* req : reqs) transport->release(req);
+    return status;
+}
+
+/* Bytes a collective reads from sendbuf and writes to recvbuf on this rank. */
+void coll_io_bytes(const vcclComm* comm, const CollArgs& a, size_t* in, size_t* out) {
+    size_t block = a.count * dtype_size(a.dtype), n = size_t(comm->nranks);
+    switch (a.coll) {
+    case CollType::AllReduce: *in = block; *out = block; break;
+    case CollType::Broadcast: *in = comm->rank == a.root ? block : 0; *out = block; break;
+    case CollType::Reduce: *in = block; *out = comm->rank == a.root ? block : 0; break;
+    case CollType::AllGather: *in = block; *out = block * n; break;
+    case CollType::ReduceScatter: *in = block * n; *out = block; break;
+    default: *in = block * n; *out = block * n; break;
+    }
+}
+
+bool inside(const void* p, const void* base, size_t bytes) {
+    auto x = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base);
+    return p != nullptr && base != nullptr && x >= b && x < b + bytes;
+}
+
+/* Runs a collective on device buffers through pinned host copies, keeping in-place aliasing. */
+vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
+    size_t in = 0, out = 0;
+    coll_io_bytes(comm, op.coll, &in, &out);
+    void* host = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->staging.get(in + out, &host));
+    char* h = static_cast<char*>(host);
+    const char* dsend = static_cast<const char*>(op.coll.sendbuf);
+    char* drecv = static_cast<char*>(op.coll.recvbuf);
+    char* hsend = h;
+    char* hrecv = h + in;
+    if (inside(dsend, drecv, out)) {
+        hsend = hrecv + (dsend - drecv); // in-place: the input lives inside the output
+    } else if (inside(drecv, dsend, in)) {
+        hrecv = hsend + (drecv - dsend); // in-place: the output lives inside the input
+    }
+    VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
+    if (in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(hsend, dsend, in, op.stream));
+    Op host_op = op;
+    host_op.mem = MemType::Host;
+    host_op.coll.sendbuf = dsend != nullptr ? hsend : nullptr;
+    host_op.coll.recvbuf = drecv != nullptr ? hrecv : nullptr;
+    VCCL_RETURN_IF_ERROR(run_collective(comm, host_op));
+    if (out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(drecv, hrecv, out, op.stream));
+    return vcclSuccess;
+}
+
+/* Sends and receives with device buffers: sends are copied out first, receives copied in at the end. */
+vcclResult_t run_p2p_staged(vcclComm* comm, const std::vector<const Op*>& ops) {
+    size_t total = 0;
+    for (const Op* op : ops) total += op->mem == MemType::Cuda ? op->bytes : 0;
+    if (total == 0) return run_p2p(comm, ops);
+    void* host = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->staging.get(total, &host));
+    std::vector<Op> staged;
+    staged.reserve(ops.size());
+    char* cursor = static_cast<char*>(host);
+    for (const Op* op : ops) {
+        Op s = *op;
+        if (op->mem == MemType::Cuda) {
+            VCCL_RETURN_IF_ERROR(stream_synchronize(op->stream));
+            if (op->kind == OpKind::Send) {
+                VCCL_RETURN_IF_ERROR(copy_device_to_host(cursor, op->sendbuf, op->bytes, op->stream));
+                s.sendbuf = cursor;
+            } else {
+                s.recvbuf = cursor;
+            }
+            s.mem = MemType::Host;
+            cursor += op->bytes;
+        }
+        staged.push_back(s);
+    }
+    std::vector<const Op*> ptrs;
+    for (const Op& s : staged) ptrs.push_back(&s);
+    VCCL_RETURN_IF_ERROR(run_p2p(comm, ptrs));
+    for (size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i]->mem == MemType::Cuda && ops[i]->kind == OpKind::Recv) {
+            VCCL_RETURN_IF_ERROR(copy_host_to_device(ops[i]->recvbuf, staged[i].recvbuf, ops[i]->bytes, ops[i]->stream));
+        }
+    }
+    return vcclSuccess;
+}
+
+} // namespace
+
+vcclResult_t enqueue(const Op& op) {
+    if (group_active()) {
+        group_add(op);
+        return vcclSuccess;
+    }
+    return run_comm_ops(op.comm, std::vector<Op>{op});
+}
+
+vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    if (comm->aborted.load()) {
+        return set_last_error(vcclInvalidUsage, "communicator %s was aborted", comm->name.c_str());
+    }
+    vcclResult_t failed = vcclResult_t(comm->async_error.load());
+    if (failed != vcclSuccess) {
+        return set_last_error(failed, "communicator %s failed earlier: %s", comm->name.c_str(),
+                              comm->async_error_text.c_str());
+    }
+    std::vector<const Op*> p2p;
+    vcclResult_t status = vcclSuccess;
+    for (const Op& op : ops) {
+        if (op.kind != OpKind::Collective) {
+            p2p.push_back(&op);
+        } else if (op.mem == MemType::Cuda) {
+            status = run_collective_staged(comm, op);
+        } else {
+            // Host buffers with a stream: the call synchronises the stream first (documented), then runs.
+            status = stream_synchronize(op.stream);
+            if (status == vcclSuccess) status = run_collective(comm, op);
+        }
+        if (status != vcclSuccess) break;
+    }
+    if (status == vcclSuccess && !p2p.empty()) {
+        for (const Op* op : p2p) {
+            if (op->mem == MemType::Host && status == vcclSuccess) status = stream_synchronize(op->stream);
+        }
+        if (status == vcclSuccess) status = run_p2p_staged(comm, p2p);
+    }
+    // Peer loss and timeouts leave the communicator unusable; argument errors do not.
+    if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError) {
+        comm_set_async_error(comm, status, last_error_message());
+    }
+    return status;
+}
+
+} // namespace vccl

@@ -1,0 +1,39 @@
+/*
+ * Operations as the API hands them over: validated, with memory types resolved. Outside a group an
+ * operation runs at once; inside one it is kept until vcclGroupEnd.
+ */
+#ifndef VCCL_COMM_ENQUEUE_H_
+#define VCCL_COMM_ENQUEUE_H_
+
+#include <vector>
+
+#include "algo/algo.h"
+#include "comm/comm.h"
+#include "transport/transport.h"
+
+namespace vccl {
+
+enum class OpKind { Collective, Send, Recv };
+
+struct Op {
+    OpKind kind;
+    vcclComm* comm;
+    vcclStream_t stream;
+    MemType mem;
+    CollArgs coll;          // Collective
+    const void* sendbuf;    // Send
+    void* recvbuf;          // Recv
+    size_t bytes;           // Send / Recv
+    int peer;               // Send / Recv
+};
+
+/* Runs op now, or adds it to the calling thread's open group. */
+vcclResult_t enqueue(const Op& op);
+
+/* Runs one communicator's share of a group: its collectives in posting order, then all its sends and
+ * receives together (posted at once, so no order of peers can deadlock). */
+vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops);
+
+} // namespace vccl
+
+#endif

@@ -26,15 +26,5 @@ VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
              "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose")
 VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
              "Network devices for the primary path (UCX device names, e.g. mlx5_0:1 or eth0); default: UCX's choice")
-VCCL_ENV_DEF(kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", Str, "",
-             "Network devices for the backup path (reserved for path failover)")
 VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
-VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
-             "CPU list for the proxy thread, e.g. 0-3,8 (default: no pinning)")
-VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "16",
-             "Upper bound on CUDA thread blocks used by one reduction kernel")
-VCCL_ENV_DEF(kTopoFile, "VCCL_TOPO_FILE", Str, "",
-             "Load the topology from this hwloc XML file instead of the machine")
-VCCL_ENV_DEF(kCheckPointers, "VCCL_CHECK_POINTERS", Bool, "1",
-             "Check that buffers are in a memory type vccl can use before each call")

@@ -1,1 +1,39 @@
-/* placeholder: being written */
+#include "device/memory.h"
+
+#include "config.h"
+#include "core/status.h"
+
+#if VCCL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace vccl {
+
+MemType mem_type_of(const void* ptr) {
+#if VCCL_HAVE_CUDA
+    if (ptr == nullptr) return MemType::Host;
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess) {
+        return attr.type == cudaMemoryTypeDevice ? MemType::Cuda : MemType::Host;
+    }
+    cudaGetLastError(); // no driver, no device, or unregistered host memory: clear the sticky-free error
+#else
+    (void)ptr;
+#endif
+    return MemType::Host;
+}
+
+vcclResult_t stream_synchronize(vcclStream_t stream) {
+    if (stream == nullptr) return vcclSuccess;
+#if VCCL_HAVE_CUDA
+    cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) {
+        return set_last_error(vcclUnhandledCudaError, "cudaStreamSynchronize failed: %s", cudaGetErrorString(err));
+    }
+    return vcclSuccess;
+#else
+    return set_last_error(vcclInvalidArgument, "a non-NULL stream was passed but vccl was built without CUDA");
+#endif
+}
+
+} // namespace vccl

@@ -1,0 +1,17 @@
+/* Memory types and streams. Without CUDA every pointer is host memory and only the NULL stream exists. */
+#ifndef VCCL_DEVICE_MEMORY_H_
+#define VCCL_DEVICE_MEMORY_H_
+
+#include "transport/transport.h"
+#include "vccl.h"
+
+namespace vccl {
+
+/* Where ptr lives. Host (pageable, pinned or managed) unless CUDA reports device memory. */
+MemType mem_type_of(const void* ptr);
+/* Waits for the stream's work (a no-op for NULL). Without CUDA a non-NULL stream is an invalid argument. */
+vcclResult_t stream_synchronize(vcclStream_t stream);
+
+} // namespace vccl
+
+#endif

@@ -1,1 +1,329 @@
-/* placeholder: being written */
+/*
+ * UCX transport: one UCP context and worker per communicator, one endpoint per peer, tagged messages.
+ * The UCX tag carries the sender's rank in its top 20 bits so a receive names its peer; UCX matches
+ * messages from one endpoint in order, which gives the "equal (sender, tag) match in order" contract.
+ *
+ * Requests are ours (TransportRequest), filled by UCX callbacks. A request released while UCX still owns
+ * it is orphaned: the callback frees it when UCX completes or cancels it, so no callback ever touches
+ * freed memory.
+ */
+#include <sched.h>
+#include <ucp/api/ucp.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "core/clock.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "transport/transport.h"
+
+namespace vccl {
+
+constexpr int kRankShift = kTagBits; // 44 bits of caller tag, 20 bits of rank
+constexpr int kMaxRanks = 1 << (64 - kTagBits);
+
+struct TransportRequest {
+    enum State { kPending, kDone, kFailed };
+    State state = kPending;
+    bool orphaned = false; // released by the caller while UCX still owned it
+    bool is_recv = false;
+    int peer = -1;
+    size_t bytes = 0;
+    ucs_status_t status = UCS_OK;
+    void* ucx_req = nullptr; // UCX's request handle while pending
+};
+
+namespace {
+
+class UcxTransport;
+
+void finish(TransportRequest* req, ucs_status_t status, void* ucx_req) {
+    req->status = status;
+    req->state = status == UCS_OK ? TransportRequest::kDone : TransportRequest::kFailed;
+    if (ucx_req != nullptr) ucp_request_free(ucx_req);
+    req->ucx_req = nullptr;
+    if (req->orphaned) delete req;
+}
+
+void send_cb(void* ucx_req, ucs_status_t status, void* user_data) {
+    finish(static_cast<TransportRequest*>(user_data), status, ucx_req);
+}
+
+void recv_cb(void* ucx_req, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+    auto* req = static_cast<TransportRequest*>(user_data);
+    if (status == UCS_OK && info->length != req->bytes) status = UCS_ERR_MESSAGE_TRUNCATED;
+    finish(req, status, ucx_req);
+}
+
+struct Peer {
+    ucp_ep_h ep = nullptr;
+    ucs_status_t failure = UCS_OK; // set by the endpoint error handler
+    UcxTransport* owner = nullptr;
+    int rank = -1;
+};
+
+void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+class UcxTransport final : public Transport {
+public:
+    ~UcxTransport() override { close(Deadline::after_ms(2000)); }
+    const char* name() const override { return "ucx"; }
+
+    vcclResult_t init(Bootstrap* bootstrap, const TransportOptions& options);
+
+    vcclResult_t isend(int peer, uint64_t tag, const void* buf, size_t bytes, MemType mem, bool sync,
+                       TransportRequest** out) override {
+        if (peer < 0 || peer >= nranks_) return set_last_error(vcclInternalError, "ucx: bad peer %d", peer);
+        if (peers_[peer].failure != UCS_OK) return peer_failed(peer);
+        auto* req = new TransportRequest();
+        req->peer = peer;
+        req->bytes = bytes;
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+        param.cb.send = send_cb;
+        param.user_data = req;
+        param.datatype = ucp_dt_make_contig(1);
+        ucp_tag_t utag = (ucp_tag_t(rank_) << kRankShift) | (tag & kTagMask);
+        ucs_status_ptr_t sp = sync ? ucp_tag_send_sync_nbx(peers_[peer].ep, buf, bytes, utag, &param)
+                                   : ucp_tag_send_nbx(peers_[peer].ep, buf, bytes, utag, &param);
+        return post_result(sp, req, out);
+    }
+
+    vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType mem,
+                       TransportRequest** out) override {
+        if (peer < 0 || peer >= nranks_) return set_last_error(vcclInternalError, "ucx: bad peer %d", peer);
+        if (peers_[peer].failure != UCS_OK) return peer_failed(peer);
+        auto* req = new TransportRequest();
+        req->peer = peer;
+        req->bytes = bytes;
+        req->is_recv = true;
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
+        param.cb.recv = recv_cb;
+        param.user_data = req;
+        param.datatype = ucp_dt_make_contig(1);
+        ucp_tag_t utag = (ucp_tag_t(peer) << kRankShift) | (tag & kTagMask);
+        ucs_status_ptr_t sp = ucp_tag_recv_nbx(worker_, buf, bytes, utag, ~ucp_tag_t(0), &param);
+        return post_result(sp, req, out);
+    }
+
+    vcclResult_t test(TransportRequest* req) override {
+        switch (req->state) {
+        case TransportRequest::kDone: return vcclSuccess;
+        case TransportRequest::kPending:
+            if (peers_[req->peer].failure != UCS_OK) return peer_failed(req->peer);
+            return vcclInProgress;
+        case TransportRequest::kFailed: break;
+        }
+        if (req->status == UCS_ERR_MESSAGE_TRUNCATED) {
+            return set_last_error(vcclInvalidUsage,
+                                  "message from rank %d does not have the expected %zu bytes: the ranks called "
+                                  "mismatched operations or counts",
+                                  req->peer, req->bytes);
+        }
+        return set_last_error(vcclRemoteError, "transfer %s rank %d failed: %s", req->is_recv ? "from" : "to",
+                              req->peer, ucs_status_string(req->status));
+    }
+
+    void progress() override {
+        if (worker_ == nullptr) return;
+        if (ucp_worker_progress(worker_) != 0) {
+            idle_polls_ = 0;
+        } else if (++idle_polls_ >= 64) {
+            // Ranks often share cores (oversubscribed jobs, local tests): let a waiting peer run.
+            idle_polls_ = 0;
+            sched_yield();
+        }
+    }
+
+    void release(TransportRequest* req) override {
+        if (req == nullptr) return;
+        if (req->state != TransportRequest::kPending) {
+            delete req;
+            return;
+        }
+        // UCX still owns it: let the callback free it. Receives can be cancelled now; sends complete or
+        // fail when the endpoint closes.
+        req->orphaned = true;
+        if (req->is_recv && req->ucx_req != nullptr) ucp_request_cancel(worker_, req->ucx_req);
+    }
+
+    vcclResult_t close(Deadline deadline) override;
+
+    void on_ep_error(Peer* peer, ucs_status_t status) {
+        peer->failure = status;
+        VCCL_WARN(kLogNet, "ucx: connection to rank %d failed: %s", peer->rank, ucs_status_string(status));
+    }
+
+private:
+    vcclResult_t post_result(ucs_status_ptr_t sp, TransportRequest* req, TransportRequest** out) {
+        if (sp == nullptr) { // completed in place; the callback is not called
+            req->state = TransportRequest::kDone;
+        } else if (UCS_PTR_IS_ERR(sp)) {
+            ucs_status_t st = UCS_PTR_STATUS(sp);
+            delete req;
+            return set_last_error(st == UCS_ERR_NO_MEMORY ? vcclSystemError : vcclRemoteError,
+                                  "ucx: posting a transfer failed: %s", ucs_status_string(st));
+        } else if (req->state == TransportRequest::kPending) {
+            req->ucx_req = sp; // still running
+        } else {
+            // The callback already ran inside the post call and freed UCX's request.
+        }
+        *out = req;
+        return vcclSuccess;
+    }
+
+    vcclResult_t peer_failed(int peer) {
+        return set_last_error(vcclRemoteError, "rank %d is unreachable: %s", peer,
+                              ucs_status_string(peers_[peer].failure));
+    }
+
+    int rank_ = 0;
+    int nranks_ = 0;
+    ucp_context_h context_ = nullptr;
+    ucp_worker_h worker_ = nullptr;
+    std::vector<Peer> peers_;
+    unsigned idle_polls_ = 0;
+};
+
+void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
+    auto* peer = static_cast<Peer*>(arg);
+    peer->owner->on_ep_error(peer, status);
+}
+
+vcclResult_t ucx_check(ucs_status_t status, const char* what) {
+    if (status == UCS_OK) return vcclSuccess;
+    return set_last_error(vcclSystemError, "ucx: %s failed: %s", what, ucs_status_string(status));
+}
+
+vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& options) {
+    rank_ = bootstrap->rank();
+    nranks_ = bootstrap->nranks();
+    if (nranks_ > kMaxRanks) {
+        return set_last_error(vcclInvalidArgument, "ucx transport supports at most %d ranks", kMaxRanks);
+    }
+    ucp_config_t* config = nullptr;
+    VCCL_RETURN_IF_ERROR(ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read"));
+    vcclResult_t status = vcclSuccess;
+    if (!options.tls.empty()) status = ucx_check(ucp_config_modify(config, "TLS", options.tls.c_str()), "setting TLS");
+    if (status == vcclSuccess && !options.net_devices.empty()) {
+        status = ucx_check(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()), "setting NET_DEVICES");
+    }
+    if (status == vcclSuccess) {
+        ucp_params_t params;
+        memset(&params, 0, sizeof(params));
+        params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+        params.features = UCP_FEATURE_TAG;
+        params.mt_workers_shared = 0;
+        status = ucx_check(ucp_init(&params, config, &context_), "ucp_init");
+    }
+    ucp_config_release(config);
+    VCCL_RETURN_IF_ERROR(status);
+
+    ucp_worker_params_t wparams;
+    memset(&wparams, 0, sizeof(wparams));
+    wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    // The communicator serialises every use of the worker (op_mutex), so UCX need not lock.
+    wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    VCCL_RETURN_IF_ERROR(ucx_check(ucp_worker_create(context_, &wparams, &worker_), "ucp_worker_create"));
+
+    ucp_address_t* address = nullptr;
+    size_t address_len = 0;
+    VCCL_RETURN_IF_ERROR(ucx_check(ucp_worker_get_address(worker_, &address, &address_len), "ucp_worker_get_address"));
+
+    // Addresses differ in length; exchange the lengths first, then fixed-size slots of the longest.
+    std::vector<uint64_t> lengths(nranks_);
+    lengths[rank_] = address_len;
+    status = bootstrap->allgather(lengths.data(), sizeof(uint64_t));
+    size_t slot = 0;
+    for (uint64_t len : lengths) slot = len > slot ? len : slot;
+    std::vector<char> table;
+    if (status == vcclSuccess) {
+        table.assign(slot * nranks_, 0);
+        memcpy(table.data() + slot * rank_, address, address_len);
+        status = bootstrap->allgather(table.data(), slot);
+    }
+    ucp_worker_release_address(worker_, address);
+    VCCL_RETURN_IF_ERROR(status);
+
+    peers_.resize(nranks_);
+    for (int r = 0; r < nranks_; ++r) {
+        Peer& p = peers_[r];
+        p.owner = this;
+        p.rank = r;
+        ucp_ep_params_t ep_params;
+        memset(&ep_params, 0, sizeof(ep_params));
+        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
+        ep_params.address = reinterpret_cast<const ucp_address_t*>(table.data() + slot * r);
+        // Peer error handling turns a dead peer into an error on its requests instead of a hang.
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+        ep_params.err_handler.cb = ep_error_cb;
+        ep_params.err_handler.arg = &p;
+        ucs_status_t st = ucp_ep_create(worker_, &ep_params, &p.ep);
+        if (st != UCS_OK) {
+            VCCL_INFO(kLogNet, "ucx: endpoint to rank %d with peer error handling failed (%s); retrying without",
+                      r, ucs_status_string(st));
+            ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+            st = ucp_ep_create(worker_, &ep_params, &p.ep);
+        }
+        VCCL_RETURN_IF_ERROR(ucx_check(st, "ucp_ep_create"));
+    }
+    VCCL_INFO(kLogNet, "ucx: rank %d/%d connected (%s)", rank_, nranks_, ucp_get_version_string());
+    return vcclSuccess;
+}
+
+vcclResult_t UcxTransport::close(Deadline deadline) {
+    if (worker_ == nullptr) return vcclSuccess;
+    // Flush-close every endpoint so messages already handed to UCX reach their peers; force after the
+    // deadline so a dead peer cannot block teardown.
+    std::vector<void*> closing;
+    for (Peer& p : peers_) {
+        if (p.ep == nullptr) continue;
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = p.failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &param);
+        if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) closing.push_back(sp);
+        p.ep = nullptr;
+    }
+    bool timed_out = false;
+    for (void* req : closing) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            if (deadline.expired()) {
+                timed_out = true;
+                break;
+            }
+            progress();
+        }
+        if (timed_out) break;
+        ucp_request_free(req);
+    }
+    if (timed_out) {
+        VCCL_WARN(kLogNet, "ucx: closing connections did not finish before the deadline; dropping them");
+    }
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+    ucp_cleanup(context_);
+    context_ = nullptr;
+    return timed_out ? vcclTimeout : vcclSuccess;
+}
+
+} // namespace
+
+vcclResult_t ucx_transport_create(Bootstrap* bootstrap, const TransportOptions& options,
+                                  std::unique_ptr<Transport>* out) {
+    auto transport = std::make_unique<UcxTransport>();
+    VCCL_RETURN_IF_ERROR(transport->init(bootstrap, options));
+    *out = std::move(transport);
+    return vcclSuccess;
+}
+
+} // namespace vccl

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Configures (once) and builds vccl in BUILD_DIR (default: build/). Extra arguments go to configure.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$top/build}
+jobs=${JOBS:-$(nproc)}
+cd "$top"
+[ -x configure ] || ./autogen.sh
+mkdir -p "$build"
+cd "$build"
+[ -f Makefile ] || "$top/configure" "$@"
+make -j"$jobs"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what vccl needs to build and test on Debian 12 (or Ubuntu): compilers, autotools, UCX, hwloc,
+# ibverbs, Open MPI with devel headers, GoogleTest, pandoc, iproute2. Needs root (or sudo).
+set -euo pipefail
+packages=(
+  build-essential autoconf automake libtool pkg-config
+  libucx-dev ucx-utils libhwloc-dev libibverbs-dev
+  libopenmpi-dev openmpi-bin
+  libgtest-dev
+  pandoc iproute2 procps
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,16 @@
+/* Communicator operations behind the API: split, destroy/abort, and running collectives and p2p. */
+#ifndef VCCL_COMM_COMM_OPS_H_
+#define VCCL_COMM_COMM_OPS_H_
+
+#include "algo/algo.h"
+#include "comm/comm.h"
+
+namespace vccl {
+
+vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config);
+/* Unregisters and frees comm. abort: stop pending work first and bound every wait to well under a second. */
+vcclResult_t comm_destroy(vcclComm* comm, bool abort);
+
+} // namespace vccl
+
+#endif

@@ -1,0 +1,85 @@
+#include "device/staging.h"
+
+#include <cstdlib>
+
+#include "config.h"
+#include "core/status.h"
+
+#if VCCL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace vccl {
+
+#if VCCL_HAVE_CUDA
+
+namespace {
+vcclResult_t cuda_check(cudaError_t err, const char* what) {
+    if (err == cudaSuccess) return vcclSuccess;
+    return set_last_error(vcclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(err));
+}
+
+vcclResult_t copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, vcclStream_t stream) {
+    if (bytes == 0) return vcclSuccess;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, s), "cudaMemcpyAsync"));
+    return cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+} // namespace
+
+StagingBuffer::~StagingBuffer() {
+    if (ptr_ == nullptr) return;
+    if (pinned_) {
+        cudaFreeHost(ptr_);
+    } else {
+        free(ptr_);
+    }
+}
+
+vcclResult_t StagingBuffer::get(size_t bytes, void** out) {
+    if (bytes <= bytes_ && ptr_ != nullptr) {
+        *out = ptr_;
+        return vcclSuccess;
+    }
+    this->~StagingBuffer();
+    ptr_ = nullptr;
+    bytes_ = 0;
+    size_t want = bytes < 4096 ? 4096 : bytes;
+    pinned_ = cudaMallocHost(&ptr_, want) == cudaSuccess;
+    if (!pinned_) {
+        cudaGetLastError();
+        ptr_ = malloc(want);
+        if (ptr_ == nullptr) return set_last_error(vcclSystemError, "cannot allocate %zu bytes of staging memory", want);
+    }
+    bytes_ = want;
+    *out = ptr_;
+    return vcclSuccess;
+}
+
+vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
+    return copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+}
+
+vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
+    return copy(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+}
+
+#else // no CUDA: device memory never reaches here
+
+StagingBuffer::~StagingBuffer() { free(ptr_); }
+
+vcclResult_t StagingBuffer::get(size_t, void**) {
+    return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
+}
+
+vcclResult_t copy_device_to_host(void*, const void*, size_t, vcclStream_t) {
+    return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
+}
+
+vcclResult_t copy_host_to_device(void*, const void*, size_t, vcclStream_t) {
+    return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
+}
+
+#endif
+
+} // namespace vccl

@@ -1,0 +1,33 @@
+/*
+ * Interim device-memory path: an operation on device buffers is run on pinned host copies. The calling
+ * thread waits for the stream, copies the input to the host, runs the host algorithm, and copies the result
+ * back before returning. Correct for every collective and for send/recv, but synchronous and bounded by
+ * PCIe bandwidth; the stream-ordered SM-free path replaces it.
+ */
+#ifndef VCCL_DEVICE_STAGING_H_
+#define VCCL_DEVICE_STAGING_H_
+
+#include <cstddef>
+
+#include "vccl.h"
+
+namespace vccl {
+
+/* Pinned host memory reused across operations of one communicator. */
+class StagingBuffer {
+public:
+    ~StagingBuffer();
+    /* At least `bytes` of pinned (or, failing that, pageable) memory; contents are not preserved. */
+    vcclResult_t get(size_t bytes, void** out);
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+    bool pinned_ = false;
+};
+
+vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclStream_t stream);
+vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream);
+
+} // namespace vccl
+
+#endif

@@ -1,0 +1,283 @@
+/* vccl-perf: start-up under MPI, communicator creation and the loop over sizes. See perf.h for the parts. */
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config.h"
+#include "tools/perf/perf.h"
+
+#if __has_include("vccl_mpi.h")
+#include "vccl_mpi.h"
+#else
+/* vccl_mpi.h is not in this tree yet; the declaration libvccl_mpi provides. */
+extern "C" vcclResult_t vcclCommInitMPI(vcclComm_t* comm, MPI_Comm mpicomm, const vcclConfig_t* config);
+#endif
+
+namespace vperf {
+namespace {
+
+int g_rank = 0;
+
+/* A failed vccl or MPI call on one rank leaves the others waiting in a collective: report and abort all. */
+[[noreturn]] void die(const char* what, const std::string& detail) {
+    fprintf(stderr, "vccl-perf: rank %d: %s: %s\n", g_rank, what, detail.c_str());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, kExitRuntime);
+    exit(kExitRuntime);
+}
+
+void check_vccl(vcclResult_t r, const char* what, vcclComm_t comm) {
+    if (r == vcclSuccess) return;
+    std::string detail = vcclGetErrorString(r);
+    const char* last = vcclGetLastError(comm);
+    if (last != nullptr && *last != '\0') detail += std::string(" (") + last + ")";
+    die(what, detail);
+}
+
+void check_mpi(int rc, const char* what) {
+    if (rc == MPI_SUCCESS) return;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    die(what, std::string(text, size_t(len)));
+}
+
+/* One line per rank for the header, gathered on rank 0. */
+std::vector<std::string> rank_lines(const Options& o, int rank, int nranks, int device) {
+    char host[64] = {};
+    gethostname(host, sizeof(host) - 1);
+    char line[160];
+    if (o.memory == Memory::Host)
+        snprintf(line, sizeof(line), "#  Rank %3d Pid %7d on %16s memory host", rank, int(getpid()), host);
+    else
+        snprintf(line, sizeof(line), "#  Rank %3d Pid %7d on %16s memory cuda device %d", rank, int(getpid()), host,
+                 device);
+    std::vector<char> all(rank == 0 ? sizeof(line) * size_t(nranks) : 1);
+    check_mpi(MPI_Gather(line, sizeof(line), MPI_CHAR, all.data(), sizeof(line), MPI_CHAR, 0, MPI_COMM_WORLD),
+              "MPI_Gather of the rank list");
+    std::vector<std::string> lines;
+    if (rank == 0) {
+        for (int r = 0; r < nranks; ++r) lines.emplace_back(&all[sizeof(line) * size_t(r)]);
+    }
+    return lines;
+}
+
+vcclComm_t create_comm(const Options& o, int rank, int nranks) {
+    vcclComm_t comm = nullptr;
+    if (o.bootstrap == Bootstrap::Mpi) {
+        check_vccl(vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr), "vcclCommInitMPI", nullptr);
+    } else {
+        vcclUniqueId id;
+        memset(&id, 0, sizeof(id));
+        if (rank == 0) check_vccl(vcclGetUniqueId(&id), "vcclGetUniqueId", nullptr);
+        check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast of the unique id");
+        check_vccl(vcclCommInitRank(&comm, nranks, id, rank), "vcclCommInitRank", nullptr);
+    }
+    int count = 0, me = 0;
+    check_vccl(vcclCommCount(comm, &count), "vcclCommCount", comm);
+    check_vccl(vcclCommUserRank(comm, &me), "vcclCommUserRank", comm);
+    if (count != nranks || me != rank)
+        die("communicator", "vccl reports rank " + std::to_string(me) + " of " + std::to_string(count) +
+                                ", MPI rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+    return comm;
+}
+
+/* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back. */
+void sync_stream(void* stream) {
+    std::string error;
+    if (stream != nullptr && !stream_sync(stream, &error)) die("stream", error);
+}
+
+/* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back, then wait for
+ * the stream (device buffers). */
+double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
+                 int nranks, void* stream) {
+    const char* what = coll_name(o.coll);
+    for (int i = 0; i < o.warmup; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    sync_stream(stream);
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    sync_stream(stream);
+    return (MPI_Wtime() - t0) / o.iters;
+}
+
+/* The rank among the processes of its node, for the choice of GPU. */
+int local_rank() {
+    MPI_Comm node;
+    check_mpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type");
+    int r = 0;
+    MPI_Comm_rank(node, &r);
+    MPI_Comm_free(&node);
+    return r;
+}
+
+/* Picks this rank's GPU for -m cuda. Every rank must succeed, else all exit with a usage error. */
+int select_device(const Options& o, int rank, int* device) {
+    *device = -1;
+    if (o.memory != Memory::Cuda) return -1;
+    std::string error;
+    int ok = device_select(local_rank(), device, &error) ? 1 : 0, all_ok = 0;
+    check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    if (all_ok) return -1;
+    if (!ok) fprintf(stderr, "vccl-perf: rank %d: %s\n", rank, error.c_str());
+    return kExitUsage;
+}
+
+double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks) {
+    for (int i = 0; i < o.warmup; ++i) check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < o.iters; ++i) check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
+    return (MPI_Wtime() - t0) / o.iters;
+}
+
+void fill_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
+    std::string error;
+    if (!buf.fill(o, shape, rank, nranks, in_place, &error)) die("filling buffers", error);
+}
+
+uint64_t check_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
+    std::string error;
+    uint64_t wrong = 0;
+    if (!buf.check(o, shape, rank, nranks, in_place, &wrong, &error)) die("checking results", error);
+    return wrong;
+}
+
+long long sum_over_ranks(uint64_t local) {
+    unsigned long long in = local, out = 0;
+    check_mpi(MPI_Allreduce(&in, &out, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    return static_cast<long long>(out);
+}
+
+/* Rejects configurations the run cannot honour; prints on rank 0; returns an exit code or -1. */
+int validate(const Options& o, int rank, int nranks) {
+    const char* error = nullptr;
+    std::string msg;
+    if (o.baseline == Baseline::Nccl) {
+        error = "--baseline nccl requires -m cuda, not available yet";
+    } else if (coll_has_root(o.coll) && o.root >= nranks) {
+        msg = "root " + std::to_string(o.root) + " (-r) is not a rank: the job has " + std::to_string(nranks) +
+              " ranks";
+        error = msg.c_str();
+    }
+    if (error == nullptr) return -1;
+    if (rank == 0) fprintf(stderr, "vccl-perf: %s\n", error);
+    return kExitUsage;
+}
+
+int run(int argc, char** argv, int rank, int nranks) {
+    Options o;
+    int rc = parse_options(argc, argv, rank == 0, &o);
+    if (rc >= 0) return rc;
+    rc = validate(o, rank, nranks);
+    if (rc >= 0) return rc;
+
+    int device = -1;
+    rc = select_device(o, rank, &device);
+    if (rc >= 0) return rc;
+    std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
+    vcclComm_t comm = create_comm(o, rank, nranks);
+    void* stream = nullptr;
+    std::string error;
+    if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
+
+    Shape largest = make_shape(o.coll, o.max_bytes, o.dtype, nranks);
+    Buffers buf(o.memory, o.dtype);
+    if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
+
+    bool baseline = o.baseline == Baseline::Mpi;
+    const char* unsupported = baseline ? mpi_baseline_unsupported(o) : nullptr;
+    if (rank == 0) {
+        print_header(stdout, o, nranks, lines);
+        if (unsupported != nullptr) printf("# MPI baseline: n/a (%s)\n#\n", unsupported);
+    }
+
+    std::vector<Row> rows;
+    long long mpi_wrong = 0;
+    size_t last_bytes = size_t(-1);
+    for (size_t size = o.min_bytes; size <= o.max_bytes;) {
+        Shape shape = make_shape(o.coll, size, o.dtype, nranks);
+        if (shape.bytes != last_bytes) { // rounding can map several requested sizes to one
+            last_bytes = shape.bytes;
+            Row row;
+            row.shape = shape;
+            for (int place = 0; place < 2; ++place) {
+                bool in_place = place == 1;
+                CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
+                if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
+                double t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream) * 1e6, o.average,
+                                          MPI_COMM_WORLD);
+                long long wrong = -1;
+                if (o.check) { // a fresh, verified run after the timed ones
+                    fill_or_die(buf, o, shape, rank, nranks, in_place);
+                    check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
+                    sync_stream(stream);
+                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, in_place));
+                }
+                (in_place ? row.in_place : row.out_of_place) = make_measure(o.coll, shape, t, wrong, nranks);
+            }
+            row.has_mpi = baseline;
+            row.mpi_supported = baseline && unsupported == nullptr;
+            if (row.mpi_supported) {
+                CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
+                if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
+                double t = aggregate_time(time_mpi(o, shape, cb, rank, nranks) * 1e6, o.average, MPI_COMM_WORLD);
+                long long wrong = -1;
+                if (o.check) { // MPI must agree with the expectation too: a self-test of the checker
+                    fill_or_die(buf, o, shape, rank, nranks, false);
+                    check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
+                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
+                    mpi_wrong += wrong;
+                }
+                row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
+            }
+            if (rank == 0) print_row(stdout, o, row);
+            rows.push_back(row);
+        }
+        size_t next = o.step_bytes ? size + o.step_bytes : size * o.step_factor;
+        if (next <= size) next = size + 1; // -b 0 with a factor, or overflow
+        if (next < size) break;
+        size = next;
+    }
+
+    if (rank == 0) {
+        print_footer(stdout, o, rows);
+        if (mpi_wrong > 0)
+            fprintf(stderr, "vccl-perf: warning: the MPI baseline produced %lld values that differ from the "
+                            "expected ones; the check itself may be wrong for this configuration\n", mpi_wrong);
+    }
+    int json_ok = 1;
+    if (rank == 0 && !o.json_path.empty() && !write_json(o.json_path, o, nranks, rows, &error)) {
+        fprintf(stderr, "vccl-perf: %s\n", error.c_str());
+        json_ok = 0;
+    }
+    check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
+    stream_destroy(stream);
+    if (total_wrong(rows) > 0) return kExitWrong;
+    return json_ok ? kExitOk : kExitRuntime;
+}
+
+} // namespace
+} // namespace vperf
+
+int main(int argc, char** argv) {
+    int provided = 0;
+    if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        fprintf(stderr, "vccl-perf: MPI_Init failed; start vccl-perf with mpirun\n");
+        return vperf::kExitRuntime;
+    }
+    int rank = 0, nranks = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    vperf::g_rank = rank;
+    int rc = vperf::run(argc, argv, rank, nranks);
+    MPI_Finalize();
+    return rc;
+}

@@ -1,0 +1,300 @@
+/* vccl-perf: command-line parsing and the names of collectives, datatypes and reduction operations. */
+#include <getopt.h>
+#include <strings.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tools/perf/perf.h"
+
+namespace vperf {
+
+namespace {
+
+struct CollName {
+    const char* name;
+    Coll coll;
+};
+const CollName kColls[] = {
+    {"allreduce", Coll::AllReduce},         {"broadcast", Coll::Broadcast}, {"bcast", Coll::Broadcast},
+    {"reduce", Coll::Reduce},               {"allgather", Coll::AllGather}, {"reducescatter", Coll::ReduceScatter},
+    {"reduce_scatter", Coll::ReduceScatter}, {"alltoall", Coll::AlltoAll},  {"sendrecv", Coll::SendRecv},
+};
+
+struct TypeName {
+    const char* name;
+    vcclDataType_t type;
+};
+/* The first name of each type is the one printed (nccl-tests spelling). */
+const TypeName kTypes[] = {
+    {"int8", vcclInt8},       {"char", vcclInt8},       {"uint8", vcclUint8},     {"int32", vcclInt32},
+    {"int", vcclInt32},       {"uint32", vcclUint32},   {"int64", vcclInt64},     {"uint64", vcclUint64},
+    {"half", vcclFloat16},    {"float16", vcclFloat16}, {"fp16", vcclFloat16},    {"float", vcclFloat32},
+    {"float32", vcclFloat32}, {"fp32", vcclFloat32},    {"double", vcclFloat64},  {"float64", vcclFloat64},
+    {"fp64", vcclFloat64},    {"bfloat16", vcclBfloat16}, {"bf16", vcclBfloat16},
+};
+
+struct OpName {
+    const char* name;
+    vcclRedOp_t op;
+};
+const OpName kOps[] = {{"sum", vcclSum}, {"prod", vcclProd}, {"max", vcclMax}, {"min", vcclMin}, {"avg", vcclAvg}};
+
+/* "64", "4K", "1M", "2G" (powers of 1024, as nccl-tests). */
+bool parse_bytes(const char* text, size_t* out) {
+    if (text == nullptr || *text == '\0' || *text == '-') return false;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || end == text) return false;
+    unsigned long long mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1ull << 10; end++; break;
+    case 'm': case 'M': mult = 1ull << 20; end++; break;
+    case 'g': case 'G': mult = 1ull << 30; end++; break;
+    default: break;
+    }
+    if (mult != 1 && (*end == 'b' || *end == 'B')) end++;
+    if (*end != '\0') return false;
+    if (v != 0 && mult > ~0ull / v) return false;
+    *out = size_t(v * mult);
+    return true;
+}
+
+bool parse_int(const char* text, long min, long max, long* out) {
+    if (text == nullptr || *text == '\0') return false;
+    errno = 0;
+    char* end = nullptr;
+    long v = strtol(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+} // namespace
+
+const char* coll_name(Coll coll) {
+    for (const CollName& c : kColls) {
+        if (c.coll == coll) return c.name;
+    }
+    return "?";
+}
+
+const char* type_name(vcclDataType_t type) {
+    for (const TypeName& t : kTypes) {
+        if (t.type == type) return t.name;
+    }
+    return "?";
+}
+
+const char* op_name(vcclRedOp_t op) {
+    for (const OpName& o : kOps) {
+        if (o.op == op) return o.name;
+    }
+    return "?";
+}
+
+size_t type_size(vcclDataType_t type) {
+    switch (type) {
+    case vcclInt8: case vcclUint8: return 1;
+    case vcclFloat16: case vcclBfloat16: return 2;
+    case vcclInt32: case vcclUint32: case vcclFloat32: return 4;
+    case vcclInt64: case vcclUint64: case vcclFloat64: return 8;
+    default: return 0;
+    }
+}
+
+bool coll_has_op(Coll coll) {
+    return coll == Coll::AllReduce || coll == Coll::Reduce || coll == Coll::ReduceScatter;
+}
+
+bool coll_has_root(Coll coll) { return coll == Coll::Broadcast || coll == Coll::Reduce; }
+
+void print_usage(FILE* out) {
+    fprintf(out,
+            "Usage: mpirun -np N vccl-perf [options] COLLECTIVE\n"
+            "\n"
+            "Measures one vccl collective over a range of sizes and prints nccl-tests style tables.\n"
+            "COLLECTIVE: allreduce | broadcast | reduce | allgather | reducescatter | alltoall | sendrecv\n"
+            "            (sendrecv: every rank sends to rank+1 and receives from rank-1 in one group)\n"
+            "\n"
+            "Options:\n"
+            "  -b, --minbytes SIZE      smallest size in bytes, K/M/G suffixes allowed (default 32M)\n"
+            "  -e, --maxbytes SIZE      largest size in bytes (default 32M)\n"
+            "  -f, --stepfactor N       multiply the size by N between steps (default 2)\n"
+            "  -i, --stepbytes SIZE     add SIZE between steps instead of multiplying\n"
+            "  -n, --iters N            timed iterations per size (default 20)\n"
+            "  -w, --warmup_iters N     untimed warm-up iterations per size (default 5)\n"
+            "  -c, --check 0|1          verify results, count wrong elements (default 1)\n"
+            "  -o, --op OP              sum | prod | max | min | avg (default sum)\n"
+            "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
+            "                           (default float)\n"
+            "  -r, --root N             root rank of broadcast and reduce (default 0)\n"
+            "  -a, --average 0|1|2|3    time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
+            "  -m, --memory host|cuda   where buffers live (default host)\n"
+            "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
+            "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
+            "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
+            "      --baseline mpi|nccl  also run the collective through MPI on the same buffers and print\n"
+            "                           its time, bus bandwidth and the ratio vccl/MPI (nccl: not yet)\n"
+            "  -h, --help               print this help and exit\n"
+            "\n"
+            "Exit status: 0 success, 1 wrong results, 2 usage error, 3 runtime failure.\n");
+}
+
+int parse_options(int argc, char** argv, bool verbose, Options* opts) {
+    enum { kOptBootstrap = 256, kOptBaseline };
+    static const struct option kLong[] = {
+        {"minbytes", required_argument, nullptr, 'b'},
+        {"maxbytes", required_argument, nullptr, 'e'},
+        {"stepfactor", required_argument, nullptr, 'f'},
+        {"stepbytes", required_argument, nullptr, 'i'},
+        {"iters", required_argument, nullptr, 'n'},
+        {"warmup_iters", required_argument, nullptr, 'w'},
+        {"check", required_argument, nullptr, 'c'},
+        {"op", required_argument, nullptr, 'o'},
+        {"datatype", required_argument, nullptr, 'd'},
+        {"root", required_argument, nullptr, 'r'},
+        {"average", required_argument, nullptr, 'a'},
+        {"memory", required_argument, nullptr, 'm'},
+        {"output_file", required_argument, nullptr, 'J'},
+        {"bootstrap", required_argument, nullptr, kOptBootstrap},
+        {"baseline", required_argument, nullptr, kOptBaseline},
+        {"help", no_argument, nullptr, 'h'},
+        {nullptr, 0, nullptr, 0},
+    };
+    Options o;
+    bool op_given = false;
+    auto fail = [&](const char* what, const char* value) {
+        if (verbose) {
+            fprintf(stderr, "vccl-perf: invalid %s '%s'\n", what, value ? value : "");
+            fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
+        }
+        return kExitUsage;
+    };
+    opterr = 0;
+    optind = 1;
+    int c;
+    long v = 0;
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:m:J:h", kLong, nullptr)) != -1) {
+        switch (c) {
+        case 'b':
+            if (!parse_bytes(optarg, &o.min_bytes)) return fail("minimum size (-b)", optarg);
+            break;
+        case 'e':
+            if (!parse_bytes(optarg, &o.max_bytes)) return fail("maximum size (-e)", optarg);
+            break;
+        case 'f':
+            if (!parse_int(optarg, 2, 1L << 20, &v)) return fail("step factor (-f, an integer >= 2)", optarg);
+            o.step_factor = size_t(v);
+            break;
+        case 'i':
+            if (!parse_bytes(optarg, &o.step_bytes) || o.step_bytes == 0)
+                return fail("step size (-i, bytes > 0)", optarg);
+            break;
+        case 'n':
+            if (!parse_int(optarg, 1, 1L << 30, &v)) return fail("iteration count (-n, >= 1)", optarg);
+            o.iters = int(v);
+            break;
+        case 'w':
+            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("warm-up count (-w, >= 0)", optarg);
+            o.warmup = int(v);
+            break;
+        case 'c':
+            if (!parse_int(optarg, 0, 1, &v)) return fail("check flag (-c, 0 or 1)", optarg);
+            o.check = int(v);
+            break;
+        case 'o': {
+            bool found = false;
+            for (const OpName& n : kOps) {
+                if (strcasecmp(optarg, n.name) == 0) { o.op = n.op; found = true; }
+            }
+            if (!found) return fail("reduction operation (-o: sum, prod, max, min, avg)", optarg);
+            op_given = true;
+            break;
+        }
+        case 'd': {
+            bool found = false;
+            for (const TypeName& n : kTypes) {
+                if (strcasecmp(optarg, n.name) == 0) { o.dtype = n.type; found = true; break; }
+            }
+            if (!found) {
+                if (strcasecmp(optarg, "host") == 0 || strcasecmp(optarg, "cuda") == 0)
+                    return fail("datatype (-d names a datatype; buffer placement is -m host|cuda)", optarg);
+                return fail("datatype (-d)", optarg);
+            }
+            break;
+        }
+        case 'r':
+            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("root rank (-r)", optarg);
+            o.root = int(v);
+            break;
+        case 'a':
+            if (!parse_int(optarg, 0, 3, &v)) return fail("averaging mode (-a, 0..3)", optarg);
+            o.average = int(v);
+            break;
+        case 'm':
+            if (strcasecmp(optarg, "host") == 0) o.memory = Memory::Host;
+            else if (strcasecmp(optarg, "cuda") == 0) o.memory = Memory::Cuda;
+            else return fail("memory placement (-m host|cuda)", optarg);
+            break;
+        case 'J':
+            if (*optarg == '\0') return fail("JSON output file (-J)", optarg);
+            o.json_path = optarg;
+            break;
+        case kOptBootstrap:
+            if (strcasecmp(optarg, "mpi") == 0) o.bootstrap = Bootstrap::Mpi;
+            else if (strcasecmp(optarg, "tcp") == 0) o.bootstrap = Bootstrap::Tcp;
+            else return fail("bootstrap (--bootstrap mpi|tcp)", optarg);
+            break;
+        case kOptBaseline:
+            if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;
+            else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
+            else return fail("baseline (--baseline mpi|nccl)", optarg);
+            break;
+        case 'h':
+            if (verbose) print_usage(stdout);
+            return kExitOk;
+        case ':':
+            if (verbose) {
+                fprintf(stderr, "vccl-perf: option '%s' needs a value\n", argv[optind - 1]);
+                fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
+            }
+            return kExitUsage;
+        default:
+            if (verbose) {
+                fprintf(stderr, "vccl-perf: unknown option '%s'\n", argv[optind - 1]);
+                fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
+            }
+            return kExitUsage;
+        }
+    }
+    if (optind >= argc) {
+        if (verbose) {
+            fprintf(stderr, "vccl-perf: missing COLLECTIVE (allreduce, broadcast, reduce, allgather, "
+                            "reducescatter, alltoall or sendrecv)\n");
+            fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
+        }
+        return kExitUsage;
+    }
+    if (optind + 1 < argc) return fail("extra argument", argv[optind + 1]);
+    bool found = false;
+    for (const CollName& n : kColls) {
+        if (strcasecmp(argv[optind], n.name) == 0) { o.coll = n.coll; found = true; break; }
+    }
+    if (!found) return fail("collective", argv[optind]);
+    if (o.min_bytes > o.max_bytes) {
+        if (verbose)
+            fprintf(stderr, "vccl-perf: minimum size %zu (-b) is larger than maximum size %zu (-e)\n",
+                    o.min_bytes, o.max_bytes);
+        return kExitUsage;
+    }
+    if (op_given && !coll_has_op(o.coll) && verbose)
+        fprintf(stderr, "vccl-perf: note: %s does not reduce; -o is ignored\n", coll_name(o.coll));
+    *opts = o;
+    return -1;
+}
+
+} // namespace vperf

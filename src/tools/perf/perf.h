@@ -1,0 +1,179 @@
+/*
+ * vccl-perf: an nccl-tests compatible benchmark for vccl collectives. Shared declarations of the parts:
+ *   options.cc   command line, names of collectives/types/ops, usage text
+ *   buffers.cc   buffer placement, element encoding, rank/index dependent fill and result checks
+ *   colls.cc     per-collective geometry (counts, bandwidth factors) and the vccl calls
+ *   baseline.cc  the same collective through MPI (--baseline mpi)
+ *   device.cc    the CUDA runtime calls behind -m cuda (device choice, buffers, stream)
+ *   report.cc    timing aggregation across ranks, the table, footer and JSON output
+ *   main.cc      MPI start-up, communicator creation, the size loop
+ */
+#ifndef VCCL_TOOLS_PERF_PERF_H_
+#define VCCL_TOOLS_PERF_PERF_H_
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vccl.h"
+
+namespace vperf {
+
+/* Exit codes of the tool. */
+constexpr int kExitOk = 0;
+constexpr int kExitWrong = 1;   // a result check found wrong elements
+constexpr int kExitUsage = 2;   // bad command line or an unsupported mode
+constexpr int kExitRuntime = 3; // a vccl, MPI or system call failed
+
+enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, SendRecv };
+enum class Memory { Host, Cuda };
+enum class Bootstrap { Mpi, Tcp };
+enum class Baseline { None, Mpi, Nccl };
+
+struct Options {
+    Coll coll = Coll::AllReduce;
+    size_t min_bytes = 32 * 1024 * 1024;
+    size_t max_bytes = 32 * 1024 * 1024;
+    size_t step_factor = 2;  // -f; used when step_bytes is 0
+    size_t step_bytes = 0;   // -i; a fixed increment instead of a factor
+    int iters = 20;
+    int warmup = 5;
+    int check = 1;
+    vcclRedOp_t op = vcclSum;
+    vcclDataType_t dtype = vcclFloat32;
+    int root = 0;
+    std::string json_path;
+    int average = 3; // 0 rank 0, 1 mean, 2 min, 3 max across ranks
+    Memory memory = Memory::Host;
+    Bootstrap bootstrap = Bootstrap::Mpi;
+    Baseline baseline = Baseline::None;
+};
+
+/* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
+ * Messages are printed only when `verbose` (rank 0). */
+int parse_options(int argc, char** argv, bool verbose, Options* opts);
+void print_usage(FILE* out);
+
+const char* coll_name(Coll coll);
+const char* type_name(vcclDataType_t type);
+const char* op_name(vcclRedOp_t op);
+size_t type_size(vcclDataType_t type);
+bool coll_has_op(Coll coll);
+bool coll_has_root(Coll coll);
+
+/* ---- colls.cc ---- */
+
+/* The geometry of one measurement: `count` is the per-call count argument as the API defines it,
+ * send_elems/recv_elems the per-rank buffer sizes. */
+struct Shape {
+    size_t count = 0;
+    size_t send_elems = 0;
+    size_t recv_elems = 0;
+    size_t bytes = 0;       // the size column: S as nccl-tests reports it
+    size_t total_count = 0; // the count column: bytes / typesize
+};
+
+/* Rounds a requested byte size down to what the collective can move (whole elements, and a multiple of
+ * nranks elements for allgather, reducescatter and alltoall). */
+Shape make_shape(Coll coll, size_t bytes, vcclDataType_t type, int nranks);
+/* busbw / algbw, as nccl-tests defines it. */
+double bus_factor(Coll coll, int nranks);
+
+/* ---- device.cc ---- (all return false / nullptr with a message in *error on failure) */
+
+bool device_select(int local_rank, int* device, std::string* error);
+void* device_alloc(size_t bytes, std::string* error);
+void device_free(void* p);
+bool device_copy(void* dst, const void* src, size_t bytes, std::string* error);
+bool stream_create(void** stream, std::string* error);
+bool stream_sync(void* stream, std::string* error);
+void stream_destroy(void* stream);
+
+/* ---- buffers.cc ---- */
+
+class Buffers {
+public:
+    Buffers(Memory memory, vcclDataType_t type);
+    ~Buffers();
+    Buffers(const Buffers&) = delete;
+    Buffers& operator=(const Buffers&) = delete;
+
+    /* Allocates room for the largest shape; false with a message on failure. */
+    bool allocate(size_t send_elems, size_t recv_elems, std::string* error);
+    void* send() const { return send_; }
+    vcclDataType_t type() const { return type_; }
+    void* recv() const { return recv_; }
+
+    /* Writes the inputs that rank `rank` contributes for one check run. In-place runs put the input where
+     * the API expects it (inside recv for allgather, in send/recv shared storage otherwise). Device
+     * buffers are written on the host and copied over. False with a message on a CUDA failure. */
+    bool fill(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place, std::string* error);
+    /* Counts output elements that differ from the independently computed expectation. */
+    bool check(const Options& opts, const Shape& shape, int rank, int nranks, bool in_place, uint64_t* wrong,
+               std::string* error);
+
+private:
+    Memory memory_;
+    vcclDataType_t type_;
+    void* send_ = nullptr; // what the calls use: host memory, or device memory with -m cuda
+    void* recv_ = nullptr;
+    void* host_send_ = nullptr; // where fill and check work: send_/recv_ themselves, or host shadows
+    void* host_recv_ = nullptr;
+    size_t capacity_ = 0; // elements in each buffer
+};
+
+/* The pointers a call uses for the in-place or out-of-place variant. */
+struct CallBuffers {
+    const void* send;
+    void* recv;
+};
+CallBuffers call_buffers(Coll coll, const Buffers& buf, const Shape& shape, int rank, bool in_place);
+
+/* Issues one vccl operation on `stream` (NULL for host buffers). */
+vcclResult_t run_vccl(const Options& opts, const Shape& shape, const CallBuffers& cb, vcclComm_t comm,
+                      int rank, int nranks, void* stream);
+
+/* ---- baseline.cc ---- */
+
+/* Why the MPI baseline cannot run this configuration, or nullptr when it can. */
+const char* mpi_baseline_unsupported(const Options& opts);
+/* One MPI operation on the out-of-place buffers; returns an MPI error code. */
+int run_mpi(const Options& opts, const Shape& shape, const CallBuffers& cb, MPI_Comm comm, int rank,
+            int nranks);
+
+/* ---- report.cc ---- */
+
+struct Measure {
+    double time_us = 0;   // aggregated over ranks per -a
+    double algbw = 0;     // GB/s
+    double busbw = 0;     // GB/s
+    long long wrong = -1; // summed over ranks; -1 when not checked
+};
+
+struct Row {
+    Shape shape;
+    Measure out_of_place;
+    Measure in_place;
+    bool has_mpi = false;        // baseline requested
+    bool mpi_supported = false;  // and possible for this type/op
+    Measure mpi;
+};
+
+/* Reduces one rank's time across ranks per opts.average (collective over comm). */
+double aggregate_time(double local_us, int average, MPI_Comm comm);
+Measure make_measure(Coll coll, const Shape& shape, double time_us, long long wrong, int nranks);
+
+void print_header(FILE* out, const Options& opts, int nranks, const std::vector<std::string>& rank_lines);
+void print_row(FILE* out, const Options& opts, const Row& row);
+void print_footer(FILE* out, const Options& opts, const std::vector<Row>& rows);
+bool write_json(const std::string& path, const Options& opts, int nranks, const std::vector<Row>& rows,
+                std::string* error);
+double average_busbw(const std::vector<Row>& rows);
+long long total_wrong(const std::vector<Row>& rows);
+
+} // namespace vperf
+
+#endif

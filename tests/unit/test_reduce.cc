@@ -1,0 +1,298 @@
+/*
+ * Host reductions against a scalar reference (every type x op, fp16/bf16 rounding, integer wrap, integer
+ * average), block_range arithmetic, and VCCL_ALGO parsing.
+ */
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "algo/algo.h"
+#include "core/dtype.h"
+#include "core/reduce.h"
+
+using namespace vccl;
+
+namespace {
+
+template <typename T>
+T scalar_op(T a, T b, vcclRedOp_t op) {
+    // Reference arithmetic in a wide type, truncated back: wraps for integers, exact enough for floats.
+    using W = typename std::conditional<std::is_floating_point<T>::value, double,
+                                        typename std::conditional<std::is_signed<T>::value, int64_t, uint64_t>::type>::type;
+    switch (op) {
+    case vcclSum: case vcclAvg: return T(std::is_integral<T>::value ? W(uint64_t(W(a)) + uint64_t(W(b))) : W(a) + W(b));
+    case vcclProd: return T(std::is_integral<T>::value ? W(uint64_t(W(a)) * uint64_t(W(b))) : W(a) * W(b));
+    case vcclMax: return a > b ? a : b;
+    case vcclMin: return a < b ? a : b;
+    default: return T();
+    }
+}
+
+template <typename T>
+void check_type(vcclDataType_t type, const std::vector<T>& a, const std::vector<T>& b) {
+    for (vcclRedOp_t op : {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg}) {
+        std::vector<T> dst(a.size());
+        reduce_host(dst.data(), a.data(), b.data(), a.size(), type, op);
+        for (size_t i = 0; i < a.size(); ++i) {
+            T want = scalar_op<T>(a[i], b[i], op);
+            EXPECT_EQ(memcmp(&dst[i], &want, sizeof(T)), 0)
+                << dtype_name(type) << " " << op_name(op) << " element " << i << ": " << +a[i] << ", " << +b[i]
+                << " -> " << +dst[i] << " want " << +want;
+        }
+        // In place (dst aliases a) gives the same.
+        std::vector<T> inplace = a;
+        reduce_host(inplace.data(), inplace.data(), b.data(), a.size(), type, op);
+        EXPECT_EQ(inplace, dst) << dtype_name(type) << " " << op_name(op);
+    }
+}
+
+template <typename T>
+std::vector<T> pattern(size_t n, uint64_t seed) {
+    std::vector<T> v(n);
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        if (std::is_floating_point<T>::value) {
+            v[i] = T(double(int64_t(x >> 40) - (1 << 23)) / 4096.0);
+        } else {
+            v[i] = T(x >> 17); // full range: exercises wrap-around
+        }
+    }
+    return v;
+}
+
+TEST(ReduceHost, IntegerAndFloatTypesMatchScalarReference) {
+    const size_t n = 1037; // not a multiple of any vector width
+    check_type<int8_t>(vcclInt8, pattern<int8_t>(n, 1), pattern<int8_t>(n, 2));
+    check_type<uint8_t>(vcclUint8, pattern<uint8_t>(n, 3), pattern<uint8_t>(n, 4));
+    check_type<int32_t>(vcclInt32, pattern<int32_t>(n, 5), pattern<int32_t>(n, 6));
+    check_type<uint32_t>(vcclUint32, pattern<uint32_t>(n, 7), pattern<uint32_t>(n, 8));
+    check_type<int64_t>(vcclInt64, pattern<int64_t>(n, 9), pattern<int64_t>(n, 10));
+    check_type<uint64_t>(vcclUint64, pattern<uint64_t>(n, 11), pattern<uint64_t>(n, 12));
+    check_type<float>(vcclFloat32, pattern<float>(n, 13), pattern<float>(n, 14));
+    check_type<double>(vcclFloat64, pattern<double>(n, 15), pattern<double>(n, 16));
+}
+
+TEST(ReduceHost, IntegerOverflowWraps) {
+    int32_t a32[2] = {std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()};
+    int32_t b32[2] = {1, -1}, d32[2];
+    reduce_host(d32, a32, b32, 2, vcclInt32, vcclSum);
+    EXPECT_EQ(d32[0], std::numeric_limits<int32_t>::min());
+    EXPECT_EQ(d32[1], std::numeric_limits<int32_t>::max());
+    uint8_t a8 = 255, b8 = 1, d8;
+    reduce_host(&d8, &a8, &b8, 1, vcclUint8, vcclSum);
+    EXPECT_EQ(d8, 0);
+    int8_t x = 16, y = 16, z;
+    reduce_host(&z, &x, &y, 1, vcclInt8, vcclProd);
+    EXPECT_EQ(z, 0); // 256 mod 256
+    int64_t p = int64_t(1) << 62, q = 4, r;
+    reduce_host(&r, &p, &q, 1, vcclInt64, vcclProd);
+    EXPECT_EQ(r, 0);
+    uint64_t u = ~0ull, v = 2, w;
+    reduce_host(&w, &u, &v, 1, vcclUint64, vcclSum);
+    EXPECT_EQ(w, 1u);
+}
+
+/* fp16/bf16: computed in float, rounded once to nearest even. */
+template <uint16_t (*Enc)(float), float (*Dec)(uint16_t)>
+void check_16bit(vcclDataType_t type) {
+    std::vector<uint16_t> a, b;
+    for (int i = -300; i <= 300; ++i) {
+        a.push_back(Enc(float(i) * 0.37f));
+        b.push_back(Enc(float(i * 7 % 113) * 1.9f));
+    }
+    a.push_back(Enc(INFINITY));
+    b.push_back(Enc(1.0f));
+    for (vcclRedOp_t op : {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg}) {
+        std::vector<uint16_t> d(a.size());
+        reduce_host(d.data(), a.data(), b.data(), a.size(), type, op);
+        for (size_t i = 0; i < a.size(); ++i) {
+            float fa = Dec(a[i]), fb = Dec(b[i]);
+            float r = op == vcclProd ? fa * fb : op == vcclMax ? (fa > fb ? fa : fb)
+                                             : op == vcclMin ? (fa < fb ? fa : fb) : fa + fb;
+            EXPECT_EQ(d[i], Enc(r)) << dtype_name(type) << " " << op_name(op) << " " << fa << ", " << fb;
+        }
+    }
+}
+
+TEST(ReduceHost, HalfAndBfloat16RoundOnceToNearestEven) {
+    check_16bit<float_to_half, half_to_float>(vcclFloat16);
+    check_16bit<float_to_bf16, bf16_to_float>(vcclBfloat16);
+
+    // Ties: 1 + 2^-11 is halfway between 1 and the next fp16 (1 + 2^-10): rounds to even (1).
+    uint16_t one = float_to_half(1.0f), tiny = float_to_half(std::ldexp(1.0f, -11)), d;
+    reduce_host(&d, &one, &tiny, 1, vcclFloat16, vcclSum);
+    EXPECT_EQ(d, one);
+    // (1 + 2^-10) + 2^-11 is halfway to 1 + 2^-9: rounds up to the even mantissa.
+    uint16_t odd = float_to_half(1.0f + std::ldexp(1.0f, -10));
+    reduce_host(&d, &odd, &tiny, 1, vcclFloat16, vcclSum);
+    EXPECT_EQ(half_to_float(d), 1.0f + std::ldexp(1.0f, -9));
+    // bf16: 256 + 1 is a tie between 256 and 258 -> 256; 258 + 1 -> 260.
+    uint16_t b256 = float_to_bf16(256.f), b1 = float_to_bf16(1.f), b258 = float_to_bf16(258.f);
+    reduce_host(&d, &b256, &b1, 1, vcclBfloat16, vcclSum);
+    EXPECT_EQ(bf16_to_float(d), 256.f);
+    reduce_host(&d, &b258, &b1, 1, vcclBfloat16, vcclSum);
+    EXPECT_EQ(bf16_to_float(d), 260.f);
+    // Overflow to infinity in fp16.
+    uint16_t big = float_to_half(60000.f);
+    reduce_host(&d, &big, &big, 1, vcclFloat16, vcclSum);
+    EXPECT_TRUE(std::isinf(half_to_float(d)));
+}
+
+TEST(ReduceHost, AvgScalingIntegerDivision) {
+    int32_t i32[4] = {-7, 7, 8, std::numeric_limits<int32_t>::min()};
+    scale_avg_host(i32, 4, vcclInt32, 2);
+    EXPECT_EQ(i32[0], -3); // truncation toward zero
+    EXPECT_EQ(i32[1], 3);
+    EXPECT_EQ(i32[2], 4);
+    EXPECT_EQ(i32[3], std::numeric_limits<int32_t>::min() / 2);
+    uint8_t u8[2] = {255, 7};
+    scale_avg_host(u8, 1, vcclUint8, 300); // more ranks than the type can count
+    EXPECT_EQ(u8[0], 0);
+    scale_avg_host(u8 + 1, 1, vcclUint8, 2);
+    EXPECT_EQ(u8[1], 3);
+    int8_t i8[2] = {127, -128};
+    scale_avg_host(i8, 2, vcclInt8, 100);
+    EXPECT_EQ(i8[0], 1);
+    EXPECT_EQ(i8[1], -1);
+    uint64_t u64 = ~0ull;
+    scale_avg_host(&u64, 1, vcclUint64, 3);
+    EXPECT_EQ(u64, ~0ull / 3);
+    float f = 1.0f;
+    scale_avg_host(&f, 1, vcclFloat32, 3);
+    EXPECT_EQ(f, 1.0f / 3.0f);
+    double dd = 1.0;
+    scale_avg_host(&dd, 1, vcclFloat64, 3);
+    EXPECT_EQ(dd, 1.0 / 3.0);
+    uint16_t h = float_to_half(1.0f);
+    scale_avg_host(&h, 1, vcclFloat16, 3);
+    EXPECT_EQ(h, float_to_half(1.0f / 3.0f));
+    uint16_t b = float_to_bf16(10.0f);
+    scale_avg_host(&b, 1, vcclBfloat16, 4);
+    EXPECT_EQ(bf16_to_float(b), 2.5f);
+    int32_t one = 5;
+    scale_avg_host(&one, 1, vcclInt32, 1);
+    EXPECT_EQ(one, 5);
+}
+
+TEST(ReduceHost, ZeroCountTouchesNothing) {
+    int32_t a = 1, b = 2, d = 42;
+    reduce_host(&d, &a, &b, 0, vcclInt32, vcclSum);
+    EXPECT_EQ(d, 42);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+TEST(BlockRange, CoversCountContiguouslyWithNearlyEqualBlocks) {
+    for (size_t count : {size_t(0), size_t(1), size_t(2), size_t(7), size_t(8), size_t(9), size_t(1000),
+                         size_t(70001)}) {
+        for (int blocks : {1, 2, 3, 5, 8, 64}) {
+            size_t expect_begin = 0, base = count / size_t(blocks);
+            for (int i = 0; i < blocks; ++i) {
+                size_t b, e;
+                block_range(count, blocks, i, &b, &e);
+                EXPECT_EQ(b, expect_begin) << count << "/" << blocks << " block " << i;
+                EXPECT_GE(e, b);
+                size_t len = e - b;
+                EXPECT_TRUE(len == base || len == base + 1);
+                EXPECT_EQ(len == base + 1, size_t(i) < count % size_t(blocks)) << "the first blocks are larger";
+                expect_begin = e;
+            }
+            EXPECT_EQ(expect_begin, count);
+        }
+    }
+    size_t b, e;
+    block_range(3, 8, 5, &b, &e); // fewer elements than blocks: empty at the end
+    EXPECT_EQ(b, 3u);
+    EXPECT_EQ(e, 3u);
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+struct Parsed {
+    bool ok;
+    const Algorithm* chosen[int(CollType::kCount)];
+    std::string error;
+};
+
+Parsed parse(const char* spec) {
+    Parsed p;
+    char error[1024] = "";
+    p.ok = algo_parse_override(spec, p.chosen, error, sizeof(error));
+    p.error = error;
+    return p;
+}
+
+const char* chosen_name(const Parsed& p, CollType c) {
+    return p.chosen[int(c)] == nullptr ? "(none)" : p.chosen[int(c)]->name;
+}
+
+TEST(AlgoOverride, ParsesValidSpecs) {
+    Parsed p = parse("allreduce:ring,bcast:chain");
+    EXPECT_TRUE(p.ok) << p.error;
+    EXPECT_STREQ(chosen_name(p, CollType::AllReduce), "ring");
+    EXPECT_STREQ(chosen_name(p, CollType::Broadcast), "chain");
+    EXPECT_STREQ(chosen_name(p, CollType::Reduce), "(none)");
+    EXPECT_EQ(p.chosen[int(CollType::AllReduce)]->coll, CollType::AllReduce);
+
+    p = parse(" AllReduce : recursive_doubling , reduce:binomial,, broadcast:binomial ,reducescatter:ring,"
+              "allgather:ring,alltoall:pairwise");
+    EXPECT_TRUE(p.ok) << p.error;
+    EXPECT_STREQ(chosen_name(p, CollType::AllReduce), "recursive_doubling");
+    EXPECT_STREQ(chosen_name(p, CollType::Reduce), "binomial");
+    EXPECT_STREQ(chosen_name(p, CollType::Broadcast), "binomial");
+    EXPECT_STREQ(chosen_name(p, CollType::AlltoAll), "pairwise");
+
+    p = parse("");
+    EXPECT_TRUE(p.ok);
+    for (int c = 0; c < int(CollType::kCount); ++c) EXPECT_EQ(p.chosen[c], nullptr);
+    p = parse("allreduce:ring,allreduce:recursive_doubling"); // the last one wins
+    EXPECT_STREQ(chosen_name(p, CollType::AllReduce), "recursive_doubling");
+}
+
+TEST(AlgoOverride, UnknownAlgorithmListsValidNamesAndKeepsTheRest) {
+    Parsed p = parse("allreduce:tree,broadcast:chain");
+    EXPECT_FALSE(p.ok);
+    EXPECT_NE(p.error.find("tree"), std::string::npos) << p.error;
+    EXPECT_NE(p.error.find("ring"), std::string::npos) << p.error;
+    EXPECT_NE(p.error.find("recursive_doubling"), std::string::npos) << p.error;
+    EXPECT_EQ(p.chosen[int(CollType::AllReduce)], nullptr) << "falls back to the default";
+    EXPECT_STREQ(chosen_name(p, CollType::Broadcast), "chain");
+}
+
+TEST(AlgoOverride, UnknownCollectiveAndMalformedEntries) {
+    Parsed p = parse("allscatter:ring");
+    EXPECT_FALSE(p.ok);
+    EXPECT_NE(p.error.find("allscatter"), std::string::npos) << p.error;
+    EXPECT_NE(p.error.find("allreduce"), std::string::npos) << "lists the collectives: " << p.error;
+    for (int c = 0; c < int(CollType::kCount); ++c) EXPECT_EQ(p.chosen[c], nullptr);
+
+    p = parse("ring");
+    EXPECT_FALSE(p.ok);
+    EXPECT_NE(p.error.find("COLLECTIVE:ALGORITHM"), std::string::npos) << p.error;
+
+    p = parse("reduce:ring"); // ring exists, but not for reduce
+    EXPECT_FALSE(p.ok);
+    EXPECT_NE(p.error.find("chain"), std::string::npos) << p.error;
+
+    char tiny[8];
+    const Algorithm* chosen[int(CollType::kCount)];
+    EXPECT_FALSE(algo_parse_override("nope:nope", chosen, tiny, sizeof(tiny)));
+    EXPECT_EQ(strlen(tiny), sizeof(tiny) - 1) << "truncated, terminated";
+}
+
+TEST(AlgoOverride, CollectiveNames) {
+    EXPECT_STREQ(coll_name(CollType::AllReduce), "allreduce");
+    EXPECT_STREQ(coll_name(CollType::Broadcast), "broadcast");
+    EXPECT_STREQ(coll_name(CollType::Reduce), "reduce");
+    EXPECT_STREQ(coll_name(CollType::AllGather), "allgather");
+    EXPECT_STREQ(coll_name(CollType::ReduceScatter), "reducescatter");
+    EXPECT_STREQ(coll_name(CollType::AlltoAll), "alltoall");
+}
+
+} // namespace
