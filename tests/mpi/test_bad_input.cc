@@ -4,6 +4,7 @@
  *
  * VCCL_OP_TIMEOUT_MS is read once per process (when the first communicator is created), so this program
  * sets it to 2000 before main() unless the caller set it: every communicator here gets a 2 s limit.
+ * VCCL_BOOTSTRAP_TIMEOUT is set to 5 likewise, so that a call that should fail at once but waits fails fast.
  */
 #include <climits>
 #include <cstdint>
@@ -19,6 +20,7 @@ namespace {
 
 const bool g_env_set = [] {
     setenv("VCCL_OP_TIMEOUT_MS", "2000", 0);
+    setenv("VCCL_BOOTSTRAP_TIMEOUT", "5", 0); // a bootstrap that should not wait fails the test in 5 s
     return true;
 }();
 
@@ -264,14 +266,42 @@ TEST_F(BadInput, CommInitRankBadArguments) {
     e("garbage id (0x5A)", vcclCommInitRank(&c, n_, garbage, rank_), IA);
     memset(&garbage, 0, sizeof garbage);
     e("all-zero id", vcclCommInitRank(&c, n_, garbage, rank_), IA);
+    /* Each config case gets its own id (see RejectedConfigLeavesUniqueIdUsable for why). */
+    vcclUniqueId id2, id3;
+    e("GetUniqueId", vcclGetUniqueId(&id2), vcclSuccess);
+    e("GetUniqueId", vcclGetUniqueId(&id3), vcclSuccess);
     vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
     cfg.magic = 0;
-    e("config with bad magic", vcclCommInitRankConfig(&c, 1, id, 0, &cfg), IA);
+    e("config with bad magic", vcclCommInitRankConfig(&c, 1, id2, 0, &cfg), IA);
     vcclConfig_t cfg2 = VCCL_CONFIG_INITIALIZER;
     cfg2.splitShare = 1;
-    e("config splitShare=1 (reserved)", vcclCommInitRankConfig(&c, 1, id, 0, &cfg2), IA);
+    e("config splitShare=1 (reserved)", vcclCommInitRankConfig(&c, 1, id3, 0, &cfg2), IA);
     e("CommInitMPI on MPI_COMM_NULL", vcclCommInitMPI(&c, MPI_COMM_NULL, nullptr), IA);
     EXPECT_ALL_RANKS_WHY(e.ok() && c == sentinel, e.why() + (c == sentinel ? "" : "*comm written on failure\n"));
+}
+
+/* A call rejected for its arguments must not consume the unique id: the same id then initialises a
+ * communicator (rejections of nranks/rank already behave so; the config check must too). */
+TEST_F(BadInput, RejectedConfigLeavesUniqueIdUsable) {
+    Expect e;
+    for (int which = 0; which < 3; ++which) {
+        vcclUniqueId id;
+        e("GetUniqueId", vcclGetUniqueId(&id), vcclSuccess);
+        vcclComm_t c = nullptr;
+        vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+        const char* what = which == 0 ? "nranks 0" : which == 1 ? "config magic 0" : "config splitShare 1";
+        if (which == 0) e(what, vcclCommInitRank(&c, 0, id, 0), vcclInvalidArgument);
+        if (which == 1) cfg.magic = 0;
+        if (which == 2) cfg.splitShare = 1;
+        if (which != 0) e(what, vcclCommInitRankConfig(&c, 1, id, 0, &cfg), vcclInvalidArgument);
+        double t0 = now_s();
+        vcclResult_t rc = vcclCommInitRank(&c, 1, id, 0);
+        std::ostringstream os;
+        os << "vcclCommInitRank(nranks 1) with the id after a rejected call (" << what << ") after " << now_s() - t0 << " s";
+        e(os.str(), rc, vcclSuccess);
+        if (rc == vcclSuccess) vcclCommDestroy(c);
+    }
+    EXPECT_ALL_RANKS_WHY(e.ok(), e.why());
 }
 
 TEST_F(BadInput, GroupEndWithoutStartIsInvalidUsage) {
