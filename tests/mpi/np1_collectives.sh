@@ -1,0 +1,3 @@
+#!/bin/sh
+# Listed in tests/mpi/Makefile.inc: test_collectives on 1 rank(s).
+exec "$(dirname "$0")/run-mpi-test.sh" 1 "${top_builddir:-.}/tests/mpi/test_collectives" "$@"

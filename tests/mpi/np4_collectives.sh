@@ -1,0 +1,3 @@
+#!/bin/sh
+# Listed in tests/mpi/Makefile.inc: test_collectives on 4 rank(s).
+exec "$(dirname "$0")/run-mpi-test.sh" 4 "${top_builddir:-.}/tests/mpi/test_collectives" "$@"

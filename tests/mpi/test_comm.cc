@@ -1,0 +1,359 @@
+/*
+ * Communicator lifecycle: vcclCommSplit (colors, keys, VCCL_SPLIT_NOCOLOR, child outliving its parent),
+ * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, versions and
+ * error strings, and many communicators created and destroyed in a row.
+ */
+#include <set>
+#include <sstream>
+
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+
+namespace {
+
+std::string rc_why(const char* what, vcclResult_t got, vcclResult_t want) {
+    if (got == want) return std::string();
+    return std::string(what) + " returned " + result_str(got) + ", want " + result_str(want) + " (" +
+           vcclGetLastError(nullptr) + ")";
+}
+
+/* Sum over the ranks of comm of `value` (an int64 allreduce), or -1 on error. */
+int64_t comm_sum(vcclComm_t comm, int64_t value, vcclResult_t* rc) {
+    int64_t out = -12345;
+    *rc = vcclAllReduce(&value, &out, 1, vcclInt64, vcclSum, comm, nullptr);
+    return out;
+}
+
+class CommTest : public ::testing::Test {
+protected:
+    int rank_ = world_rank(), n_ = world_size();
+};
+
+TEST_F(CommTest, CountAndUserRankMatchMpi) {
+    for (CommKind kind : {CommKind::Mpi, CommKind::UniqueId}) {
+        vcclResult_t rc;
+        vcclComm_t c = make_comm(kind, &rc);
+        ASSERT_ALL_RANKS_WHY(c != nullptr, rc_why("create", rc, vcclSuccess)) << comm_kind_name(kind);
+        int count = -1, r = -1;
+        vcclResult_t rc1 = vcclCommCount(c, &count), rc2 = vcclCommUserRank(c, &r);
+        EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc2 == vcclSuccess && count == n_ && r == rank_)
+            << comm_kind_name(kind) << " count " << count << " rank " << r;
+        EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
+    }
+}
+
+TEST_F(CommTest, SplitEvenOdd) {
+    vcclComm_t parent = shared_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(parent != nullptr);
+    vcclComm_t child = nullptr;
+    vcclResult_t rc = vcclCommSplit(parent, rank_ % 2, rank_, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && child != nullptr, rc_why("vcclCommSplit", rc, vcclSuccess));
+    int count = -1, r = -1;
+    vcclCommCount(child, &count);
+    vcclCommUserRank(child, &r);
+    int want_count = (rank_ % 2 == 0) ? (n_ + 1) / 2 : n_ / 2;
+    EXPECT_ALL_RANKS(count == want_count && r == rank_ / 2) << "count " << count << " rank " << r;
+
+    /* Collectives on the child interleaved with collectives on the parent (both alive). */
+    int64_t want_child = 0;
+    for (int i = rank_ % 2; i < n_; i += 2) want_child += i + 1;
+    int64_t want_parent = int64_t(n_) * (n_ + 1) / 2;
+    for (int it = 0; it < 3; ++it) {
+        vcclResult_t rc1, rc2;
+        int64_t s_child = comm_sum(child, rank_ + 1, &rc1);
+        int64_t s_parent = comm_sum(parent, rank_ + 1, &rc2);
+        EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc2 == vcclSuccess && s_child == want_child && s_parent == want_parent)
+            << "iteration " << it << ": child sum " << s_child << " (want " << want_child << "), parent sum "
+            << s_parent << " (want " << want_parent << ")";
+    }
+    /* AllGather on the child: parent ranks in child-rank order. */
+    std::vector<int32_t> got(size_t(want_count), -1);
+    int32_t me = rank_;
+    rc = vcclAllGather(&me, got.data(), 1, vcclInt32, child, nullptr);
+    bool ok = rc == vcclSuccess;
+    for (int i = 0; i < want_count; ++i) ok &= got[size_t(i)] == 2 * i + rank_ % 2;
+    EXPECT_ALL_RANKS(ok);
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess);
+}
+
+TEST_F(CommTest, SplitKeyReversesOrder) {
+    vcclComm_t parent = shared_comm(CommKind::UniqueId);
+    ASSERT_ALL_RANKS(parent != nullptr);
+    vcclComm_t child = nullptr;
+    vcclResult_t rc = vcclCommSplit(parent, 7, n_ - rank_, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && child != nullptr, rc_why("vcclCommSplit", rc, vcclSuccess));
+    int r = -1;
+    vcclCommUserRank(child, &r);
+    EXPECT_ALL_RANKS(r == n_ - 1 - rank_) << "child rank " << r;
+    std::vector<int32_t> got(size_t(n_), -1);
+    int32_t me = rank_;
+    rc = vcclAllGather(&me, got.data(), 1, vcclInt32, child, nullptr);
+    bool ok = rc == vcclSuccess;
+    for (int i = 0; i < n_; ++i) ok &= got[size_t(i)] == n_ - 1 - i;
+    EXPECT_ALL_RANKS(ok) << "allgather of parent ranks on the reversed child";
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess);
+}
+
+TEST_F(CommTest, SplitEqualKeysKeepParentOrder) {
+    vcclComm_t parent = shared_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(parent != nullptr);
+    vcclComm_t child = nullptr;
+    vcclResult_t rc = vcclCommSplit(parent, 0, 0, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && child != nullptr, rc_why("vcclCommSplit", rc, vcclSuccess));
+    int r = -1;
+    vcclCommUserRank(child, &r);
+    EXPECT_ALL_RANKS(r == rank_);
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess);
+}
+
+TEST_F(CommTest, SplitNoColorGivesNull) {
+    vcclComm_t parent = shared_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(parent != nullptr);
+    const bool out = rank_ % 3 == 2;
+    vcclComm_t child = reinterpret_cast<vcclComm_t>(uintptr_t(0x1)); // must be overwritten with NULL
+    vcclResult_t rc = vcclCommSplit(parent, out ? VCCL_SPLIT_NOCOLOR : 0, rank_, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess, rc_why("vcclCommSplit", rc, vcclSuccess));
+    EXPECT_ALL_RANKS(out ? child == nullptr : (child != nullptr && child != reinterpret_cast<vcclComm_t>(uintptr_t(1))))
+        << "NOCOLOR ranks get NULL, the others a communicator";
+    int want_count = 0;
+    for (int i = 0; i < n_; ++i) want_count += i % 3 != 2;
+    int count = -1;
+    int64_t sum = -1;
+    vcclResult_t rc1 = vcclSuccess, rc2 = vcclSuccess;
+    if (!out) {
+        rc1 = vcclCommCount(child, &count);
+        sum = comm_sum(child, 1, &rc2);
+    }
+    EXPECT_ALL_RANKS(out || (rc1 == vcclSuccess && rc2 == vcclSuccess && count == want_count && sum == want_count))
+        << "count " << count << " sum " << sum << " want " << want_count;
+    if (!out) {
+        EXPECT_EQ(vcclCommDestroy(child), vcclSuccess);
+    }
+    /* The parent is still fine. */
+    vcclResult_t rc3;
+    EXPECT_ALL_RANKS(comm_sum(parent, 1, &rc3) == n_ && rc3 == vcclSuccess);
+}
+
+TEST_F(CommTest, DestroyParentBeforeChild) {
+    vcclResult_t rc;
+    vcclComm_t parent = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS_WHY(parent != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+    vcclComm_t child = nullptr, grandchild = nullptr;
+    rc = vcclCommSplit(parent, rank_ % 2, -rank_, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && child != nullptr, rc_why("vcclCommSplit", rc, vcclSuccess));
+    rc = vcclCommSplit(child, 0, 0, &grandchild, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && grandchild != nullptr, rc_why("vcclCommSplit (grandchild)", rc, vcclSuccess));
+    EXPECT_ALL_RANKS(vcclCommDestroy(parent) == vcclSuccess);
+    int64_t want = 0;
+    for (int i = rank_ % 2; i < n_; i += 2) want += i;
+    vcclResult_t rc1, rc2;
+    int64_t s1 = comm_sum(child, rank_, &rc1);
+    int64_t s2 = comm_sum(grandchild, rank_, &rc2);
+    EXPECT_ALL_RANKS(rc1 == vcclSuccess && s1 == want && rc2 == vcclSuccess && s2 == want)
+        << "child " << s1 << " grandchild " << s2 << " want " << want;
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess);
+    vcclResult_t rc3;
+    int64_t s3 = comm_sum(grandchild, 1, &rc3);
+    EXPECT_ALL_RANKS(rc3 == vcclSuccess && s3 == (n_ + 1 - rank_ % 2) / 2);
+    EXPECT_ALL_RANKS(vcclCommDestroy(grandchild) == vcclSuccess);
+}
+
+TEST_F(CommTest, UseAfterDestroyIsInvalidUsage) {
+    vcclResult_t rc;
+    vcclComm_t c = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS_WHY(c != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+    ASSERT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
+    int x = 0, y = 0;
+    vcclResult_t ae = vcclSuccess;
+    vcclComm_t nc = nullptr;
+    std::string why;
+    auto expect = [&](const char* what, vcclResult_t got) { why += rc_why(what, got, vcclInvalidUsage); };
+    expect("vcclCommCount", vcclCommCount(c, &x));
+    expect("vcclCommUserRank", vcclCommUserRank(c, &x));
+    expect("vcclCommGetAsyncError", vcclCommGetAsyncError(c, &ae));
+    expect("vcclAllReduce", vcclAllReduce(&x, &y, 1, vcclInt32, vcclSum, c, nullptr));
+    expect("vcclBroadcast", vcclBroadcast(&x, &y, 1, vcclInt32, 0, c, nullptr));
+    expect("vcclReduce", vcclReduce(&x, &y, 1, vcclInt32, vcclSum, 0, c, nullptr));
+    expect("vcclAllGather", vcclAllGather(&x, &y, 1, vcclInt32, c, nullptr));
+    expect("vcclReduceScatter", vcclReduceScatter(&x, &y, 1, vcclInt32, vcclSum, c, nullptr));
+    expect("vcclAlltoAll", vcclAlltoAll(&x, &y, 1, vcclInt32, c, nullptr));
+    expect("vcclSend", vcclSend(&x, 1, vcclInt32, 0, c, nullptr));
+    expect("vcclRecv", vcclRecv(&x, 1, vcclInt32, 0, c, nullptr));
+    expect("vcclCommSplit", vcclCommSplit(c, 0, 0, &nc, nullptr));
+    expect("vcclCommDestroy (again)", vcclCommDestroy(c));
+    expect("vcclCommAbort", vcclCommAbort(c));
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_ALL_RANKS(nc == nullptr) << "output written on failure";
+}
+
+TEST_F(CommTest, AbortReturnsQuickly) {
+    vcclResult_t rc;
+    vcclComm_t c = make_comm(CommKind::UniqueId, &rc);
+    ASSERT_ALL_RANKS_WHY(c != nullptr, rc_why("vcclCommInitRank", rc, vcclSuccess));
+    vcclResult_t rc1;
+    comm_sum(c, 1, &rc1); // the communicator has done some work
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = now_s();
+    vcclResult_t ra = vcclCommAbort(c);
+    double dt = now_s() - t0;
+    EXPECT_ALL_RANKS(rc1 == vcclSuccess && ra == vcclSuccess && dt < 1.0)
+        << "abort returned " << result_str(ra) << " after " << dt << " s";
+    /* Abort on one rank only, while the others have not called anything: still quick. */
+    vcclComm_t d = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS_WHY(d != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+    t0 = now_s();
+    ra = rank_ == 0 ? vcclCommAbort(d) : vcclSuccess;
+    dt = now_s() - t0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ != 0) {
+        t0 = now_s();
+        ra = vcclCommAbort(d);
+        dt = std::max(dt, now_s() - t0);
+    }
+    EXPECT_ALL_RANKS(ra == vcclSuccess && dt < 1.0) << "abort took " << dt << " s";
+}
+
+TEST_F(CommTest, AsyncErrorIsSuccessOnHealthyComm) {
+    for (CommKind kind : {CommKind::Mpi, CommKind::UniqueId}) {
+        vcclComm_t c = shared_comm(kind);
+        ASSERT_ALL_RANKS(c != nullptr);
+        vcclResult_t rc1;
+        comm_sum(c, 1, &rc1);
+        vcclResult_t ae = vcclInternalError;
+        vcclResult_t rc = vcclCommGetAsyncError(c, &ae);
+        EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc == vcclSuccess && ae == vcclSuccess)
+            << comm_kind_name(kind) << ": rc " << result_str(rc) << " async " << result_str(ae);
+    }
+}
+
+TEST_F(CommTest, InitRankConfigAndMpiConfigWork) {
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.commName = "test-comm-config";
+    cfg.blocking = 0; // accepted, behaves like 1
+    vcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank_ == 0) {
+        EXPECT_EQ(vcclGetUniqueId(&id), vcclSuccess);
+    }
+    MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    vcclComm_t c = nullptr, d = nullptr;
+    vcclResult_t rc = vcclCommInitRankConfig(&c, n_, id, rank_, &cfg);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && c != nullptr, rc_why("vcclCommInitRankConfig", rc, vcclSuccess));
+    rc = vcclCommInitMPI(&d, MPI_COMM_WORLD, &cfg);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && d != nullptr, rc_why("vcclCommInitMPI(config)", rc, vcclSuccess));
+    vcclResult_t rc1, rc2;
+    int64_t s1 = comm_sum(c, 2, &rc1), s2 = comm_sum(d, 3, &rc2);
+    EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc2 == vcclSuccess && s1 == 2 * n_ && s2 == 3 * n_);
+    EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess && vcclCommDestroy(d) == vcclSuccess);
+}
+
+TEST_F(CommTest, InitMpiOnSubCommunicator) {
+    /* vcclCommInitMPI over an MPI sub-communicator (odd/even world ranks). */
+    MPI_Comm sub;
+    MPI_Comm_split(MPI_COMM_WORLD, rank_ % 2, n_ - rank_, &sub);
+    int sub_rank = -1, sub_size = -1;
+    MPI_Comm_rank(sub, &sub_rank);
+    MPI_Comm_size(sub, &sub_size);
+    vcclComm_t c = nullptr;
+    vcclResult_t rc = vcclCommInitMPI(&c, sub, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && c != nullptr, rc_why("vcclCommInitMPI(sub)", rc, vcclSuccess));
+    int r = -1, count = -1;
+    vcclCommUserRank(c, &r);
+    vcclCommCount(c, &count);
+    vcclResult_t rc1;
+    int64_t s = comm_sum(c, rank_, &rc1);
+    int64_t want = 0;
+    for (int i = rank_ % 2; i < n_; i += 2) want += i;
+    EXPECT_ALL_RANKS(r == sub_rank && count == sub_size && rc1 == vcclSuccess && s == want)
+        << "rank " << r << "/" << sub_rank << " count " << count << "/" << sub_size << " sum " << s << "/" << want;
+    EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
+    MPI_Comm_free(&sub);
+}
+
+TEST_F(CommTest, GetVersion) {
+    int v = -1;
+    EXPECT_ALL_RANKS(vcclGetVersion(&v) == vcclSuccess && v == VCCL_VERSION_CODE) << "version " << v;
+    EXPECT_ALL_RANKS(VCCL_VERSION_CODE == VCCL_MAJOR * 10000 + VCCL_MINOR * 100 + VCCL_PATCH);
+    EXPECT_ALL_RANKS(vcclGetVersion(nullptr) == vcclInvalidArgument);
+}
+
+TEST_F(CommTest, ErrorStringsNonNullAndDistinct) {
+    std::set<std::string> seen;
+    bool ok = true;
+    std::string why;
+    for (int r = 0; r < vcclNumResults; ++r) {
+        const char* s = vcclGetErrorString(vcclResult_t(r));
+        if (s == nullptr || *s == '\0') {
+            ok = false;
+            why += "code " + std::to_string(r) + " has no string; ";
+            continue;
+        }
+        if (!seen.insert(s).second) {
+            ok = false;
+            why += "code " + std::to_string(r) + " repeats \"" + s + "\"; ";
+        }
+    }
+    const char* unknown = vcclGetErrorString(vcclResult_t(99));
+    const char* negative = vcclGetErrorString(vcclResult_t(-1));
+    ok &= unknown != nullptr && negative != nullptr;
+    EXPECT_ALL_RANKS_WHY(ok, why);
+}
+
+TEST_F(CommTest, LastErrorDescribesFailure) {
+    const char* before = vcclGetLastError(nullptr);
+    vcclResult_t rc = vcclGetVersion(nullptr);
+    const char* after = vcclGetLastError(nullptr);
+    EXPECT_ALL_RANKS(before != nullptr && rc == vcclInvalidArgument && after != nullptr && *after != '\0')
+        << "last error after a failed call: \"" << (after ? after : "(null)") << "\"";
+}
+
+TEST_F(CommTest, ManyCommunicatorsInALoop) {
+    bool ok = true;
+    std::string why;
+    for (int i = 0; i < 20 && ok; ++i) {
+        CommKind kind = (i % 4 == 3) ? CommKind::UniqueId : CommKind::Mpi;
+        vcclResult_t rc;
+        vcclComm_t c = make_comm(kind, &rc);
+        if (c == nullptr) {
+            ok = false;
+            why = "iteration " + std::to_string(i) + ": " + rc_why("create", rc, vcclSuccess);
+        } else {
+            vcclResult_t rc1;
+            int64_t s = comm_sum(c, i, &rc1);
+            if (rc1 != vcclSuccess || s != int64_t(i) * n_) {
+                ok = false;
+                why = "iteration " + std::to_string(i) + ": sum " + std::to_string(s) + " " + rc_why("allreduce", rc1, vcclSuccess);
+            }
+            vcclResult_t rd = vcclCommDestroy(c);
+            if (rd != vcclSuccess) {
+                ok = false;
+                why += rc_why("destroy", rd, vcclSuccess);
+            }
+        }
+        ok = all_ranks_ok(ok); // stop together
+    }
+    EXPECT_ALL_RANKS_WHY(ok, why);
+}
+
+TEST_F(CommTest, SeveralLiveCommunicatorsInterleaved) {
+    /* Four communicators alive at once, used round-robin: each keeps its own collective sequence. */
+    std::vector<vcclComm_t> comms;
+    for (int i = 0; i < 4; ++i) {
+        vcclResult_t rc;
+        comms.push_back(make_comm(i % 2 ? CommKind::UniqueId : CommKind::Mpi, &rc));
+        ASSERT_ALL_RANKS_WHY(comms.back() != nullptr, rc_why("create", rc, vcclSuccess));
+    }
+    bool ok = true;
+    for (int round = 0; round < 5; ++round)
+        for (size_t i = 0; i < comms.size(); ++i) {
+            vcclResult_t rc;
+            int64_t s = comm_sum(comms[i], int64_t(i * 100 + round), &rc);
+            ok &= rc == vcclSuccess && s == int64_t(i * 100 + round) * n_;
+        }
+    EXPECT_ALL_RANKS(ok);
+    for (vcclComm_t c : comms) EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
+}
+
+} // namespace
