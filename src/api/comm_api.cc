@@ -18,6 +18,8 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int
     if (comm == nullptr) return set_last_error(vcclInvalidArgument, "%s: comm is NULL", fn);
     if (nranks < 1) return set_last_error(vcclInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
     VCCL_RETURN_IF_ERROR(check_rank(rank, nranks, "rank", fn));
+    // Reject a bad config before contacting the bootstrap root, so the unique id stays usable.
+    VCCL_RETURN_IF_ERROR(comm_check_config(config));
     std::shared_ptr<Bootstrap> bootstrap;
     VCCL_RETURN_IF_ERROR(tcp_bootstrap_create(commId, rank, nranks, &bootstrap));
     return comm_init_with_bootstrap(comm, std::move(bootstrap), config);

@@ -20,7 +20,9 @@ uint64_t mix64(uint64_t x) { // splitmix64 finaliser: a cheap, well-spread hash
     return x ^ (x >> 31);
 }
 
-vcclResult_t check_config(const vcclConfig_t* config) {
+} // namespace
+
+vcclResult_t comm_check_config(const vcclConfig_t* config) {
     if (config == nullptr) return vcclSuccess;
     if (config->magic != VCCL_CONFIG_MAGIC) {
         return set_last_error(vcclInvalidArgument,
@@ -40,6 +42,8 @@ vcclResult_t check_config(const vcclConfig_t* config) {
     return vcclSuccess;
 }
 
+namespace {
+
 CollSettings settings_from_env() {
     CollSettings s;
     s.chunk_bytes = env::get_size(env::kChunkSize);
@@ -53,7 +57,7 @@ CollSettings settings_from_env() {
 
 vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
                                       const vcclConfig_t* config) {
-    VCCL_RETURN_IF_ERROR(check_config(config));
+    VCCL_RETURN_IF_ERROR(comm_check_config(config));
     auto comm = std::make_unique<vcclComm>();
     comm->rank = bootstrap->rank();
     comm->nranks = bootstrap->nranks();
@@ -83,7 +87,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
 }
 
 vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config) {
-    VCCL_RETURN_IF_ERROR(check_config(config));
+    VCCL_RETURN_IF_ERROR(comm_check_config(config));
     struct Entry {
         int32_t color, key, rank;
     };

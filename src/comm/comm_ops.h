@@ -7,6 +7,8 @@
 
 namespace vccl {
 
+/* Validates a caller's vcclConfig_t (NULL is valid); done before any bootstrap traffic. */
+vcclResult_t comm_check_config(const vcclConfig_t* config);
 vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config);
 /* Unregisters and frees comm. abort: stop pending work first and bound every wait to well under a second. */
 vcclResult_t comm_destroy(vcclComm* comm, bool abort);

@@ -129,7 +129,32 @@ int select_device(const Options& o, int rank, int* device) {
     return kExitUsage;
 }
 
-double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks) {
+void check_nccl(int rc, const std::string& error) {
+    if (rc != 0) die("NCCL baseline", error);
+}
+
+/* One baseline operation (MPI on host buffers, NCCL on the stream). */
+void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream) {
+    if (o.baseline == Baseline::Nccl) {
+        std::string error;
+        check_nccl(run_nccl(o, shape, cb, rank, nranks, stream, &error), error);
+    } else {
+        check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
+    }
+}
+
+double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks,
+                     void* stream) {
+    for (int i = 0; i < o.warmup; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
+    sync_stream(stream);
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < o.iters; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
+    sync_stream(stream);
+    return (MPI_Wtime() - t0) / o.iters;
+}
+
+[[maybe_unused]] double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks) {
     for (int i = 0; i < o.warmup; ++i) check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     double t0 = MPI_Wtime();
@@ -159,8 +184,8 @@ long long sum_over_ranks(uint64_t local) {
 int validate(const Options& o, int rank, int nranks) {
     const char* error = nullptr;
     std::string msg;
-    if (o.baseline == Baseline::Nccl) {
-        error = "--baseline nccl requires -m cuda, not available yet";
+    if (o.baseline == Baseline::Nccl && o.memory != Memory::Cuda) {
+        error = "--baseline nccl needs device buffers: add -m cuda";
     } else if (coll_has_root(o.coll) && o.root >= nranks) {
         msg = "root " + std::to_string(o.root) + " (-r) is not a rank: the job has " + std::to_string(nranks) +
               " ranks";
@@ -191,11 +216,19 @@ int run(int argc, char** argv, int rank, int nranks) {
     Buffers buf(o.memory, o.dtype);
     if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
 
-    bool baseline = o.baseline == Baseline::Mpi;
-    const char* unsupported = baseline ? mpi_baseline_unsupported(o) : nullptr;
+    bool baseline = o.baseline != Baseline::None;
+    const char* unsupported = !baseline ? nullptr
+                              : o.baseline == Baseline::Mpi ? mpi_baseline_unsupported(o)
+                                                            : nccl_baseline_unsupported(o);
+    if (o.baseline == Baseline::Nccl && unsupported == nullptr &&
+        !nccl_baseline_init(o.nccl_lib, rank, nranks, &error)) {
+        die("NCCL baseline", error);
+    }
     if (rank == 0) {
         print_header(stdout, o, nranks, lines);
-        if (unsupported != nullptr) printf("# MPI baseline: n/a (%s)\n#\n", unsupported);
+        if (o.baseline == Baseline::Nccl && unsupported == nullptr)
+            printf("# NCCL baseline: version code %d\n#\n", nccl_baseline_version());
+        if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
     }
 
     std::vector<Row> rows;
@@ -227,11 +260,13 @@ int run(int argc, char** argv, int rank, int nranks) {
             if (row.mpi_supported) {
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
-                double t = aggregate_time(time_mpi(o, shape, cb, rank, nranks) * 1e6, o.average, MPI_COMM_WORLD);
+                double t = aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream) * 1e6, o.average,
+                                          MPI_COMM_WORLD);
                 long long wrong = -1;
-                if (o.check) { // MPI must agree with the expectation too: a self-test of the checker
+                if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
                     fill_or_die(buf, o, shape, rank, nranks, false);
-                    check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
+                    run_baseline(o, shape, cb, rank, nranks, stream);
+                    sync_stream(stream);
                     wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
                     mpi_wrong += wrong;
                 }
@@ -249,7 +284,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (rank == 0) {
         print_footer(stdout, o, rows);
         if (mpi_wrong > 0)
-            fprintf(stderr, "vccl-perf: warning: the MPI baseline produced %lld values that differ from the "
+            fprintf(stderr, "vccl-perf: warning: the baseline produced %lld values that differ from the "
                             "expected ones; the check itself may be wrong for this configuration\n", mpi_wrong);
     }
     int json_ok = 1;
@@ -258,6 +293,7 @@ int run(int argc, char** argv, int rank, int nranks) {
         json_ok = 0;
     }
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
+    nccl_baseline_finalize();
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
     stream_destroy(stream);
     if (total_wrong(rows) > 0) return kExitWrong;

@@ -137,15 +137,17 @@ void print_usage(FILE* out) {
             "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
             "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
             "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
-            "      --baseline mpi|nccl  also run the collective through MPI on the same buffers and print\n"
-            "                           its time, bus bandwidth and the ratio vccl/MPI (nccl: not yet)\n"
+            "      --baseline mpi|nccl  also run the collective through MPI (host buffers) or the system's NCCL\n"
+            "                           (device buffers, same stream) on the same buffers and print its\n"
+            "                           time, bus bandwidth and the ratio vccl/baseline\n"
+            "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
             "  -h, --help               print this help and exit\n"
             "\n"
             "Exit status: 0 success, 1 wrong results, 2 usage error, 3 runtime failure.\n");
 }
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
-    enum { kOptBootstrap = 256, kOptBaseline };
+    enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -162,6 +164,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"output_file", required_argument, nullptr, 'J'},
         {"bootstrap", required_argument, nullptr, kOptBootstrap},
         {"baseline", required_argument, nullptr, kOptBaseline},
+        {"nccl-lib", required_argument, nullptr, kOptNcclLib},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
@@ -248,6 +251,9 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             if (strcasecmp(optarg, "mpi") == 0) o.bootstrap = Bootstrap::Mpi;
             else if (strcasecmp(optarg, "tcp") == 0) o.bootstrap = Bootstrap::Tcp;
             else return fail("bootstrap (--bootstrap mpi|tcp)", optarg);
+            break;
+        case kOptNcclLib:
+            o.nccl_lib = optarg;
             break;
         case kOptBaseline:
             if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;

@@ -50,6 +50,7 @@ struct Options {
     Memory memory = Memory::Host;
     Bootstrap bootstrap = Bootstrap::Mpi;
     Baseline baseline = Baseline::None;
+    std::string nccl_lib; // --nccl-lib: the NCCL library the nccl baseline loads (default libnccl.so.2)
 };
 
 /* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
@@ -143,6 +144,17 @@ const char* mpi_baseline_unsupported(const Options& opts);
 /* One MPI operation on the out-of-place buffers; returns an MPI error code. */
 int run_mpi(const Options& opts, const Shape& shape, const CallBuffers& cb, MPI_Comm comm, int rank,
             int nranks);
+
+/* ---- nccl_baseline.cc ---- */
+
+/* Loads NCCL and creates its communicator over MPI_COMM_WORLD (collective); false with a message. */
+bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::string* error);
+int nccl_baseline_version();
+void nccl_baseline_finalize();
+const char* nccl_baseline_unsupported(const Options& opts);
+/* One NCCL operation on `stream`; returns NCCL's result code (0: success). */
+int run_nccl(const Options& opts, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream,
+             std::string* error);
 
 /* ---- report.cc ---- */
 

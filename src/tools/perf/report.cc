@@ -14,6 +14,7 @@ const char* kAverageNames[] = {"rank 0", "mean", "min", "max"};
 
 const char* memory_name(Memory m) { return m == Memory::Host ? "host" : "cuda"; }
 const char* bootstrap_name(Bootstrap b) { return b == Bootstrap::Mpi ? "mpi" : "tcp"; }
+const char* baseline_name(Baseline b) { return b == Baseline::Mpi ? "mpi" : b == Baseline::Nccl ? "nccl" : "none"; }
 
 /* nccl-tests prints times with two decimals below 10 ms and none above. */
 void format_time(char* out, size_t len, double us) {
@@ -96,21 +97,21 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
     fprintf(out, "# datatype %s op %s root %d memory %s bootstrap %s time across ranks: %s baseline: %s\n",
             type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1,
             memory_name(o.memory), bootstrap_name(o.bootstrap), kAverageNames[o.average],
-            o.baseline == Baseline::Mpi ? "mpi" : "none");
+            baseline_name(o.baseline));
     fprintf(out, "#\n# Using ranks\n");
     for (const std::string& line : rank_lines) fprintf(out, "%s\n", line.c_str());
     fprintf(out, "#\n");
-    bool mpi = o.baseline == Baseline::Mpi;
+    bool mpi = o.baseline != Baseline::None;
     char banner[256];
     snprintf(banner, sizeof(banner), "# %50s%s%s%s", "", centered("out-of-place", 33).c_str(),
-             centered("in-place", 33).c_str(), mpi ? centered("mpi (out-of-place)", 25).c_str() : "");
+             centered("in-place", 33).c_str(), mpi ? centered(std::string(baseline_name(o.baseline)) + " (out-of-place)", 25).c_str() : "");
     fprintf(out, "%s\n", banner);
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
     if (mpi) fprintf(out, "  %7s  %6s  %6s", "time", "busbw", "ratio");
     fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
-    if (mpi) fprintf(out, "  %7s  %6s  %6s", "(us)", "(GB/s)", "v/mpi");
+    if (mpi) fprintf(out, "  %7s  %6s  %6s", "(us)", "(GB/s)", o.baseline == Baseline::Mpi ? "v/mpi" : "v/nccl");
     fprintf(out, "\n");
     fflush(out);
 }
@@ -175,7 +176,7 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
     fprintf(f, "  \"nranks\": %d,\n  \"datatype\": \"%s\",\n  \"op\": \"%s\",\n  \"root\": %d,\n", nranks,
             type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1);
     fprintf(f, "  \"memory\": \"%s\",\n  \"bootstrap\": \"%s\",\n  \"baseline\": \"%s\",\n", memory_name(o.memory),
-            bootstrap_name(o.bootstrap), o.baseline == Baseline::Mpi ? "mpi" : "none");
+            bootstrap_name(o.bootstrap), baseline_name(o.baseline));
     fprintf(f, "  \"min_bytes\": %zu,\n  \"max_bytes\": %zu,\n  \"step_factor\": %zu,\n  \"step_bytes\": %zu,\n",
             o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes);
     fprintf(f, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n  \"time_across_ranks\": ", o.iters,
@@ -190,10 +191,10 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
         fprintf(f, ", \"in_place\": ");
         json_measure(f, r.in_place);
         if (r.has_mpi && r.mpi_supported) {
-            fprintf(f, ", \"mpi\": ");
+            fprintf(f, ", \"%s\": ", baseline_name(o.baseline));
             json_measure(f, r.mpi);
         } else if (r.has_mpi) {
-            fprintf(f, ", \"mpi\": null");
+            fprintf(f, ", \"%s\": null", baseline_name(o.baseline));
         }
         fprintf(f, "}");
     }

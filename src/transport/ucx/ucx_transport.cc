@@ -35,6 +35,7 @@ struct TransportRequest {
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;
     void* ucx_req = nullptr; // UCX's request handle while pending
+    int* orphan_count = nullptr; // the owning transport's count of orphaned requests
 };
 
 namespace {
@@ -46,7 +47,10 @@ void finish(TransportRequest* req, ucs_status_t status, void* ucx_req) {
     req->state = status == UCS_OK ? TransportRequest::kDone : TransportRequest::kFailed;
     if (ucx_req != nullptr) ucp_request_free(ucx_req);
     req->ucx_req = nullptr;
-    if (req->orphaned) delete req;
+    if (req->orphaned) {
+        --*req->orphan_count;
+        delete req;
+    }
 }
 
 void send_cb(void* ucx_req, ucs_status_t status, void* user_data) {
@@ -151,6 +155,8 @@ public:
         // UCX still owns it: let the callback free it. Receives can be cancelled now; sends complete or
         // fail when the endpoint closes.
         req->orphaned = true;
+        req->orphan_count = &orphans_;
+        ++orphans_;
         if (req->is_recv && req->ucx_req != nullptr) ucp_request_cancel(worker_, req->ucx_req);
     }
 
@@ -190,6 +196,7 @@ private:
     ucp_worker_h worker_ = nullptr;
     std::vector<Peer> peers_;
     unsigned idle_polls_ = 0;
+    int orphans_ = 0; // released requests UCX has not finished with yet
 };
 
 void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -281,39 +288,58 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
 
 vcclResult_t UcxTransport::close(Deadline deadline) {
     if (worker_ == nullptr) return vcclSuccess;
-    // Flush-close every endpoint so messages already handed to UCX reach their peers; force after the
-    // deadline so a dead peer cannot block teardown.
+    // Every operation of the communicator has completed by now (or was orphaned by an error), so nothing
+    // needs flushing: a completed send is in the transport's hands. A flushing close would need the peer to
+    // progress its worker, and a peer may be busy elsewhere (an MPI barrier) or gone, so close forcibly.
+    // A flush hands every locally completed message to the wire (TCP buffers, RDMA acks) without needing
+    // the peer's software to progress; then endpoints can be closed forcibly without losing data.
+    ucp_request_param_t flush_param;
+    memset(&flush_param, 0, sizeof(flush_param));
+    ucs_status_ptr_t flush = ucp_worker_flush_nbx(worker_, &flush_param);
+    if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
+        while (ucp_request_check_status(flush) == UCS_INPROGRESS && !deadline.expired()) progress();
+        if (ucp_request_check_status(flush) != UCS_INPROGRESS) {
+            ucp_request_free(flush);
+        } else {
+            VCCL_WARN(kLogNet, "ucx: flushing outstanding messages did not finish before the deadline");
+            ++orphans_; // the flush request still belongs to UCX: keep the worker alive below
+        }
+    }
     std::vector<void*> closing;
     for (Peer& p : peers_) {
         if (p.ep == nullptr) continue;
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = p.failure != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
         ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &param);
         if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) closing.push_back(sp);
         p.ep = nullptr;
     }
     bool timed_out = false;
     for (void* req : closing) {
-        while (ucp_request_check_status(req) == UCS_INPROGRESS) {
-            if (deadline.expired()) {
-                timed_out = true;
-                break;
-            }
-            progress();
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && !deadline.expired()) progress();
+        if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            timed_out = true;
+        } else {
+            ucp_request_free(req);
         }
-        if (timed_out) break;
-        ucp_request_free(req);
     }
-    if (timed_out) {
-        VCCL_WARN(kLogNet, "ucx: closing connections did not finish before the deadline; dropping them");
+    // Orphaned requests end when their endpoint closes; give their callbacks a chance to run.
+    while (orphans_ > 0 && !deadline.expired()) progress();
+    if (timed_out || orphans_ > 0) {
+        // Destroying a worker that still owns requests trips UCX assertions; leaking it is the safe choice
+        // for a communicator that is going away after an error.
+        VCCL_WARN(kLogNet, "ucx: %d request(s) still pending at close; leaving the UCX worker allocated", orphans_);
+        worker_ = nullptr;
+        context_ = nullptr;
+        return vcclTimeout;
     }
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
     ucp_cleanup(context_);
     context_ = nullptr;
-    return timed_out ? vcclTimeout : vcclSuccess;
+    return vcclSuccess;
 }
 
 } // namespace

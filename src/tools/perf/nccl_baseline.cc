@@ -1,0 +1,147 @@
+/*
+ * vccl-perf: --baseline nccl runs the same collective through the system's NCCL on the same device buffers
+ * and stream. libnccl.so.2 is loaded at run time (--nccl-lib PATH overrides the name), so vccl-perf needs
+ * no NCCL to build. NCCL's enums have the values vccl mirrors, so types and ops pass through unchanged.
+ */
+#include <dlfcn.h>
+
+#include <cstring>
+#include <string>
+
+#include "tools/perf/perf.h"
+
+namespace vperf {
+
+namespace {
+
+struct NcclUniqueId {
+    char internal[128];
+};
+using ncclComm_t = void*;
+using Result = int; // ncclResult_t: 0 is success
+
+struct NcclApi {
+    void* lib = nullptr;
+    Result (*GetUniqueId)(NcclUniqueId*) = nullptr;
+    Result (*CommInitRank)(ncclComm_t*, int, NcclUniqueId, int) = nullptr;
+    Result (*CommDestroy)(ncclComm_t) = nullptr;
+    const char* (*GetErrorString)(Result) = nullptr;
+    Result (*GetVersion)(int*) = nullptr;
+    Result (*AllReduce)(const void*, void*, size_t, int, int, ncclComm_t, void*) = nullptr;
+    Result (*Broadcast)(const void*, void*, size_t, int, int, ncclComm_t, void*) = nullptr;
+    Result (*Reduce)(const void*, void*, size_t, int, int, int, ncclComm_t, void*) = nullptr;
+    Result (*AllGather)(const void*, void*, size_t, int, ncclComm_t, void*) = nullptr;
+    Result (*ReduceScatter)(const void*, void*, size_t, int, int, ncclComm_t, void*) = nullptr;
+    Result (*AlltoAll)(const void*, void*, size_t, int, ncclComm_t, void*) = nullptr; // newer NCCL only
+    Result (*Send)(const void*, size_t, int, int, ncclComm_t, void*) = nullptr;
+    Result (*Recv)(void*, size_t, int, int, ncclComm_t, void*) = nullptr;
+    Result (*GroupStart)() = nullptr;
+    Result (*GroupEnd)() = nullptr;
+    ncclComm_t comm = nullptr;
+    int version = 0;
+};
+
+NcclApi g_nccl;
+
+template <typename F>
+bool resolve(F* fn, const char* name, bool required, std::string* error) {
+    *fn = reinterpret_cast<F>(dlsym(g_nccl.lib, name));
+    if (*fn == nullptr && required) {
+        *error = std::string("libnccl has no symbol ") + name;
+        return false;
+    }
+    return true;
+}
+
+Result grouped_sendrecv(const Shape& shape, const CallBuffers& cb, int rank, int nranks, vcclDataType_t t,
+                        void* stream, bool alltoall) {
+    size_t block = shape.count * type_size(t);
+    Result r = g_nccl.GroupStart();
+    if (alltoall) {
+        for (int p = 0; p < nranks && r == 0; ++p) {
+            r = g_nccl.Send(static_cast<const char*>(cb.send) + p * block, shape.count, t, p, g_nccl.comm, stream);
+            if (r == 0) r = g_nccl.Recv(static_cast<char*>(cb.recv) + p * block, shape.count, t, p, g_nccl.comm, stream);
+        }
+    } else {
+        int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+        r = g_nccl.Send(cb.send, shape.count, t, next, g_nccl.comm, stream);
+        if (r == 0) r = g_nccl.Recv(cb.recv, shape.count, t, prev, g_nccl.comm, stream);
+    }
+    Result e = g_nccl.GroupEnd();
+    return r != 0 ? r : e;
+}
+
+} // namespace
+
+bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::string* error) {
+    const char* name = lib_path.empty() ? "libnccl.so.2" : lib_path.c_str();
+    g_nccl.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (g_nccl.lib == nullptr) {
+        *error = std::string("cannot load ") + name + ": " + dlerror();
+        return false;
+    }
+    if (!resolve(&g_nccl.GetUniqueId, "ncclGetUniqueId", true, error) ||
+        !resolve(&g_nccl.CommInitRank, "ncclCommInitRank", true, error) ||
+        !resolve(&g_nccl.CommDestroy, "ncclCommDestroy", true, error) ||
+        !resolve(&g_nccl.GetErrorString, "ncclGetErrorString", true, error) ||
+        !resolve(&g_nccl.GetVersion, "ncclGetVersion", true, error) ||
+        !resolve(&g_nccl.AllReduce, "ncclAllReduce", true, error) ||
+        !resolve(&g_nccl.Broadcast, "ncclBroadcast", true, error) ||
+        !resolve(&g_nccl.Reduce, "ncclReduce", true, error) ||
+        !resolve(&g_nccl.AllGather, "ncclAllGather", true, error) ||
+        !resolve(&g_nccl.ReduceScatter, "ncclReduceScatter", true, error) ||
+        !resolve(&g_nccl.AlltoAll, "ncclAlltoAll", false, error) ||
+        !resolve(&g_nccl.Send, "ncclSend", true, error) || !resolve(&g_nccl.Recv, "ncclRecv", true, error) ||
+        !resolve(&g_nccl.GroupStart, "ncclGroupStart", true, error) ||
+        !resolve(&g_nccl.GroupEnd, "ncclGroupEnd", true, error)) {
+        return false;
+    }
+    g_nccl.GetVersion(&g_nccl.version);
+    NcclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (rank == 0 && g_nccl.GetUniqueId(&id) != 0) {
+        *error = "ncclGetUniqueId failed";
+        return false;
+    }
+    MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    Result r = g_nccl.CommInitRank(&g_nccl.comm, nranks, id, rank);
+    if (r != 0) {
+        *error = std::string("ncclCommInitRank failed: ") + g_nccl.GetErrorString(r);
+        return false;
+    }
+    return true;
+}
+
+int nccl_baseline_version() { return g_nccl.version; }
+
+void nccl_baseline_finalize() {
+    if (g_nccl.comm != nullptr) g_nccl.CommDestroy(g_nccl.comm);
+    g_nccl.comm = nullptr;
+}
+
+const char* nccl_baseline_unsupported(const Options& o) {
+    if (o.memory != Memory::Cuda) return "NCCL needs device buffers (-m cuda)";
+    return nullptr;
+}
+
+int run_nccl(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream,
+             std::string* error) {
+    int t = int(o.dtype), op = int(o.op);
+    Result r = 0;
+    switch (o.coll) {
+    case Coll::AllReduce: r = g_nccl.AllReduce(cb.send, cb.recv, shape.count, t, op, g_nccl.comm, stream); break;
+    case Coll::Broadcast: r = g_nccl.Broadcast(cb.send, cb.recv, shape.count, t, o.root, g_nccl.comm, stream); break;
+    case Coll::Reduce: r = g_nccl.Reduce(cb.send, cb.recv, shape.count, t, op, o.root, g_nccl.comm, stream); break;
+    case Coll::AllGather: r = g_nccl.AllGather(cb.send, cb.recv, shape.count, t, g_nccl.comm, stream); break;
+    case Coll::ReduceScatter: r = g_nccl.ReduceScatter(cb.send, cb.recv, shape.count, t, op, g_nccl.comm, stream); break;
+    case Coll::AlltoAll:
+        r = g_nccl.AlltoAll != nullptr ? g_nccl.AlltoAll(cb.send, cb.recv, shape.count, t, g_nccl.comm, stream)
+                                       : grouped_sendrecv(shape, cb, rank, nranks, o.dtype, stream, true);
+        break;
+    case Coll::SendRecv: r = grouped_sendrecv(shape, cb, rank, nranks, o.dtype, stream, false); break;
+    }
+    if (r != 0) *error = std::string("NCCL call failed: ") + g_nccl.GetErrorString(r);
+    return r;
+}
+
+} // namespace vperf
