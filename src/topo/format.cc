@@ -28,6 +28,22 @@ std::string pad(const std::string& text, size_t width) {
     return text.size() >= width ? text + " " : text + std::string(width - text.size(), ' ');
 }
 
+/* Columns are padded; lines must not end in blanks. */
+std::string trim_lines(const std::string& text) {
+    std::string out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        std::string line = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
+        line.erase(line.find_last_not_of(' ') + 1);
+        out += line;
+        if (nl == std::string::npos) break;
+        out += '\n';
+        pos = nl + 1;
+    }
+    return out;
+}
+
 std::string or_dash(const std::string& text) { return text.empty() ? "-" : text; }
 
 std::string json_str(const std::string& text) {
@@ -141,7 +157,7 @@ std::string topo_format_text(const Topology& topo, const std::vector<RailChoice>
         for (const std::string& r : c.reasons) out += "        " + r + "\n";
         for (const std::string& w : c.warnings) out += "        warning: " + w + "\n";
     }
-    return out;
+    return trim_lines(out);
 }
 
 std::string topo_format_json(const Topology& topo, const std::vector<RailChoice>& choices) {
