@@ -25,6 +25,16 @@ VCCL_ENV_DEF(kChunkSize, "VCCL_CHUNK_SIZE", Size, "1M",
 VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
              "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose")
 VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
-             "Network devices for the primary path (UCX device names, e.g. mlx5_0:1 or eth0); default: UCX's choice")
+             "Primary network device per local rank: comma list of NAME[:PORT] (e.g. mlx5_0:1,mlx5_1:1 or eth0), "
+             "local rank i takes entry i mod length; default: the NIC closest to the rank's GPU (vccl-info -t)")
+VCCL_ENV_DEF(kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", Str, "",
+             "Backup (failover) network device per local rank, same syntax as VCCL_NET_DEVICES, or none; "
+             "default: the closest NIC on another PCIe switch and card")
+VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
+             "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
+             "(entry i mod length); default: the cores of the GPU's NUMA node")
+VCCL_ENV_DEF(kTopoFile, "VCCL_TOPO_FILE", Str, "",
+             "hwloc XML topology to use instead of discovering this machine (lstopo --of xml writes one); "
+             "for tests and for reproducing a user's node")
 VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")

@@ -1,4 +1,4 @@
-/* vccl-info -v (version, build features), -a (algorithms) and -t (topology placeholder). */
+/* vccl-info -v (version, build features) and -a (algorithms). */
 #include <hwloc.h>
 #include <ucp/api/ucp.h>
 
@@ -70,11 +70,6 @@ void print_algorithms_json(FILE* out) {
                 json_quote(algos[i].description).c_str());
     }
     fprintf(out, "\n  ]");
-}
-
-void print_topology(FILE* out) {
-    /* Placeholder until src/topo/ lands: the hwloc view (GPUs, NICs, NUMA distances, rails) goes here. */
-    fprintf(out, "topology: not implemented in this version\n");
 }
 
 } // namespace vinfo

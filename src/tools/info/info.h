@@ -2,7 +2,8 @@
  * vccl-info: what this vccl build is and how it is configured.
  *   main.cc         command line and dispatch
  *   config_view.cc  -c: every environment variable of the registry (core/env_defs.h), table or JSON
- *   features.cc     -v: version and build features; -a: registered algorithms; -t: topology (placeholder)
+ *   features.cc     -v: version and build features; -a: registered algorithms
+ *   topology_view.cc -t: GPUs, NICs, path matrix and rail choices (src/topo), table or JSON
  */
 #ifndef VCCL_TOOLS_INFO_INFO_H_
 #define VCCL_TOOLS_INFO_INFO_H_
@@ -20,7 +21,9 @@ void print_version(FILE* out);
 void print_version_json(FILE* out);
 void print_algorithms(FILE* out);
 void print_algorithms_json(FILE* out);
-void print_topology(FILE* out);
+/* False (after a message on stderr) when the topology cannot be loaded or a VCCL_* override is malformed. */
+bool print_topology(FILE* out);
+bool print_topology_json(FILE* out);
 
 /* A JSON string literal for text. */
 std::string json_quote(const char* text);

@@ -17,11 +17,12 @@ void usage(FILE* out) {
             "  -v, --version     version and build features (CUDA, verbs, MPI, UCX and hwloc versions)\n"
             "  -c, --config      every VCCL_* environment variable: name, type, default, value if set, doc\n"
             "  -a, --algorithms  registered algorithms per collective (names for VCCL_ALGO)\n"
-            "  -t, --topology    the topology vccl sees (not implemented in this version)\n"
-            "  -j, --json        print -v, -c and -a as one JSON object instead of tables\n"
+            "  -t, --topology    GPU/NIC path matrix (like nvidia-smi topo -m) and each local GPU's primary and\n"
+            "                    backup NIC and proxy CPUs (VCCL_TOPO_FILE loads an hwloc XML instead)\n"
+            "  -j, --json        print the requested sections as one JSON object instead of tables\n"
             "  -h, --help        print this help and exit\n"
             "\n"
-            "Exit status: 0 success, 2 usage error.\n");
+            "Exit status: 0 success, 1 topology error (-t), 2 usage error.\n");
 }
 
 } // namespace
@@ -58,15 +59,23 @@ int main(int argc, char** argv) {
     if (!version && !config && !algos && !topo) version = true;
 
     if (json) {
-        /* One object with a member per requested section; the topology has no JSON form yet. */
+        /* One object with a member per requested section. */
         const char* sep = "";
+        bool ok = true;
         printf("{");
         if (version) { printf("%s\n  \"build\": ", sep); vinfo::print_version_json(stdout); sep = ","; }
         if (config) { printf("%s\n  \"environment\": ", sep); vinfo::print_config_json(stdout); sep = ","; }
         if (algos) { printf("%s\n  \"algorithms\": ", sep); vinfo::print_algorithms_json(stdout); sep = ","; }
-        if (topo) { printf("%s\n  \"topology\": null", sep); }
+        if (topo) {
+            printf("%s\n  \"topology\": ", sep);
+            fflush(stdout);
+            if (!vinfo::print_topology_json(stdout)) {
+                printf("null");
+                ok = false;
+            }
+        }
         printf("\n}\n");
-        return 0;
+        return ok ? 0 : 1;
     }
     bool first = true;
     auto section = [&first]() {
@@ -76,6 +85,9 @@ int main(int argc, char** argv) {
     if (version) { section(); vinfo::print_version(stdout); }
     if (config) { section(); vinfo::print_config_table(stdout); }
     if (algos) { section(); vinfo::print_algorithms(stdout); }
-    if (topo) { section(); vinfo::print_topology(stdout); }
+    if (topo) {
+        section();
+        if (!vinfo::print_topology(stdout)) return 1;
+    }
     return 0;
 }
