@@ -21,6 +21,8 @@
 struct vcclComm {
     int rank = 0;
     int nranks = 0;
+    int local_rank = 0;         // index among the ranks on this host
+    int local_size = 1;         // ranks on this host
     uint64_t hash = 0;          // equal on all ranks: names the communicator in logs and telemetry
     std::string name;           // vcclConfig_t::commName or "comm-<hash>"
     std::shared_ptr<vccl::Bootstrap> bootstrap;

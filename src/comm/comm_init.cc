@@ -1,6 +1,9 @@
 /* Communicator creation over a bootstrap, split, destroy and abort. */
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <random>
 
 #include "comm/comm.h"
@@ -8,6 +11,8 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "device/memory.h"
+#include "topo/topo.h"
 
 namespace vccl {
 
@@ -44,6 +49,41 @@ vcclResult_t comm_check_config(const vcclConfig_t* config) {
 
 namespace {
 
+/* Every rank learns which ranks share its host: rails and proxy CPUs are chosen per local rank. */
+vcclResult_t find_local_ranks(Bootstrap* bootstrap, int* local_rank, int* local_size) {
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    uint64_t mine = 1469598103934665603ull; // FNV-1a of the host name
+    for (const char* p = host; *p; ++p) mine = (mine ^ uint8_t(*p)) * 1099511628211ull;
+    std::vector<uint64_t> all(bootstrap->nranks());
+    all[bootstrap->rank()] = mine;
+    VCCL_RETURN_IF_ERROR(bootstrap->allgather(all.data(), sizeof(uint64_t)));
+    int before = 0, same = 0;
+    for (int r = 0; r < bootstrap->nranks(); ++r) {
+        if (all[r] != mine) continue;
+        if (r < bootstrap->rank()) before++;
+        same++;
+    }
+    *local_rank = before;
+    *local_size = same;
+    return vcclSuccess;
+}
+
+/* The primary-path devices from the topology (or VCCL_NET_DEVICES), computed once per process and local
+ * placement: loading the topology costs tens of milliseconds. */
+std::string primary_devices(int local_rank, int local_size) {
+    static std::mutex mutex;
+    static std::string cached;
+    static int cached_rank = -1, cached_size = -1;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cached_rank != local_rank || cached_size != local_size) {
+        cached = topo_primary_devices(local_rank, local_size, device_busids());
+        cached_rank = local_rank;
+        cached_size = local_size;
+    }
+    return cached;
+}
+
 CollSettings settings_from_env() {
     CollSettings s;
     s.chunk_bytes = env::get_size(env::kChunkSize);
@@ -72,9 +112,11 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     snprintf(name, sizeof(name), "comm-%016llx", (unsigned long long)hash);
     comm->name = config != nullptr && config->commName != nullptr ? config->commName : name;
 
+    VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size));
     TransportOptions options;
-    options.net_devices = config != nullptr && config->netName != nullptr ? config->netName
-                                                                           : env::get_str(env::kNetDevices);
+    options.net_devices = config != nullptr && config->netName != nullptr
+                              ? config->netName
+                              : primary_devices(comm->local_rank, comm->local_size);
     options.tls = env::get_str(env::kUcxTls);
     VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
     comm->bootstrap = std::move(bootstrap);

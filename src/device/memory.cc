@@ -36,4 +36,21 @@ vcclResult_t stream_synchronize(vcclStream_t stream) {
 #endif
 }
 
+std::vector<std::string> device_busids() {
+    std::vector<std::string> ids;
+#if VCCL_HAVE_CUDA
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return ids;
+    }
+    for (int d = 0; d < count; ++d) {
+        char busid[32] = {};
+        if (cudaDeviceGetPCIBusId(busid, sizeof(busid), d) == cudaSuccess) ids.push_back(busid);
+    }
+    cudaGetLastError();
+#endif
+    return ids;
+}
+
 } // namespace vccl

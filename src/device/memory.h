@@ -2,6 +2,9 @@
 #ifndef VCCL_DEVICE_MEMORY_H_
 #define VCCL_DEVICE_MEMORY_H_
 
+#include <string>
+#include <vector>
+
 #include "transport/transport.h"
 #include "vccl.h"
 
@@ -11,6 +14,9 @@ namespace vccl {
 MemType mem_type_of(const void* ptr);
 /* Waits for the stream's work (a no-op for NULL). Without CUDA a non-NULL stream is an invalid argument. */
 vcclResult_t stream_synchronize(vcclStream_t stream);
+
+/* PCI bus ids of every GPU this process can see, in CUDA order; empty without CUDA or without GPUs. */
+std::vector<std::string> device_busids();
 
 } // namespace vccl
 
