@@ -45,15 +45,20 @@ static void destroy_comm(mca_coll_vccl_module_t* m, const char* when) {
 /* MPI_Finalize: delete callback of the attribute on MPI_COMM_SELF destroys every vccl communicator left. */
 static int finalize_cb(MPI_Comm comm, int keyval, void* value, void* extra) {
     (void)comm; (void)keyval; (void)value; (void)extra;
-    pthread_mutex_lock(&live_lock);
-    finalizing = 1;
-    while (live_head != NULL) {
+    /* vcclCommDestroy frees vccl's duplicate of the MPI communicator, which runs a module destructor of
+     * ours: the lock is never held across it. */
+    for (;;) {
+        pthread_mutex_lock(&live_lock);
+        finalizing = 1;
         mca_coll_vccl_module_t* m = live_head;
-        unlink_locked(m);
-        m->vcomm_failed = 1; /* nothing recreates it */
+        if (m != NULL) {
+            unlink_locked(m);
+            m->vcomm_failed = 1; /* nothing recreates it */
+        }
+        pthread_mutex_unlock(&live_lock);
+        if (m == NULL) break;
         destroy_comm(m, "MPI_Finalize");
     }
-    pthread_mutex_unlock(&live_lock);
     return MPI_SUCCESS;
 }
 
