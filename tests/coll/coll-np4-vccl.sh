@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_coll under mpirun (see run-coll.sh)
+exec "$(dirname "$0")/run-coll.sh" 4 vccl
