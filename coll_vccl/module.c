@@ -79,12 +79,15 @@ static int module_enable(mca_coll_base_module_t* module, struct ompi_communicato
 }
 
 mca_coll_base_module_t* mca_coll_vccl_comm_query(struct ompi_communicator_t* comm, int* priority) {
-    if (!mca_coll_vccl_component.enable || OMPI_COMM_IS_INTER(comm) || ompi_comm_size(comm) < 2) return NULL;
+    if (!mca_coll_vccl_component.enable || OMPI_COMM_IS_INTER(comm)) return NULL;
     mca_coll_vccl_module_t* m = OBJ_NEW(mca_coll_vccl_module_t);
     if (m == NULL) return NULL;
     m->comm = comm;
     m->cid = ompi_comm_get_cid(comm);
     *priority = mca_coll_vccl_component.priority;
+    /* Single-process communicators are served by coll/self (priority 75), which copies buffers with memcpy
+     * and crashes on device memory; rank above it so device buffers on them reach vccl too. */
+    if (ompi_comm_size(comm) == 1 && *priority <= 75) *priority = 76;
     m->super.coll_module_enable = module_enable;
     m->super.coll_allreduce = mca_coll_vccl_allreduce;
     m->super.coll_bcast = mca_coll_vccl_bcast;

@@ -50,7 +50,8 @@ vcclResult_t comm_check_config(const vcclConfig_t* config) {
 namespace {
 
 /* Every rank learns which ranks share its host: rails and proxy CPUs are chosen per local rank. */
-vcclResult_t find_local_ranks(Bootstrap* bootstrap, int* local_rank, int* local_size) {
+vcclResult_t find_local_ranks(Bootstrap* bootstrap, int* local_rank, int* local_size,
+                              std::vector<uint64_t>* host_ids) {
     char host[256] = {};
     gethostname(host, sizeof(host) - 1);
     uint64_t mine = 1469598103934665603ull; // FNV-1a of the host name
@@ -66,6 +67,7 @@ vcclResult_t find_local_ranks(Bootstrap* bootstrap, int* local_rank, int* local_
     }
     *local_rank = before;
     *local_size = same;
+    *host_ids = std::move(all);
     return vcclSuccess;
 }
 
@@ -112,8 +114,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     snprintf(name, sizeof(name), "comm-%016llx", (unsigned long long)hash);
     comm->name = config != nullptr && config->commName != nullptr ? config->commName : name;
 
-    VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size));
     TransportOptions options;
+    VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size, &options.host_ids));
     options.net_devices = config != nullptr && config->netName != nullptr
                               ? config->netName
                               : primary_devices(comm->local_rank, comm->local_size);

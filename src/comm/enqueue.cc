@@ -1,6 +1,7 @@
 #include "comm/enqueue.h"
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "comm/group.h"
@@ -33,22 +34,44 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
     return status;
 }
 
+bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+    auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
+    return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
 /* Posts every receive and send of the batch, then waits for all: peers may post in any order. */
 vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
     Transport* transport = comm->transport.get();
     std::vector<TransportRequest*> reqs;
     reqs.reserve(ops.size());
     vcclResult_t status = vcclSuccess;
+    // A send whose buffer is also a receive buffer of the batch (in-place exchange) would race with the
+    // incoming data: send from a copy taken before anything is posted.
+    std::vector<const void*> send_from(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+        const Op* op = ops[i];
+        send_from[i] = op->sendbuf;
+        if (op->kind != OpKind::Send || op->bytes == 0) continue;
+        for (const Op* other : ops) {
+            if (other->kind == OpKind::Recv && ranges_overlap(op->sendbuf, op->bytes, other->recvbuf, other->bytes)) {
+                void* copy = comm->scratch.get(op->bytes);
+                memcpy(copy, op->sendbuf, op->bytes);
+                send_from[i] = copy;
+                break;
+            }
+        }
+    }
     // Receives first: an early matching send then lands directly in its buffer.
     for (int pass = 0; pass < 2 && status == vcclSuccess; ++pass) {
-        for (const Op* op : ops) {
+        for (size_t i = 0; i < ops.size(); ++i) {
+            const Op* op = ops[i];
             TransportRequest* req = nullptr;
             if (pass == 0 && op->kind == OpKind::Recv) {
                 status = transport->irecv(op->peer, kP2pTagBit, op->recvbuf, op->bytes, op->mem, &req);
             } else if (pass == 1 && op->kind == OpKind::Send) {
                 // Synchronous: a send whose receive is never posted is detected (timeout) instead of
                 // completing silently into the peer's unexpected queue.
-                status = transport->isend(op->peer, kP2pTagBit, op->sendbuf, op->bytes, op->mem, true, &req);
+                status = transport->isend(op->peer, kP2pTagBit, send_from[i], op->bytes, op->mem, true, &req);
             }
             if (status != vcclSuccess) break;
             if (req != nullptr) reqs.push_back(req);
@@ -79,6 +102,7 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
         }
     }
     for (TransportRequest* req : reqs) transport->release(req);
+    comm->scratch.reset();
     return status;
 }
 

@@ -261,7 +261,17 @@ vcclResult_t topo_choose(const Topology& topo, int local_rank, int local_size, R
     }
     choice.local_rank = local_rank;
     VCCL_RETURN_IF_ERROR(apply_overrides(topo, local_rank, gpu, &choice));
-    for (const std::string& w : choice.warnings) VCCL_WARN(kLogTopo, "local rank %d: %s", local_rank, w.c_str());
+    // Rails matter for RDMA NICs; a host with only plain netdevs (a laptop, a CI runner) runs over shared
+    // memory and TCP, where a missing backup rail is expected, so it is not worth a warning there.
+    int primary_nic = topo.find_nic(choice.primary_device, choice.primary_port);
+    bool rdma = primary_nic >= 0 && topo.nics()[static_cast<size_t>(primary_nic)].rdma;
+    for (const std::string& w : choice.warnings) {
+        if (rdma) {
+            VCCL_WARN(kLogTopo, "local rank %d: %s", local_rank, w.c_str());
+        } else {
+            VCCL_INFO(kLogTopo, "local rank %d: %s", local_rank, w.c_str());
+        }
+    }
     VCCL_INFO(kLogTopo, "local rank %d: GPU %d primary %s backup %s proxy CPUs %s", local_rank, gpu,
               choice.primary_ucx.empty() ? "-" : choice.primary_ucx.c_str(),
               choice.backup_ucx.empty() ? "-" : choice.backup_ucx.c_str(), choice.cpulist.c_str());

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "vccl.h"
@@ -34,6 +35,7 @@ struct TransportRequest; // opaque, owned by the transport
 struct TransportOptions {
     std::string net_devices; // primary path devices, empty: transport's choice
     std::string tls;         // transport selection (UCX_TLS for UCX), empty: default
+    std::vector<uint64_t> host_ids; // per rank, equal for ranks on one host (empty: treat all as remote)
 };
 
 class Transport {

@@ -88,6 +88,24 @@ TEST_P(P2p, RingExchangeAllSizes) {
         }
 }
 
+TEST_P(P2p, InPlaceRingExchange) {
+    // One buffer is both the send and the receive buffer of a group: the outgoing data must be the buffer's
+    // contents before the group, whatever size (eager or rendezvous) the message is.
+    ASSERT_ALL_RANKS(comm_ != nullptr);
+    const int next = (rank_ + 1) % n_, prev = (rank_ + n_ - 1) % n_;
+    for (size_t bytes : kSizes) {
+        GuardedBuffer buf(bytes);
+        fill_payload(buf, rank_, next, 7);
+        std::string why, where = "in-place bytes=" + std::to_string(bytes);
+        bool rc_ok = check_rc(vcclGroupStart(), "GroupStart", &why);
+        rc_ok &= check_rc(vcclRecv(buf.data(), bytes, vcclUint8, prev, comm_, nullptr), where + " Recv", &why);
+        rc_ok &= check_rc(vcclSend(buf.data(), bytes, vcclUint8, next, comm_, nullptr), where + " Send", &why);
+        rc_ok &= check_rc(vcclGroupEnd(), where + " GroupEnd", &why);
+        ASSERT_ALL_RANKS_WHY(rc_ok, why);
+        EXPECT_ALL_RANKS_WHY(check_payload(buf, prev, rank_, 7, where, &why), why);
+    }
+}
+
 TEST_P(P2p, AllToAllRandomPostingOrder) {
     ASSERT_ALL_RANKS(comm_ != nullptr);
     for (size_t bytes : {size_t(0), size_t(1), size_t(4099), size_t(262147)}) {

@@ -104,7 +104,7 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
     bool mpi = o.baseline != Baseline::None;
     char banner[256];
     snprintf(banner, sizeof(banner), "# %50s%s%s%s", "", centered("out-of-place", 33).c_str(),
-             centered("in-place", 33).c_str(), mpi ? centered(std::string(baseline_name(o.baseline)) + " (out-of-place)", 25).c_str() : "");
+             centered("in-place", 33).c_str(), mpi ? centered((std::string(baseline_name(o.baseline)) + " (out-of-place)").c_str(), 25).c_str() : "");
     fprintf(out, "%s\n", banner);
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
