@@ -14,6 +14,7 @@
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
 #include "core/export.h"
+#include "device/ipc_p2p.h"
 #include "device/staging.h"
 #include "transport/transport.h"
 #include "vccl.h"
@@ -33,6 +34,7 @@ struct vcclComm {
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
     vccl::ScratchArena scratch;
+    std::unique_ptr<vccl::IpcP2p> ipc; // direct GPU send/recv on one host (NULL when disabled)
     vccl::StagingBuffer staging; // device buffers run through pinned host copies (device/staging.h)
 
     std::atomic<bool> aborted{false};
@@ -45,6 +47,9 @@ namespace vccl {
 
 /* Tags: bit 43 set marks point-to-point traffic; collectives use their sequence number. */
 constexpr uint64_t kP2pTagBit = 1ull << (kTagBits - 1);
+/* Descriptors exchanged before direct device transfers: one tag per direction of the described transfer. */
+constexpr uint64_t kP2pSendDescTag = kP2pTagBit | 1;
+constexpr uint64_t kP2pRecvDescTag = kP2pTagBit | 2;
 inline uint64_t coll_tag(uint64_t seq) { return (seq & (kP2pTagBit - 1)); }
 
 /* Creates a communicator over an existing bootstrap (collective over the bootstrap's ranks). Used by the

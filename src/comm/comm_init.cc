@@ -121,6 +121,9 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
                               : primary_devices(comm->local_rank, comm->local_size);
     options.tls = env::get_str(env::kUcxTls);
     VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
+    if (env::get_bool(env::kP2pDirect)) {
+        VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap.get(), options.host_ids, &comm->ipc));
+    }
     comm->bootstrap = std::move(bootstrap);
 
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,

@@ -34,6 +34,37 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
     return status;
 }
 
+/* Waits for every request (they stay owned by the caller), honouring abort and VCCL_OP_TIMEOUT_MS. */
+vcclResult_t wait_requests(vcclComm* comm, const std::vector<TransportRequest*>& reqs) {
+    Transport* transport = comm->transport.get();
+    Deadline deadline = Deadline::after_ms(comm->settings.op_timeout_ms);
+    vcclResult_t status = vcclSuccess;
+    size_t pending = reqs.size();
+    while (status == vcclSuccess && pending > 0) {
+        transport->progress();
+        pending = 0;
+        for (TransportRequest* req : reqs) {
+            vcclResult_t r = transport->test(req);
+            if (r == vcclInProgress) {
+                pending++;
+            } else if (r != vcclSuccess) {
+                status = r;
+                break;
+            }
+        }
+        if (status != vcclSuccess || pending == 0) break;
+        if (comm->aborted.load(std::memory_order_relaxed)) {
+            status = set_last_error(vcclRemoteError, "communicator aborted during send/receive");
+        } else if (deadline.expired()) {
+            status = set_last_error(vcclTimeout,
+                                    "%zu send/receive operation(s) not matched by their peers within "
+                                    "VCCL_OP_TIMEOUT_MS=%lld ms (a send without a receive, or mismatched sizes?)",
+                                    pending, (long long)comm->settings.op_timeout_ms);
+        }
+    }
+    return status;
+}
+
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
     auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
     return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
@@ -77,30 +108,7 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
             if (req != nullptr) reqs.push_back(req);
         }
     }
-    Deadline deadline = Deadline::after_ms(comm->settings.op_timeout_ms);
-    size_t pending = reqs.size();
-    while (status == vcclSuccess && pending > 0) {
-        transport->progress();
-        pending = 0;
-        for (TransportRequest* req : reqs) {
-            vcclResult_t r = transport->test(req);
-            if (r == vcclInProgress) {
-                pending++;
-            } else if (r != vcclSuccess) {
-                status = r;
-                break;
-            }
-        }
-        if (status != vcclSuccess || pending == 0) break;
-        if (comm->aborted.load(std::memory_order_relaxed)) {
-            status = set_last_error(vcclRemoteError, "communicator aborted during send/receive");
-        } else if (deadline.expired()) {
-            status = set_last_error(vcclTimeout,
-                                    "%zu send/receive operation(s) not matched by their peers within "
-                                    "VCCL_OP_TIMEOUT_MS=%lld ms (a send without a receive, or mismatched sizes?)",
-                                    pending, (long long)comm->settings.op_timeout_ms);
-        }
-    }
+    if (status == vcclSuccess) status = wait_requests(comm, reqs);
     for (TransportRequest* req : reqs) transport->release(req);
     comm->scratch.reset();
     return status;
@@ -148,6 +156,84 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     host_op.coll.recvbuf = drecv != nullptr ? hrecv : nullptr;
     VCCL_RETURN_IF_ERROR(run_collective(comm, host_op));
     if (out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(drecv, hrecv, out, op.stream));
+    return vcclSuccess;
+}
+
+/*
+ * Direct device transfers with peers on this host (device/ipc_p2p.h). Both sides of every transfer with a
+ * reachable peer exchange descriptors, so both choose the same path; transfers that cannot go direct are
+ * returned in *rest for the host transport. Nothing here waits for device work.
+ */
+vcclResult_t run_p2p_direct(vcclComm* comm, const std::vector<const Op*>& ops, std::vector<const Op*>* rest) {
+    IpcP2p* ipc = comm->ipc.get();
+    if (ipc == nullptr) {
+        *rest = ops;
+        return vcclSuccess;
+    }
+    size_t n = ops.size();
+    std::vector<P2pDescriptor> mine(n), theirs(n);
+    std::vector<char> exchanged(n, 0), direct(n, 0);
+    std::vector<TransportRequest*> reqs;
+    Transport* transport = comm->transport.get();
+    vcclResult_t status = vcclSuccess;
+    for (size_t i = 0; i < n && status == vcclSuccess; ++i) {
+        const Op* op = ops[i];
+        if (op->bytes == 0 || !ipc->reachable(op->peer)) continue;
+        bool is_recv = op->kind == OpKind::Recv;
+        ipc->describe(is_recv ? op->recvbuf : op->sendbuf, op->bytes, is_recv, &mine[i]);
+        if (is_recv) {
+            // In place: READY would let the peer overwrite data this rank has not sent yet. Not offering
+            // the buffer sends both sides down the staged path, which copies the outgoing data first.
+            for (const Op* other : ops) {
+                if (other->kind == OpKind::Send && ranges_overlap(other->sendbuf, other->bytes, op->recvbuf, op->bytes))
+                    mine[i].flags &= ~kDescIpc;
+            }
+        }
+        TransportRequest* req = nullptr;
+        status = transport->irecv(op->peer, is_recv ? kP2pSendDescTag : kP2pRecvDescTag, &theirs[i],
+                                  sizeof(P2pDescriptor), MemType::Host, &req);
+        if (status != vcclSuccess) break;
+        reqs.push_back(req);
+        status = transport->isend(op->peer, is_recv ? kP2pRecvDescTag : kP2pSendDescTag, &mine[i],
+                                  sizeof(P2pDescriptor), MemType::Host, false, &req);
+        if (status != vcclSuccess) break;
+        reqs.push_back(req);
+        exchanged[i] = 1;
+    }
+    if (status == vcclSuccess) status = wait_requests(comm, reqs);
+    for (TransportRequest* req : reqs) transport->release(req);
+    VCCL_RETURN_IF_ERROR(status);
+
+    for (size_t i = 0; i < n; ++i) {
+        if (!exchanged[i]) continue;
+        if (theirs[i].magic != kDescMagic || theirs[i].bytes != mine[i].bytes) {
+            return set_last_error(vcclInvalidUsage, "a %s of %zu bytes with rank %d was matched by a transfer of "
+                                  "%llu bytes: mismatched send/receive sizes",
+                                  ops[i]->kind == OpKind::Send ? "send" : "receive", ops[i]->bytes, ops[i]->peer,
+                                  (unsigned long long)theirs[i].bytes);
+        }
+        bool is_recv = ops[i]->kind == OpKind::Recv;
+        direct[i] = IpcP2p::direct(is_recv ? theirs[i] : mine[i], is_recv ? mine[i] : theirs[i]);
+    }
+    // Stream order on each side: every READY of the batch first, then the sends, then the waits for DONE,
+    // so two ranks exchanging on one stream each never wait on each other.
+    std::vector<uint32_t> seq(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+        if (direct[i] && ops[i]->kind == OpKind::Recv)
+            VCCL_RETURN_IF_ERROR(ipc->post_recv_ready(ops[i]->peer, ops[i]->stream, &seq[i]));
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (direct[i] && ops[i]->kind == OpKind::Send)
+            VCCL_RETURN_IF_ERROR(ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream));
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (direct[i] && ops[i]->kind == OpKind::Recv)
+            VCCL_RETURN_IF_ERROR(ipc->post_recv_wait(ops[i]->peer, seq[i], ops[i]->stream));
+    }
+    rest->clear();
+    for (size_t i = 0; i < n; ++i) {
+        if (!direct[i]) rest->push_back(ops[i]);
+    }
     return vcclSuccess;
 }
 
@@ -222,10 +308,12 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         if (status != vcclSuccess) break;
     }
     if (status == vcclSuccess && !p2p.empty()) {
-        for (const Op* op : p2p) {
+        std::vector<const Op*> rest;
+        status = run_p2p_direct(comm, p2p, &rest);
+        for (const Op* op : rest) {
             if (op->mem == MemType::Host && status == vcclSuccess) status = stream_synchronize(op->stream);
         }
-        if (status == vcclSuccess) status = run_p2p_staged(comm, p2p);
+        if (status == vcclSuccess && !rest.empty()) status = run_p2p_staged(comm, rest);
     }
     // Peer loss and timeouts leave the communicator unusable; argument errors do not.
     if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError) {

@@ -38,3 +38,5 @@ VCCL_ENV_DEF(kTopoFile, "VCCL_TOPO_FILE", Str, "",
              "for tests and for reproducing a user's node")
 VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
+VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
+             "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")

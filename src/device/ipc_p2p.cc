@@ -1,0 +1,318 @@
+#include "device/ipc_p2p.h"
+
+#include <cstring>
+#include <string>
+
+#include "bootstrap/bootstrap.h"
+#include "config.h"
+#include "core/log.h"
+#include "core/status.h"
+#include "device/memory.h"
+
+#if VCCL_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace vccl {
+
+namespace {
+
+/* The object used where the direct path is impossible: nothing is reachable. */
+class NoIpcP2p final : public IpcP2p {
+public:
+    bool reachable(int) const override { return false; }
+    void describe(const void*, size_t bytes, bool, P2pDescriptor* out) override {
+        memset(out, 0, sizeof(*out));
+        out->magic = kDescMagic;
+        out->bytes = bytes;
+    }
+    vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
+    vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
+    vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
+private:
+    static vcclResult_t unreachable() {
+        return set_last_error(vcclInternalError, "direct device transfer to an unreachable peer");
+    }
+};
+
+/* What every rank publishes at creation. */
+struct PeerInfo {
+    uint32_t ok; // flags exported
+    int32_t device;
+    char handle[64];
+};
+
+} // namespace
+
+#if VCCL_HAVE_CUDA
+
+namespace {
+
+using StreamValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+using AddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+
+/* Driver entry points through the runtime: vccl links no libcuda, so it loads where no driver exists. */
+struct DriverApi {
+    StreamValueFn wait_value = nullptr;
+    StreamValueFn write_value = nullptr;
+    AddressRangeFn address_range = nullptr;
+    bool ok = false;
+};
+
+const DriverApi& driver() {
+    static const DriverApi api = [] {
+        DriverApi a;
+        cudaDriverEntryPointQueryResult q;
+        bool ok = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&a.wait_value),
+                                                   12000, cudaEnableDefault, &q) == cudaSuccess &&
+                  q == cudaDriverEntryPointSuccess;
+        ok = ok && cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&a.write_value),
+                                                    12000, cudaEnableDefault, &q) == cudaSuccess &&
+             q == cudaDriverEntryPointSuccess;
+        ok = ok && cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", reinterpret_cast<void**>(&a.address_range),
+                                                    12000, cudaEnableDefault, &q) == cudaSuccess &&
+             q == cudaDriverEntryPointSuccess;
+        cudaGetLastError();
+        a.ok = ok;
+        return a;
+    }();
+    return api;
+}
+
+vcclResult_t cuda_fail(const char* what, cudaError_t err) {
+    return set_last_error(vcclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(err));
+}
+
+vcclResult_t cu_fail(const char* what, CUresult res) {
+    return set_last_error(vcclUnhandledCudaError, "%s failed: CUDA driver error %d", what, int(res));
+}
+
+/* Makes `device` current for the scope (device ops of a communicator run on its device). */
+class DeviceScope {
+public:
+    explicit DeviceScope(int device) {
+        if (cudaGetDevice(&saved_) == cudaSuccess && saved_ != device) {
+            cudaSetDevice(device);
+        } else {
+            saved_ = -1;
+        }
+    }
+    ~DeviceScope() {
+        if (saved_ >= 0) cudaSetDevice(saved_);
+    }
+private:
+    int saved_ = -1;
+};
+
+class CudaIpcP2p final : public IpcP2p {
+public:
+    ~CudaIpcP2p() override {
+        DeviceScope scope(device_);
+        for (auto& per_peer : mappings_) {
+            for (Mapping& m : per_peer) cudaIpcCloseMemHandle(m.ptr);
+        }
+        for (size_t r = 0; r < peer_flags_.size(); ++r) {
+            if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
+        }
+        if (flags_ != nullptr) cudaFree(flags_);
+        cudaGetLastError();
+    }
+
+    vcclResult_t init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids);
+
+    bool reachable(int peer) const override { return peer >= 0 && size_t(peer) < reach_.size() && reach_[peer]; }
+
+    void describe(const void* buf, size_t bytes, bool is_recv, P2pDescriptor* out) override {
+        memset(out, 0, sizeof(*out));
+        out->magic = kDescMagic;
+        out->bytes = bytes;
+        if (buf == nullptr || mem_type_of(buf) != MemType::Cuda) return;
+        out->flags |= kDescDevice;
+        if (!is_recv) return;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) return;
+        cudaIpcMemHandle_t handle;
+        // Not every allocation can be exported (stream-ordered pools, VMM): those take the staged path.
+        if (cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)) != cudaSuccess) {
+            cudaGetLastError();
+            return;
+        }
+        static_assert(sizeof(handle) <= sizeof(out->handle), "IPC handle size");
+        memcpy(out->handle, &handle, sizeof(handle));
+        out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(base);
+        out->flags |= kDescIpc;
+    }
+
+    vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) override {
+        DeviceScope scope(device_);
+        uint32_t s = ++recv_seq_[peer];
+        CUresult res = driver().write_value(static_cast<CUstream>(stream), flag_addr(peer, kReady, rank_), s,
+                                            CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWriteValue32 (ready)", res);
+        *seq = s;
+        return vcclSuccess;
+    }
+
+    vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream) override {
+        DeviceScope scope(device_);
+        void* base = nullptr;
+        VCCL_RETURN_IF_ERROR(map(peer, desc, &base));
+        uint32_t s = ++send_seq_[peer];
+        CUstream cs = static_cast<CUstream>(stream);
+        CUresult res = driver().wait_value(cs, flag_addr(rank_, kReady, peer), s, CU_STREAM_WAIT_VALUE_GEQ);
+        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (ready)", res);
+        cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
+                                          cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+        if (err != cudaSuccess) return cuda_fail("cudaMemcpyAsync to a peer GPU", err);
+        // The default write is ordered after the copy and fenced, so the receiver sees the data with DONE.
+        res = driver().write_value(cs, flag_addr(peer, kDone, rank_), s, CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWriteValue32 (done)", res);
+        return vcclSuccess;
+    }
+
+    vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {
+        DeviceScope scope(device_);
+        CUresult res = driver().wait_value(static_cast<CUstream>(stream), flag_addr(rank_, kDone, peer), seq,
+                                           CU_STREAM_WAIT_VALUE_GEQ);
+        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (done)", res);
+        return vcclSuccess;
+    }
+
+private:
+    enum Region { kReady = 0, kDone = 1 };
+    static constexpr size_t kMaxMappingsPerPeer = 64;
+
+    struct Mapping {
+        char handle[64];
+        void* ptr;
+        uint64_t last_use;
+    };
+
+    /* Address of flag `index` in `region` of `owner`'s flag buffer (as mapped here). READY[r] is written by
+     * receiver r into its sender's flags; DONE[s] by sender s into its receiver's flags. */
+    CUdeviceptr flag_addr(int owner, Region region, int index) const {
+        return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + size_t(region) * nranks_ + index);
+    }
+
+    /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). */
+    vcclResult_t map(int peer, const P2pDescriptor& desc, void** base) {
+        auto& list = mappings_[peer];
+        ++clock_;
+        for (Mapping& m : list) {
+            if (memcmp(m.handle, desc.handle, sizeof(m.handle)) == 0) {
+                m.last_use = clock_;
+                *base = m.ptr;
+                return vcclSuccess;
+            }
+        }
+        if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
+            size_t oldest = 0;
+            for (size_t i = 1; i < list.size(); ++i) {
+                if (list[i].last_use < list[oldest].last_use) oldest = i;
+            }
+            cudaIpcCloseMemHandle(list[oldest].ptr);
+            list.erase(list.begin() + long(oldest));
+        }
+        cudaIpcMemHandle_t handle;
+        memcpy(&handle, desc.handle, sizeof(handle));
+        void* ptr = nullptr;
+        cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+        if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);
+        Mapping m;
+        memcpy(m.handle, desc.handle, sizeof(m.handle));
+        m.ptr = ptr;
+        m.last_use = clock_;
+        list.push_back(m);
+        *base = ptr;
+        return vcclSuccess;
+    }
+
+    int rank_ = 0;
+    int nranks_ = 0;
+    int device_ = -1;
+    uint32_t* flags_ = nullptr;            // this rank's flags: READY[nranks] then DONE[nranks]
+    std::vector<uint32_t*> peer_flags_;    // every reachable rank's flags mapped here (own at rank_)
+    std::vector<bool> reach_;
+    std::vector<uint32_t> send_seq_, recv_seq_;
+    std::vector<std::vector<Mapping>> mappings_;
+    uint64_t clock_ = 0;
+};
+
+vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
+    rank_ = bootstrap->rank();
+    nranks_ = bootstrap->nranks();
+    peer_flags_.assign(nranks_, nullptr);
+    reach_.assign(nranks_, false);
+    send_seq_.assign(nranks_, 0);
+    recv_seq_.assign(nranks_, 0);
+    mappings_.resize(nranks_);
+
+    // Every rank takes part in both exchanges below, whatever it could set up: they are collective.
+    std::vector<PeerInfo> infos(nranks_);
+    PeerInfo& mine = infos[rank_];
+    memset(&mine, 0, sizeof(mine));
+    if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
+        cudaMalloc(reinterpret_cast<void**>(&flags_), 2 * sizeof(uint32_t) * nranks_) == cudaSuccess &&
+        cudaMemset(flags_, 0, 2 * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) {
+        cudaIpcMemHandle_t handle;
+        if (cudaIpcGetMemHandle(&handle, flags_) == cudaSuccess) {
+            memcpy(mine.handle, &handle, sizeof(handle));
+            mine.ok = 1;
+            mine.device = device_;
+        }
+    }
+    cudaGetLastError();
+    VCCL_RETURN_IF_ERROR(bootstrap->allgather(infos.data(), sizeof(PeerInfo)));
+
+    std::vector<uint8_t> opened(size_t(nranks_) * nranks_, 0); // row r: the peers rank r mapped
+    if (mine.ok) {
+        peer_flags_[rank_] = flags_;
+        opened[size_t(rank_) * nranks_ + rank_] = 1;
+        for (int r = 0; r < nranks_; ++r) {
+            if (r == rank_ || !infos[r].ok || host_ids.empty() || host_ids[r] != host_ids[rank_]) continue;
+            cudaIpcMemHandle_t handle;
+            memcpy(&handle, infos[r].handle, sizeof(handle));
+            void* ptr = nullptr;
+            if (cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess) == cudaSuccess) {
+                peer_flags_[r] = static_cast<uint32_t*>(ptr);
+                opened[size_t(rank_) * nranks_ + r] = 1;
+            } else {
+                VCCL_INFO(kLogDevice, "rank %d: cannot map rank %d's flags (%s); transfers with it are staged",
+                          rank_, r, cudaGetErrorString(cudaGetLastError()));
+            }
+        }
+    }
+    // Row exchange (each rank contributes its row): reachable only when both sides mapped each other.
+    VCCL_RETURN_IF_ERROR(bootstrap->allgather(opened.data(), size_t(nranks_)));
+    int count = 0;
+    for (int r = 0; r < nranks_; ++r) {
+        reach_[r] = opened[size_t(rank_) * nranks_ + r] && opened[size_t(r) * nranks_ + rank_];
+        count += reach_[r] ? 1 : 0;
+    }
+    VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d)", rank_, count, nranks_,
+              device_);
+    return vcclSuccess;
+}
+
+} // namespace
+
+vcclResult_t IpcP2p::create(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids,
+                            std::unique_ptr<IpcP2p>* out) {
+    auto p2p = std::make_unique<CudaIpcP2p>();
+    VCCL_RETURN_IF_ERROR(p2p->init(bootstrap, host_ids));
+    *out = std::move(p2p);
+    return vcclSuccess;
+}
+
+#else // no CUDA
+
+vcclResult_t IpcP2p::create(Bootstrap*, const std::vector<uint64_t>&, std::unique_ptr<IpcP2p>* out) {
+    *out = std::make_unique<NoIpcP2p>();
+    return vcclSuccess;
+}
+
+#endif
+
+} // namespace vccl

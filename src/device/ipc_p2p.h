@@ -1,0 +1,68 @@
+/*
+ * SM-free send/recv between GPUs of one host: no kernel is launched. The sender's copy engine writes
+ * straight into the receiver's buffer (CUDA IPC mapping) and stream memory operations keep both streams in
+ * order:
+ *
+ *   receiver stream: write READY(seq) into the sender's flags ......... wait DONE >= seq (own flags)
+ *   sender stream:   wait READY >= seq (own flags), copy into the peer buffer, write DONE(seq) to the peer
+ *
+ * The flags live in small device buffers every rank exports at communicator creation. The calling threads
+ * only exchange a descriptor of each receive buffer over the host transport; they never wait for device
+ * work. Both sides of a transfer describe their buffer, so both decide the same way whether the direct
+ * path is used (device memory on both sides and an IPC-exportable receive buffer) or the staged one.
+ */
+#ifndef VCCL_DEVICE_IPC_P2P_H_
+#define VCCL_DEVICE_IPC_P2P_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "vccl.h"
+
+namespace vccl {
+
+class Bootstrap;
+
+/* What one side of a transfer tells the other before anything moves. Plain bytes: sent as a message. */
+struct P2pDescriptor {
+    uint32_t magic;
+    uint32_t flags;       // kDescDevice: this side's buffer is device memory; kDescIpc: handle is valid
+    uint64_t bytes;
+    uint64_t offset;      // of the receive buffer inside its exported allocation
+    char handle[64];      // cudaIpcMemHandle_t of the receive buffer's allocation (receiver only)
+};
+constexpr uint32_t kDescMagic = 0x76503250u;
+constexpr uint32_t kDescDevice = 1u;
+constexpr uint32_t kDescIpc = 2u;
+
+class IpcP2p {
+public:
+    virtual ~IpcP2p() = default;
+
+    /* Collective over the bootstrap. Always succeeds with an object; peers it cannot reach (other hosts,
+     * no CUDA, a failed export) are simply not reachable(). host_ids: per rank, equal on one host. */
+    static vcclResult_t create(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids,
+                               std::unique_ptr<IpcP2p>* out);
+
+    /* Same host and both sides set up: sends and receives with this peer exchange descriptors. Symmetric. */
+    virtual bool reachable(int peer) const = 0;
+    /* Describes this side's buffer. Receivers export their allocation when they can. */
+    virtual void describe(const void* buf, size_t bytes, bool is_recv, P2pDescriptor* out) = 0;
+    /* True when both descriptors allow the direct path. */
+    static bool direct(const P2pDescriptor& send, const P2pDescriptor& recv) {
+        return (send.flags & kDescDevice) && (recv.flags & kDescDevice) && (recv.flags & kDescIpc);
+    }
+    /* Receiver, step 1 (before any send of the batch is enqueued): publish READY on `stream`; *seq names the
+     * transfer for step 2. */
+    virtual vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) = 0;
+    /* Sender: wait for READY, copy into the peer's buffer, publish DONE; all on `stream`. */
+    virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream) = 0;
+    /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
+    virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
+};
+
+} // namespace vccl
+
+#endif
