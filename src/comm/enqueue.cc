@@ -143,10 +143,14 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     char* drecv = static_cast<char*>(op.coll.recvbuf);
     char* hsend = h;
     char* hrecv = h + in;
-    if (inside(dsend, drecv, out)) {
-        hsend = hrecv + (dsend - drecv); // in-place: the input lives inside the output
+    // In place, the smaller region lives inside the larger one (both may start at the same address):
+    // place the smaller one inside the larger one's staging copy.
+    if (in >= out && inside(drecv, dsend, in)) {
+        hrecv = hsend + (drecv - dsend); // e.g. ReduceScatter: the output block inside the input
+    } else if (inside(dsend, drecv, out)) {
+        hsend = hrecv + (dsend - drecv); // e.g. AllGather: the input block inside the output
     } else if (inside(drecv, dsend, in)) {
-        hrecv = hsend + (drecv - dsend); // in-place: the output lives inside the input
+        hrecv = hsend + (drecv - dsend);
     }
     VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
     if (in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(hsend, dsend, in, op.stream));
