@@ -95,6 +95,8 @@ size_t mca_coll_vccl_span(struct ompi_datatype_t* dt, size_t count, ptrdiff_t* l
 int mca_coll_vccl_is_device(const void* ptr);
 /* Copies between any two buffers (host or device); 0 on success. */
 int mca_coll_vccl_memcpy(void* dst, const void* src, size_t bytes);
+/* Waits for device work vccl ordered on the NULL stream (MPI collectives return with the result in place). */
+int mca_coll_vccl_sync_device(void);
 void mca_coll_vccl_device_fini(void);
 
 /* ---- lazy vccl communicator (lazy.c) ---- */

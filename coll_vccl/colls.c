@@ -26,6 +26,10 @@ static size_t vtype_size(vcclDataType_t t) {
 static int from_vccl(mca_coll_vccl_module_t* m, vcclResult_t rc, const char* what) {
     if (rc == vcclSuccess) {
         m->n_vccl++;
+        if (mca_coll_vccl_sync_device() != 0) {
+            mca_coll_vccl_log(0, "cid %u %s: waiting for the device work failed", m->cid, what);
+            return OMPI_ERROR;
+        }
         return OMPI_SUCCESS;
     }
     mca_coll_vccl_log(0, "cid %u %s: %s (%s)", m->cid, what, vcclGetErrorString(rc), vcclGetLastError(m->vcomm));

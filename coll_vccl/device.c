@@ -27,6 +27,7 @@ static struct {
     CUresult (*cuMemcpy)(CUdeviceptr, CUdeviceptr, size_t);
     CUresult (*cuCtxGetCurrent)(CUcontext*);
     CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuStreamSynchronize)(void*);
 } cu = {.once = PTHREAD_ONCE_INIT};
 
 static void load_cuda(void) {
@@ -40,8 +41,10 @@ static void load_cuda(void) {
     *(void**)&cu.cuMemcpy = dlsym(cu.lib, "cuMemcpy");
     *(void**)&cu.cuCtxGetCurrent = dlsym(cu.lib, "cuCtxGetCurrent");
     *(void**)&cu.cuCtxSetCurrent = dlsym(cu.lib, "cuCtxSetCurrent");
+    *(void**)&cu.cuStreamSynchronize = dlsym(cu.lib, "cuStreamSynchronize");
     if (cu.cuInit == NULL || cu.cuPointerGetAttribute == NULL || cu.cuMemcpy == NULL ||
-        cu.cuCtxGetCurrent == NULL || cu.cuCtxSetCurrent == NULL || cu.cuInit(0) != 0) {
+        cu.cuCtxGetCurrent == NULL || cu.cuCtxSetCurrent == NULL || cu.cuStreamSynchronize == NULL ||
+        cu.cuInit(0) != 0) {
         mca_coll_vccl_log(2, "CUDA driver not usable: every buffer is host memory");
         return;
     }
@@ -80,4 +83,13 @@ int mca_coll_vccl_memcpy(void* dst, const void* src, size_t bytes) {
 
 void mca_coll_vccl_device_fini(void) {
     /* libcuda stays loaded: vccl and the application may hold contexts of it. */
+}
+
+int mca_coll_vccl_sync_device(void) {
+    pthread_once(&cu.once, load_cuda);
+    if (!cu.ok) return 0;
+    CUcontext cur = NULL;
+    if (cu.cuCtxGetCurrent(&cur) != 0 || cur == NULL) return 0; /* no context: no device work was issued */
+    /* vccl orders device work on the (legacy) NULL stream and returns; MPI collectives are blocking. */
+    return cu.cuStreamSynchronize(NULL) == 0 ? 0 : -1;
 }

@@ -20,6 +20,11 @@ AC_DEFUN([VCCL_CHECK_CUDA], [
       CUDA_LIBS="-lcudart_static -ldl -lrt -lpthread"
       AC_PATH_PROG([NVCC], [nvcc], [], [$vccl_cuda_dir/bin:$PATH])
       vccl_cuda_summary="yes ($vccl_cuda_dir)"
+      AS_IF([test -z "$NVCC"], [
+        AS_IF([test "x$with_cuda" = xcheck],
+              [AC_MSG_WARN([nvcc not found: building without CUDA]); vccl_have_cuda=0; vccl_cuda_summary="no (nvcc missing)"
+               CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""],
+              [AC_MSG_ERROR([CUDA requested but nvcc was not found in $vccl_cuda_dir/bin])])])
     ], [
       AS_IF([test "x$with_cuda" != xcheck], [AC_MSG_ERROR([CUDA requested but not found in $vccl_cuda_dir])])
     ])

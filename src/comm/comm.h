@@ -35,7 +35,9 @@ struct vcclComm {
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
     vccl::ScratchArena scratch;
     std::unique_ptr<vccl::IpcP2p> ipc; // direct GPU send/recv on one host (NULL when disabled)
-    vccl::StagingBuffer staging; // device buffers run through pinned host copies (device/staging.h)
+    vccl::StagingBuffer staging;
+    vccl::DeviceScratch device_scratch; // receive slots of device reductions
+    int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas // device buffers run through pinned host copies (device/staging.h)
 
     std::atomic<bool> aborted{false};
     std::atomic<int> async_error{vcclSuccess};

@@ -104,6 +104,9 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     comm->rank = bootstrap->rank();
     comm->nranks = bootstrap->nranks();
     comm->settings = settings_from_env();
+    comm->max_ctas = int(env::get_int(env::kMaxCtas));
+    if (config != nullptr && config->maxCtas != VCCL_CONFIG_UNDEF_INT) comm->max_ctas = config->maxCtas;
+    if (comm->max_ctas < 1) comm->max_ctas = 1;
 
     // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
     uint64_t hash = 0;

@@ -40,3 +40,5 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
+VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
+             "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")

@@ -142,6 +142,8 @@ public:
         static_assert(sizeof(handle) <= sizeof(out->handle), "IPC handle size");
         memcpy(out->handle, &handle, sizeof(handle));
         out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(base);
+        out->alloc_base = uint64_t(base);
+        out->alloc_size = size;
         out->flags |= kDescIpc;
     }
 
@@ -188,6 +190,8 @@ private:
         char handle[64];
         void* ptr;
         uint64_t last_use;
+        uint64_t alloc_base; // in the exporting process
+        uint64_t alloc_size;
     };
 
     /* Address of flag `index` in `region` of `owner`'s flag buffer (as mapped here). READY[r] is written by
@@ -207,6 +211,18 @@ private:
                 return vcclSuccess;
             }
         }
+        // The peer freed an allocation and made a new one over its range: the old mapping is stale (its
+        // last transfer completed before the peer could free it), and CUDA refuses to map the range twice.
+        for (size_t i = 0; i < list.size();) {
+            bool overlap = list[i].alloc_base < desc.alloc_base + desc.alloc_size &&
+                           desc.alloc_base < list[i].alloc_base + list[i].alloc_size;
+            if (overlap) {
+                cudaIpcCloseMemHandle(list[i].ptr);
+                list.erase(list.begin() + long(i));
+            } else {
+                ++i;
+            }
+        }
         if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
             size_t oldest = 0;
             for (size_t i = 1; i < list.size(); ++i) {
@@ -224,6 +240,8 @@ private:
         memcpy(m.handle, desc.handle, sizeof(m.handle));
         m.ptr = ptr;
         m.last_use = clock_;
+        m.alloc_base = desc.alloc_base;
+        m.alloc_size = desc.alloc_size;
         list.push_back(m);
         *base = ptr;
         return vcclSuccess;

@@ -31,6 +31,8 @@ struct P2pDescriptor {
     uint32_t flags;       // kDescDevice: this side's buffer is device memory; kDescIpc: handle is valid
     uint64_t bytes;
     uint64_t offset;      // of the receive buffer inside its exported allocation
+    uint64_t alloc_base;  // the allocation's address and size in the receiver's process: a new allocation
+    uint64_t alloc_size;  // over an old one's range means the old mapping is stale
     char handle[64];      // cudaIpcMemHandle_t of the receive buffer's allocation (receiver only)
 };
 constexpr uint32_t kDescMagic = 0x76503250u;

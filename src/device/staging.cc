@@ -60,11 +60,40 @@ vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclS
     return copy(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
 }
 
+DeviceScratch::~DeviceScratch() {
+    if (ptr_ != nullptr) cudaFree(ptr_); // cudaFree waits for work still using it
+}
+
+vcclResult_t DeviceScratch::get(size_t bytes, vcclStream_t stream, void** out) {
+    if (ptr_ != nullptr && bytes <= bytes_) {
+        *out = ptr_;
+        return vcclSuccess;
+    }
+    if (ptr_ != nullptr) {
+        // Earlier operations on the stream may still read the old block.
+        VCCL_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize"));
+        cudaFree(ptr_);
+        ptr_ = nullptr;
+        bytes_ = 0;
+    }
+    size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaMalloc(&ptr_, want), "cudaMalloc (reduction scratch)"));
+    bytes_ = want;
+    *out = ptr_;
+    return vcclSuccess;
+}
+
 vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
     return copy(dst, src, bytes, cudaMemcpyHostToDevice, stream);
 }
 
 #else // no CUDA: device memory never reaches here
+
+DeviceScratch::~DeviceScratch() {}
+
+vcclResult_t DeviceScratch::get(size_t, vcclStream_t, void**) {
+    return set_last_error(vcclInternalError, "device scratch used in a build without CUDA");
+}
 
 StagingBuffer::~StagingBuffer() { free(ptr_); }
 

@@ -25,6 +25,17 @@ private:
     bool pinned_ = false;
 };
 
+/* Device memory reused across operations of one communicator (receive slots of reductions). It comes from
+ * cudaMalloc so peers can map it (CUDA IPC). Growing waits for `stream` before freeing the old block. */
+class DeviceScratch {
+public:
+    ~DeviceScratch();
+    vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
+private:
+    void* ptr_ = nullptr;
+    size_t bytes_ = 0;
+};
+
 vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclStream_t stream);
 vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream);
 

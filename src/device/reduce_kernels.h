@@ -1,0 +1,22 @@
+/* Reductions on device memory for every datatype and op, in one compact kernel per (type, op). */
+#ifndef VCCL_DEVICE_REDUCE_KERNELS_H_
+#define VCCL_DEVICE_REDUCE_KERNELS_H_
+
+#include <cstddef>
+
+#include "vccl.h"
+
+namespace vccl {
+
+/* Limits of one reduction on the device. */
+constexpr int kMaxReduceSources = 64;
+
+/* dst[i] = srcs[0][i] op srcs[1][i] op ... for i < count, on `stream` (no host wait). fp16 and bf16 are
+ * accumulated in float and rounded once. vcclAvg sums and, when divide_by > 0, divides by it at the end.
+ * dst may alias srcs[0]. At most max_ctas thread blocks (VCCL_MAX_CTAS) are used. */
+vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
+                           vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream);
+
+} // namespace vccl
+
+#endif
