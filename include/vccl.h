@@ -4,9 +4,11 @@
  * Names mirror NCCL's with the "vccl" prefix, so that an NCCL-compatible layer is a thin map.
  *
  * Memory and ordering:
- *  - Buffers may be host memory or (when built with CUDA) device memory. In this version device buffers are
- *    staged through pinned host memory: the call waits for the stream's prior work and returns when the
- *    result is in place.
+ *  - Buffers may be host memory or (when built with CUDA) device memory. Between GPUs of one host, device
+ *    operations are ordered on the stream and the call returns without waiting for the device (send/recv
+ *    use copy engines only, no kernels). Elsewhere (peers on other hosts, buffers CUDA IPC cannot export,
+ *    in-place send/recv) device buffers are staged through pinned host memory: the call waits for the
+ *    stream's prior work and returns when the result is in place.
  *  - Every operation takes a stream argument compatible with cudaStream_t. With host buffers and a NULL
  *    stream the call completes before it returns (the output buffer holds the result).
  *  - All ranks of a communicator must call collectives in the same order with matching arguments.
