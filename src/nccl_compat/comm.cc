@@ -1,0 +1,349 @@
+/*
+ * libvccl-nccl: communicators. Each ncclComm_t wraps a vccl communicator and remembers the CUDA device
+ * that was current at init (ncclCommCuDevice). ncclConfig_t maps onto vcclConfig_t: blocking, maxCTAs,
+ * netName and commName carry over; NCCL's tuning hints (CTA counts, CGA size, traffic class, collnet,
+ * resource sharing) are accepted and ignored with an INFO line; fields of a newer NCCL than 2.28 must hold
+ * their defaults.
+ */
+#include <cstddef>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "config.h"
+#include "core/log.h"
+#include "nccl_compat/compat.h"
+
+#if VCCL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace vccl {
+namespace nccl_compat {
+
+namespace {
+
+std::mutex g_registry_mutex;
+std::unordered_set<const ncclComm*>& registry() {
+    static auto* live = new std::unordered_set<const ncclComm*>(); // never destroyed: usable from atexit
+    return *live;
+}
+
+template <typename T>
+bool has_field(const ncclConfig_t* c, size_t offset) {
+    return c->size >= offset + sizeof(T);
+}
+#define VNCCL_HAS(c, f) has_field<decltype(ncclConfig_t::f)>(c, offsetof(ncclConfig_t, f))
+
+void ignore_hint(const char* fn, const char* field, int value) {
+    if (value != VNCCL_CONFIG_UNDEF_INT) {
+        VCCL_INFO(kLogInit, "NCCL compat: %s: ncclConfig_t.%s=%d ignored (a tuning hint vccl has no use for)", fn,
+                  field, value);
+    }
+}
+
+/* *out is filled and *use_out set when config is not NULL. */
+ncclResult_t map_config(const ncclConfig_t* in, const char* fn, vcclConfig_t* out, bool* use_out) {
+    *use_out = false;
+    if (in == nullptr) return ncclSuccess;
+    if (in->magic != VNCCL_CONFIG_MAGIC) {
+        return fail(ncclInvalidArgument, "%s: ncclConfig_t was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x)",
+                    fn, in->magic);
+    }
+    // NCCL 2.14, the first with ncclConfig_t, ended at netName.
+    if (in->size < offsetof(ncclConfig_t, netName) + sizeof(const char*) || in->size > 4096) {
+        return fail(ncclInvalidArgument, "%s: ncclConfig_t has an unexpected size %zu", fn, in->size);
+    }
+    vcclConfig_t c = VCCL_CONFIG_INITIALIZER;
+    if (in->blocking != VNCCL_CONFIG_UNDEF_INT) {
+        if (in->blocking != 0 && in->blocking != 1) {
+            return fail(ncclInvalidArgument, "%s: ncclConfig_t.blocking=%d must be 0 or 1", fn, in->blocking);
+        }
+        c.blocking = in->blocking; // 0 is accepted; vccl's init completes before returning either way
+    }
+    if (in->maxCTAs != VNCCL_CONFIG_UNDEF_INT) {
+        if (in->maxCTAs <= 0) return fail(ncclInvalidArgument, "%s: ncclConfig_t.maxCTAs=%d must be positive", fn, in->maxCTAs);
+        c.maxCtas = in->maxCTAs;
+    }
+    c.netName = in->netName;
+    ignore_hint(fn, "cgaClusterSize", in->cgaClusterSize);
+    ignore_hint(fn, "minCTAs", in->minCTAs);
+    if (VNCCL_HAS(in, splitShare)) ignore_hint(fn, "splitShare", in->splitShare);
+    if (VNCCL_HAS(in, trafficClass)) ignore_hint(fn, "trafficClass", in->trafficClass);
+    if (VNCCL_HAS(in, commName)) c.commName = in->commName;
+    if (VNCCL_HAS(in, collnetEnable)) ignore_hint(fn, "collnetEnable", in->collnetEnable);
+    if (VNCCL_HAS(in, CTAPolicy)) ignore_hint(fn, "CTAPolicy", in->CTAPolicy);
+    if (VNCCL_HAS(in, shrinkShare)) ignore_hint(fn, "shrinkShare", in->shrinkShare);
+    if (VNCCL_HAS(in, nvlsCTAs)) ignore_hint(fn, "nvlsCTAs", in->nvlsCTAs);
+    if (VNCCL_HAS(in, nChannelsPerNetPeer)) ignore_hint(fn, "nChannelsPerNetPeer", in->nChannelsPerNetPeer);
+    if (VNCCL_HAS(in, nvlinkCentricSched)) ignore_hint(fn, "nvlinkCentricSched", in->nvlinkCentricSched);
+    // Fields of an NCCL newer than 2.28: unknown to us, so they must be left at their defaults
+    // (NCCL_CONFIG_UNDEF_INT, or zero bytes for NULL pointers and padding).
+    for (size_t off = sizeof(ncclConfig_t); off + sizeof(int) <= in->size; off += sizeof(int)) {
+        int word;
+        memcpy(&word, reinterpret_cast<const char*>(in) + off, sizeof(word));
+        if (word != 0 && word != VNCCL_CONFIG_UNDEF_INT) {
+            return fail(ncclInvalidUsage,
+                        "%s: ncclConfig_t (size %zu, version %u) sets a field at byte %zu that vccl does not know "
+                        "(it implements the NCCL 2.28 layout); leave it at its default",
+                        fn, in->size, in->version, off);
+        }
+    }
+    *out = c;
+    *use_out = true;
+    return ncclSuccess;
+}
+
+ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, ncclConfig_t* config,
+                       const char* fn) {
+    if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+    vcclConfig_t vconfig;
+    bool use_config = false;
+    ncclResult_t r = map_config(config, fn, &vconfig, &use_config);
+    if (r != ncclSuccess) return r;
+    vcclUniqueId vid;
+    static_assert(sizeof(vid) == sizeof(id), "unique id sizes");
+    memcpy(&vid, &id, sizeof(vid));
+    int dev = current_device();
+    vcclComm_t vc = nullptr;
+    r = to_nccl(vcclCommInitRankConfig(&vc, nranks, vid, rank, use_config ? &vconfig : nullptr));
+    if (r != ncclSuccess) return r;
+    return wrap(vc, dev, comm);
+}
+
+} // namespace
+
+bool is_live(const ncclComm* comm) {
+    if (comm == nullptr) return false;
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    return registry().count(comm) != 0;
+}
+
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc) {
+    if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+    if (!is_live(comm)) {
+        return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
+                    static_cast<const void*>(comm));
+    }
+    *vc = comm->vc;
+    return ncclSuccess;
+}
+
+ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
+    auto* c = new (std::nothrow) ncclComm();
+    if (c == nullptr) {
+        vcclCommDestroy(vc);
+        return fail(ncclSystemError, "out of memory creating a communicator");
+    }
+    c->vc = vc;
+    c->cuda_dev = cuda_dev;
+    {
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        registry().insert(c);
+    }
+    *out = c;
+    return ncclSuccess;
+}
+
+void unwrap(ncclComm* comm) {
+    {
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        registry().erase(comm);
+    }
+    {
+        std::lock_guard<std::mutex> lock(comm->reg_mutex);
+        for (void* h : comm->registrations) ::operator delete(h);
+        comm->registrations.clear();
+    }
+    comm->magic = 0;
+    delete comm;
+}
+
+int current_device() {
+#if VCCL_HAVE_CUDA
+    int count = 0, dev = -1;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count <= 0 || cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError(); // no GPU (host-memory use): leave no sticky error behind
+        return -1;
+    }
+    return dev;
+#else
+    return -1;
+#endif
+}
+
+} // namespace nccl_compat
+} // namespace vccl
+
+using namespace vccl;
+using namespace vccl::nccl_compat;
+
+extern "C" {
+
+VNCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+    if (uniqueId == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId: uniqueId is NULL");
+    vcclUniqueId vid;
+    ncclResult_t r = to_nccl(vcclGetUniqueId(&vid));
+    if (r == ncclSuccess) memcpy(uniqueId, &vid, sizeof(*uniqueId));
+    return r;
+}
+
+VNCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+          ncclConfig_t* config) {
+    return init_rank(comm, nranks, commId, rank, config, "ncclCommInitRankConfig");
+}
+
+VNCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+    return init_rank(comm, nranks, commId, rank, nullptr, "ncclCommInitRank");
+}
+
+/* Several roots only spread NCCL's bootstrap load; vccl bootstraps through the first id. */
+VNCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank, int nId,
+          ncclUniqueId* commIds, ncclConfig_t* config) {
+    if (nId < 1 || commIds == nullptr) {
+        return fail(ncclInvalidArgument, "ncclCommInitRankScalable: need at least one unique id (nId=%d)", nId);
+    }
+    return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
+}
+
+/* One process, ndev GPUs: a thread per device runs the collective init with the device current. */
+VNCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+    const char* fn = "ncclCommInitAll";
+    if (comms == nullptr) return fail(ncclInvalidArgument, "%s: comms is NULL", fn);
+    if (ndev < 1) return fail(ncclInvalidArgument, "%s: ndev %d must be at least 1", fn, ndev);
+#if VCCL_HAVE_CUDA
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        (void)cudaGetLastError();
+        count = 0;
+    }
+    std::vector<int> devs(ndev);
+    for (int i = 0; i < ndev; ++i) {
+        devs[i] = devlist != nullptr ? devlist[i] : i;
+        if (devs[i] < 0 || devs[i] >= count) {
+            return fail(ncclInvalidArgument, "%s: device %d is not one of the %d CUDA devices", fn, devs[i], count);
+        }
+        for (int j = 0; j < i; ++j) {
+            if (devs[j] == devs[i]) return fail(ncclInvalidArgument, "%s: device %d listed twice", fn, devs[i]);
+        }
+    }
+    ncclUniqueId id;
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess) return r;
+    std::vector<ncclComm_t> out(ndev, nullptr);
+    std::vector<ncclResult_t> results(ndev, ncclSuccess);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i) {
+        threads.emplace_back([&, i]() {
+            if (cudaSetDevice(devs[i]) != cudaSuccess) {
+                results[i] = fail(ncclUnhandledCudaError, "%s: cudaSetDevice(%d) failed", fn, devs[i]);
+                return;
+            }
+            results[i] = init_rank(&out[i], ndev, id, i, nullptr, fn);
+        });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+        if (results[i] != ncclSuccess) {
+            for (int j = 0; j < ndev; ++j)
+                if (out[j] != nullptr) ncclCommAbort(out[j]);
+            return results[i];
+        }
+    }
+    for (int i = 0; i < ndev; ++i) comms[i] = out[i];
+    return ncclSuccess;
+#else
+    return unsupported(fn, "built without CUDA");
+#endif
+}
+
+/* vccl completes every operation before its call returns (host) or before the stream continues
+ * (device), so there is nothing left to flush. */
+VNCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+    vcclComm_t vc = nullptr;
+    return lookup(comm, "ncclCommFinalize", &vc);
+}
+
+VNCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommDestroy", &vc);
+    if (r != ncclSuccess) return r;
+    r = to_nccl(vcclCommDestroy(vc));
+    if (r == ncclSuccess) unwrap(comm);
+    return r;
+}
+
+VNCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+    if (comm == nullptr) return ncclSuccess; // NCCL accepts aborting a NULL communicator
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommAbort", &vc);
+    if (r != ncclSuccess) return r;
+    r = to_nccl(vcclCommAbort(vc));
+    unwrap(comm); // abort always releases the handle
+    return r;
+}
+
+VNCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+    return unsupported("ncclCommRevoke", "use ncclCommAbort");
+}
+
+VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+          ncclConfig_t* config) {
+    const char* fn = "ncclCommSplit";
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, fn, &vc);
+    if (r != ncclSuccess) return r;
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    vcclConfig_t vconfig;
+    bool use_config = false;
+    r = map_config(config, fn, &vconfig, &use_config);
+    if (r != ncclSuccess) return r;
+    vcclComm_t child = nullptr;
+    r = to_nccl(vcclCommSplit(vc, color, key, &child, use_config ? &vconfig : nullptr));
+    if (r != ncclSuccess) return r;
+    if (child == nullptr) { // NCCL_SPLIT_NOCOLOR
+        *newcomm = nullptr;
+        return ncclSuccess;
+    }
+    return wrap(child, comm->cuda_dev, newcomm);
+}
+
+VNCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+    return unsupported("ncclCommShrink", "vccl cannot build a communicator without the excluded ranks taking part");
+}
+
+VNCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommGetAsyncError", &vc);
+    if (r != ncclSuccess) return r;
+    if (asyncError == nullptr) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    vcclResult_t state;
+    r = to_nccl(vcclCommGetAsyncError(vc, &state));
+    if (r == ncclSuccess) *asyncError = to_nccl(state);
+    return r;
+}
+
+VNCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommCount", &vc);
+    return r != ncclSuccess ? r : to_nccl(vcclCommCount(vc, count));
+}
+
+VNCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommUserRank", &vc);
+    return r != ncclSuccess ? r : to_nccl(vcclCommUserRank(vc, rank));
+}
+
+/* The device current when the communicator was created; -1 when there was none (host-only use). */
+VNCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommCuDevice", &vc);
+    if (r != ncclSuccess) return r;
+    if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+    *device = comm->cuda_dev;
+    return ncclSuccess;
+}
+
+} // extern "C"

@@ -1,0 +1,591 @@
+/*
+ * test_nccl_compat: libvccl-nccl.so.2 as an NCCL program sees it. The library is dlopen'ed by path
+ * ($VCCL_NCCL_LIB, default: the build tree's src/nccl_compat/libvccl-nccl.so.2), never linked, so the test
+ * exercises exactly the exported ABI. No GPU needed: buffers are host memory with a NULL stream.
+ *
+ * Run alone it uses 1-rank communicators. Under mpirun with 2 ranks (tests/nccl_compat/np2_nccl_compat.sh)
+ * it also runs the MultiRank tests; rank 0 passes the unique id to the other rank through the file named
+ * by $VCCL_NCCL_TEST_ID_FILE (no MPI library is linked).
+ */
+#include <dlfcn.h>
+#include <elf.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vccl.h"
+
+#if defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define VCCL_TEST_HAVE_NCCL_H 1
+#endif
+#endif
+
+#define VCCL_NCCL_ABI_TYPES_ONLY 1
+namespace ours {
+#include "nccl_compat/nccl_abi.h"
+}
+#if VCCL_TEST_HAVE_NCCL_H
+/* Every enum value and ncclConfig_t offset of ours and vccl's against the real nccl.h. */
+#include "nccl_compat/abi_asserts.h"
+#endif
+
+#ifndef VCCL_NCCL_LIB_DEFAULT
+#define VCCL_NCCL_LIB_DEFAULT "src/nccl_compat/libvccl-nccl.so.2"
+#endif
+
+namespace {
+
+namespace o = ours;
+using Res = o::ncclResult_t;
+using Comm = o::ncclComm_t;
+using Stream = o::vncclStream_t;
+
+int g_rank = 0, g_size = 1;
+
+std::string lib_path() {
+    const char* env = getenv("VCCL_NCCL_LIB");
+    return env != nullptr && *env ? env : VCCL_NCCL_LIB_DEFAULT;
+}
+
+/* The API as function pointers, resolved from the dlopen'ed library. */
+struct Api {
+    void* lib = nullptr;
+    Res (*GetVersion)(int*);
+    const char* (*GetErrorString)(Res);
+    const char* (*GetLastError)(Comm);
+    Res (*GetUniqueId)(o::ncclUniqueId*);
+    Res (*CommInitRank)(Comm*, int, o::ncclUniqueId, int);
+    Res (*CommInitRankConfig)(Comm*, int, o::ncclUniqueId, int, o::ncclConfig_t*);
+    Res (*CommInitAll)(Comm*, int, const int*);
+    Res (*CommSplit)(Comm, int, int, Comm*, o::ncclConfig_t*);
+    Res (*CommShrink)(Comm, int*, int, Comm*, o::ncclConfig_t*, int);
+    Res (*CommRevoke)(Comm, int);
+    Res (*CommFinalize)(Comm);
+    Res (*CommDestroy)(Comm);
+    Res (*CommAbort)(Comm);
+    Res (*CommGetAsyncError)(Comm, Res*);
+    Res (*CommCount)(Comm, int*);
+    Res (*CommCuDevice)(Comm, int*);
+    Res (*CommUserRank)(Comm, int*);
+    Res (*MemAlloc)(void**, size_t);
+    Res (*MemFree)(void*);
+    Res (*CommRegister)(Comm, void*, size_t, void**);
+    Res (*CommDeregister)(Comm, void*);
+    Res (*CommWindowRegister)(Comm, void*, size_t, o::ncclWindow_t*, int);
+    Res (*RedOpCreatePreMulSum)(o::ncclRedOp_t*, void*, o::ncclDataType_t, o::ncclScalarResidence_t, Comm);
+    Res (*RedOpDestroy)(o::ncclRedOp_t, Comm);
+    Res (*AllReduce)(const void*, void*, size_t, o::ncclDataType_t, o::ncclRedOp_t, Comm, Stream);
+    Res (*Reduce)(const void*, void*, size_t, o::ncclDataType_t, o::ncclRedOp_t, int, Comm, Stream);
+    Res (*Broadcast)(const void*, void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*Bcast)(void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*AllGather)(const void*, void*, size_t, o::ncclDataType_t, Comm, Stream);
+    Res (*ReduceScatter)(const void*, void*, size_t, o::ncclDataType_t, o::ncclRedOp_t, Comm, Stream);
+    Res (*AlltoAll)(const void*, void*, size_t, o::ncclDataType_t, Comm, Stream);
+    Res (*Gather)(const void*, void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*Scatter)(const void*, void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*Send)(const void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*Recv)(void*, size_t, o::ncclDataType_t, int, Comm, Stream);
+    Res (*GroupStart)();
+    Res (*GroupEnd)();
+    Res (*GroupSimulateEnd)(o::ncclSimInfo_t*);
+};
+Api api;
+std::string g_load_error;
+
+template <typename F>
+void bind(F* fn, const char* name) {
+    *fn = reinterpret_cast<F>(dlsym(api.lib, name));
+    if (*fn == nullptr) g_load_error += std::string(" ") + name;
+}
+
+bool load() {
+    api.lib = dlopen(lib_path().c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (api.lib == nullptr) {
+        g_load_error = dlerror();
+        return false;
+    }
+    bind(&api.GetVersion, "ncclGetVersion");
+    bind(&api.GetErrorString, "ncclGetErrorString");
+    bind(&api.GetLastError, "ncclGetLastError");
+    bind(&api.GetUniqueId, "ncclGetUniqueId");
+    bind(&api.CommInitRank, "ncclCommInitRank");
+    bind(&api.CommInitRankConfig, "ncclCommInitRankConfig");
+    bind(&api.CommInitAll, "ncclCommInitAll");
+    bind(&api.CommSplit, "ncclCommSplit");
+    bind(&api.CommShrink, "ncclCommShrink");
+    bind(&api.CommRevoke, "ncclCommRevoke");
+    bind(&api.CommFinalize, "ncclCommFinalize");
+    bind(&api.CommDestroy, "ncclCommDestroy");
+    bind(&api.CommAbort, "ncclCommAbort");
+    bind(&api.CommGetAsyncError, "ncclCommGetAsyncError");
+    bind(&api.CommCount, "ncclCommCount");
+    bind(&api.CommCuDevice, "ncclCommCuDevice");
+    bind(&api.CommUserRank, "ncclCommUserRank");
+    bind(&api.MemAlloc, "ncclMemAlloc");
+    bind(&api.MemFree, "ncclMemFree");
+    bind(&api.CommRegister, "ncclCommRegister");
+    bind(&api.CommDeregister, "ncclCommDeregister");
+    bind(&api.CommWindowRegister, "ncclCommWindowRegister");
+    bind(&api.RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
+    bind(&api.RedOpDestroy, "ncclRedOpDestroy");
+    bind(&api.AllReduce, "ncclAllReduce");
+    bind(&api.Reduce, "ncclReduce");
+    bind(&api.Broadcast, "ncclBroadcast");
+    bind(&api.Bcast, "ncclBcast");
+    bind(&api.AllGather, "ncclAllGather");
+    bind(&api.ReduceScatter, "ncclReduceScatter");
+    bind(&api.AlltoAll, "ncclAlltoAll");
+    bind(&api.Gather, "ncclGather");
+    bind(&api.Scatter, "ncclScatter");
+    bind(&api.Send, "ncclSend");
+    bind(&api.Recv, "ncclRecv");
+    bind(&api.GroupStart, "ncclGroupStart");
+    bind(&api.GroupEnd, "ncclGroupEnd");
+    bind(&api.GroupSimulateEnd, "ncclGroupSimulateEnd");
+    return g_load_error.empty();
+}
+
+/* Reads DT_SONAME from the file's dynamic section. */
+std::string read_soname(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<char> data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (data.size() < sizeof(Elf64_Ehdr)) return "<short file>";
+    auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data.data());
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64) return "<not ELF64>";
+    auto* sh = reinterpret_cast<const Elf64_Shdr*>(data.data() + eh->e_shoff);
+    for (int i = 0; i < eh->e_shnum; ++i) {
+        if (sh[i].sh_type != SHT_DYNAMIC) continue;
+        const Elf64_Shdr& strtab = sh[sh[i].sh_link];
+        auto* dyn = reinterpret_cast<const Elf64_Dyn*>(data.data() + sh[i].sh_offset);
+        for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Dyn); ++k) {
+            if (dyn[k].d_tag == DT_SONAME) return std::string(data.data() + strtab.sh_offset + dyn[k].d_un.d_val);
+        }
+    }
+    return "<no SONAME>";
+}
+
+/* A 1-rank communicator (or, under mpirun with 2 ranks, the world) for one test. */
+Comm make_self_comm() {
+    o::ncclUniqueId id;
+    if (api.GetUniqueId(&id) != o::ncclSuccess) return nullptr;
+    Comm c = nullptr;
+    if (api.CommInitRank(&c, 1, id, 0) != o::ncclSuccess) return nullptr;
+    return c;
+}
+
+Comm make_world_comm() {
+    const char* file = getenv("VCCL_NCCL_TEST_ID_FILE");
+    if (file == nullptr) return nullptr;
+    o::ncclUniqueId id;
+    static int generation = 0;
+    std::string path = std::string(file) + "." + std::to_string(generation++);
+    if (g_rank == 0) {
+        if (api.GetUniqueId(&id) != o::ncclSuccess) return nullptr;
+        std::string tmp = path + ".tmp";
+        FILE* f = fopen(tmp.c_str(), "wb");
+        if (f == nullptr || fwrite(&id, sizeof id, 1, f) != 1) return nullptr;
+        fclose(f);
+        if (rename(tmp.c_str(), path.c_str()) != 0) return nullptr;
+    } else {
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        for (;;) {
+            FILE* f = fopen(path.c_str(), "rb");
+            if (f != nullptr) {
+                size_t n = fread(&id, sizeof id, 1, f);
+                fclose(f);
+                if (n == 1) break;
+            }
+            if (std::chrono::steady_clock::now() > deadline) return nullptr;
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    }
+    Comm c = nullptr;
+    if (api.CommInitRank(&c, g_size, id, g_rank) != o::ncclSuccess) return nullptr;
+    return c;
+}
+
+/* What NCCL_CONFIG_INITIALIZER gives. */
+void init_config(o::ncclConfig_t* cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->size = sizeof *cfg;
+    cfg->magic = VNCCL_CONFIG_MAGIC;
+    cfg->version = 22803;
+    int* fields[] = {&cfg->blocking, &cfg->cgaClusterSize, &cfg->minCTAs, &cfg->maxCTAs, &cfg->splitShare,
+                     &cfg->trafficClass, &cfg->collnetEnable, &cfg->CTAPolicy, &cfg->shrinkShare, &cfg->nvlsCTAs,
+                     &cfg->nChannelsPerNetPeer, &cfg->nvlinkCentricSched};
+    for (int* f : fields) *f = VNCCL_CONFIG_UNDEF_INT;
+}
+
+class Loaded : public ::testing::Test {
+  protected:
+    void SetUp() override { ASSERT_TRUE(api.lib != nullptr && g_load_error.empty()) << g_load_error; }
+};
+
+using Library = Loaded;
+using SingleRank = Loaded;
+using BadInput = Loaded;
+using MultiRank = Loaded;
+
+TEST(LibraryFile, SonameIsLibnccl2) { EXPECT_EQ(read_soname(lib_path()), "libnccl.so.2") << lib_path(); }
+
+TEST(LibraryFile, EverySymbolResolves) {
+    ASSERT_TRUE(api.lib != nullptr) << "dlopen " << lib_path() << ": " << g_load_error;
+    EXPECT_EQ(g_load_error, "") << "missing symbols:" << g_load_error;
+    const char* names[] = {"GetVersion", "GetUniqueId", "CommInitRank", "CommInitRankConfig", "CommInitAll",
+                           "CommInitRankScalable", "CommSplit", "CommShrink", "CommRevoke", "CommAbort",
+                           "CommDestroy", "CommFinalize", "CommGetAsyncError", "GetErrorString", "GetLastError",
+                           "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
+                           "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd", "GroupSimulateEnd",
+                           "MemAlloc", "MemFree", "CommRegister", "CommDeregister", "CommWindowRegister",
+                           "CommWindowDeregister", "CommCount", "CommCuDevice", "CommUserRank",
+                           "RedOpCreatePreMulSum", "RedOpDestroy", "ResetDebugInit"};
+    for (const char* n : names) {
+        for (const char* prefix : {"nccl", "pnccl"}) {
+            std::string sym = std::string(prefix) + n;
+            EXPECT_NE(dlsym(api.lib, sym.c_str()), nullptr) << sym;
+        }
+    }
+    // pncclX is an alias of ncclX.
+    EXPECT_EQ(dlsym(api.lib, "pncclAllReduce"), dlsym(api.lib, "ncclAllReduce"));
+    // Nothing of vccl itself leaks out.
+    EXPECT_EQ(dlsym(api.lib, "vcclAllReduce"), nullptr);
+    EXPECT_EQ(dlsym(api.lib, "vcclCommInitRank"), nullptr);
+}
+
+/* Loaded by path, the library answers to its SONAME: a later DT_NEEDED or dlopen of libnccl.so.2 binds to it
+ * (this is what makes LD_PRELOAD and LD_LIBRARY_PATH work for programs linked against NCCL). */
+TEST(LibraryFile, AnswersToLibnccl2) {
+    ASSERT_TRUE(api.lib != nullptr);
+    void* h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+    ASSERT_NE(h, nullptr) << "dlopen(libnccl.so.2, RTLD_NOLOAD) did not find the loaded library";
+    EXPECT_EQ(dlsym(h, "ncclAllReduce"), dlsym(api.lib, "ncclAllReduce"));
+    dlclose(h);
+}
+
+TEST(Abi, EnumsMatchNcclH) {
+#if VCCL_TEST_HAVE_NCCL_H
+    // The static_asserts of abi_asserts.h already ran at compile time; record what they checked against.
+    RecordProperty("nccl_h_version", NCCL_VERSION_CODE);
+    SUCCEED() << "checked against nccl.h " << NCCL_VERSION_CODE;
+#else
+    GTEST_SKIP() << "no nccl.h on this machine: enum values checked only against nccl_abi.h";
+#endif
+    static_assert(int(o::ncclFloat8e4m3) == int(vcclNumTypes), "FP8 starts where vccl's types end");
+    static_assert(int(o::ncclNumOps) == int(vcclNumOps), "ops");
+}
+
+TEST_F(Library, VersionAndErrorStrings) {
+    int v = 0;
+    ASSERT_EQ(api.GetVersion(&v), o::ncclSuccess);
+    EXPECT_EQ(v, 22803);
+    EXPECT_EQ(api.GetVersion(nullptr), o::ncclInvalidArgument);
+    std::set<std::string> seen;
+    for (int r = 0; r < int(o::ncclNumResults); ++r) {
+        const char* s = api.GetErrorString(o::ncclResult_t(r));
+        ASSERT_NE(s, nullptr) << r;
+        EXPECT_GT(strlen(s), 0u) << r;
+        seen.insert(s);
+    }
+    EXPECT_EQ(seen.size(), size_t(o::ncclNumResults)) << "every code has its own string";
+    EXPECT_STREQ(api.GetErrorString(o::ncclResult_t(99)), "unknown result code");
+    EXPECT_NE(api.GetLastError(nullptr), nullptr);
+}
+
+TEST_F(SingleRank, CommQueries) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    int n = -1, r = -1, dev = -2;
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclSuccess);
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(api.CommUserRank(c, &r), o::ncclSuccess);
+    EXPECT_EQ(r, 0);
+    EXPECT_EQ(api.CommCuDevice(c, &dev), o::ncclSuccess);
+    EXPECT_GE(dev, -1); // -1: no CUDA device was current at init (host-only machine)
+    Res async = o::ncclInternalError;
+    EXPECT_EQ(api.CommGetAsyncError(c, &async), o::ncclSuccess);
+    EXPECT_EQ(async, o::ncclSuccess);
+    EXPECT_EQ(api.CommFinalize(c), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+    // A destroyed handle is refused, not dereferenced.
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommAbort(nullptr), o::ncclSuccess);
+}
+
+TEST_F(SingleRank, CollectivesOnHostMemory) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    const size_t n = 1000;
+    std::vector<float> a(n), b(n, -1.0f);
+    for (size_t i = 0; i < n; ++i) a[i] = float(i) * 0.5f;
+
+    ASSERT_EQ(api.AllReduce(a.data(), b.data(), n, o::ncclFloat, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b);
+    std::vector<float> inplace = a;
+    ASSERT_EQ(api.AllReduce(inplace.data(), inplace.data(), n, o::ncclFloat, o::ncclMax, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(inplace, a);
+    std::fill(b.begin(), b.end(), -1.0f);
+    ASSERT_EQ(api.AllReduce(a.data(), b.data(), n, o::ncclFloat, o::ncclAvg, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b);
+
+    std::fill(b.begin(), b.end(), -1.0f);
+    ASSERT_EQ(api.Broadcast(a.data(), b.data(), n, o::ncclFloat, 0, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b);
+    ASSERT_EQ(api.Bcast(b.data(), n, o::ncclFloat, 0, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b);
+
+    std::fill(b.begin(), b.end(), -1.0f);
+    ASSERT_EQ(api.Reduce(a.data(), b.data(), n, o::ncclFloat, o::ncclSum, 0, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b);
+
+    std::vector<int64_t> ia(n), ib(n, -1);
+    for (size_t i = 0; i < n; ++i) ia[i] = int64_t(i) * 3 - 7;
+    ASSERT_EQ(api.AllGather(ia.data(), ib.data(), n, o::ncclInt64, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ia, ib);
+    std::fill(ib.begin(), ib.end(), -1);
+    ASSERT_EQ(api.ReduceScatter(ia.data(), ib.data(), n, o::ncclInt64, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ia, ib);
+    std::fill(ib.begin(), ib.end(), -1);
+    ASSERT_EQ(api.AlltoAll(ia.data(), ib.data(), n, o::ncclInt64, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ia, ib);
+    std::fill(ib.begin(), ib.end(), -1);
+    ASSERT_EQ(api.Gather(ia.data(), ib.data(), n, o::ncclInt64, 0, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ia, ib);
+    std::fill(ib.begin(), ib.end(), -1);
+    ASSERT_EQ(api.Scatter(ia.data(), ib.data(), n, o::ncclInt64, 0, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ia, ib);
+
+    // Send and receive to self inside a group.
+    std::vector<uint8_t> sa(4097), sb(4097, 0);
+    for (size_t i = 0; i < sa.size(); ++i) sa[i] = uint8_t(i * 7 + 1);
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.Send(sa.data(), sa.size(), o::ncclUint8, 0, c, nullptr), o::ncclSuccess);
+    ASSERT_EQ(api.Recv(sb.data(), sb.size(), o::ncclUint8, 0, c, nullptr), o::ncclSuccess);
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess);
+    EXPECT_EQ(sa, sb);
+
+    // bfloat16 and half travel as 2-byte types.
+    std::vector<uint16_t> ha(64, 0x3c00 /* 1.0 in fp16 */), hb(64, 0);
+    ASSERT_EQ(api.AllReduce(ha.data(), hb.data(), 64, o::ncclHalf, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(ha, hb);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+TEST_F(SingleRank, ConfigAndSplit) {
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    o::ncclConfig_t cfg;
+    init_config(&cfg);
+    cfg.blocking = 0;       // non-blocking init is accepted (and completes before returning)
+    cfg.splitShare = 1;     // a hint: ignored
+    cfg.cgaClusterSize = 4; // a hint: ignored
+    cfg.commName = "nccl-compat-test";
+    Comm c = nullptr;
+    ASSERT_EQ(api.CommInitRankConfig(&c, 1, id, 0, &cfg), o::ncclSuccess);
+    ASSERT_NE(c, nullptr);
+
+    Comm child = nullptr;
+    ASSERT_EQ(api.CommSplit(c, 3, 0, &child, nullptr), o::ncclSuccess);
+    ASSERT_NE(child, nullptr);
+    int n = 0, dev_parent = -2, dev_child = -3;
+    EXPECT_EQ(api.CommCount(child, &n), o::ncclSuccess);
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(api.CommCuDevice(c, &dev_parent), o::ncclSuccess);
+    EXPECT_EQ(api.CommCuDevice(child, &dev_child), o::ncclSuccess);
+    EXPECT_EQ(dev_parent, dev_child);
+    Comm none = reinterpret_cast<Comm>(0x1);
+    EXPECT_EQ(api.CommSplit(c, VNCCL_SPLIT_NOCOLOR, 0, &none, nullptr), o::ncclSuccess);
+    EXPECT_EQ(none, nullptr);
+
+    // Registration is a no-op that hands back a handle.
+    std::vector<char> buf(1 << 16);
+    void* handle = nullptr;
+    ASSERT_EQ(api.CommRegister(c, buf.data(), buf.size(), &handle), o::ncclSuccess);
+    EXPECT_NE(handle, nullptr);
+    EXPECT_EQ(api.CommDeregister(child, handle), o::ncclInvalidArgument) << "a handle of another communicator";
+    EXPECT_EQ(api.CommDeregister(c, handle), o::ncclSuccess);
+    EXPECT_EQ(api.CommDeregister(c, handle), o::ncclInvalidArgument) << "twice";
+    void* leaked = nullptr; // freed with the communicator
+    ASSERT_EQ(api.CommRegister(c, buf.data(), buf.size(), &leaked), o::ncclSuccess);
+
+    EXPECT_EQ(api.CommDestroy(child), o::ncclSuccess);
+    EXPECT_EQ(api.CommAbort(c), o::ncclSuccess);
+}
+
+TEST_F(BadInput, ArgumentsAndUsage) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclSum, nullptr, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclDataType_t(99), o::ncclSum, c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclDataType_t(-1), o::ncclSum, c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e4m3, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e5m2, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(-1), c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(o::ncclNumOps), c, nullptr), o::ncclInvalidUsage)
+        << "a PreMulSum op value";
+    EXPECT_EQ(api.AllReduce(nullptr, y, 4, o::ncclFloat, o::ncclSum, c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.Broadcast(x, y, 4, o::ncclFloat, 1, c, nullptr), o::ncclInvalidArgument) << "root out of range";
+    EXPECT_EQ(api.Send(x, 4, o::ncclFloat, 5, c, nullptr), o::ncclInvalidArgument) << "peer out of range";
+    EXPECT_EQ(api.Gather(x, y, 4, o::ncclFloat, 2, c, nullptr), o::ncclInvalidArgument);
+    EXPECT_STRNE(api.GetLastError(nullptr), "");
+
+    Comm out = nullptr;
+    o::ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    EXPECT_EQ(api.CommInitRank(nullptr, 1, id, 0), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommInitRank(&out, 0, id, 0), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommInitRank(&out, 2, id, 2), o::ncclInvalidArgument);
+    EXPECT_EQ(api.GetUniqueId(nullptr), o::ncclInvalidArgument);
+    int n = 0;
+    EXPECT_EQ(api.CommCount(nullptr, &n), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommCount(c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommCount(reinterpret_cast<Comm>(&n), &n), o::ncclInvalidUsage) << "not a communicator";
+    EXPECT_EQ(api.CommSplit(c, -5, 0, &out, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommInitAll(nullptr, 1, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommInitAll(&out, 0, nullptr), o::ncclInvalidArgument);
+    int bad_dev = 4096;
+    EXPECT_EQ(api.CommInitAll(&out, 1, &bad_dev), o::ncclInvalidArgument);
+    EXPECT_EQ(api.MemAlloc(nullptr, 16), o::ncclInvalidArgument);
+    EXPECT_EQ(api.MemFree(nullptr), o::ncclSuccess);
+
+    // Configurations.
+    o::ncclConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.size = sizeof cfg;
+    cfg.magic = 0x1234;
+    EXPECT_EQ(api.CommInitRankConfig(&out, 1, id, 0, &cfg), o::ncclInvalidArgument) << "bad magic";
+    cfg.magic = VNCCL_CONFIG_MAGIC;
+    cfg.size = 8;
+    EXPECT_EQ(api.CommInitRankConfig(&out, 1, id, 0, &cfg), o::ncclInvalidArgument) << "too small";
+    // A config of a newer NCCL with a field we do not know set to a non-default value.
+    struct Bigger {
+        o::ncclConfig_t base;
+        int future_field;
+        int pad;
+    } big;
+    memset(&big, 0, sizeof big);
+    init_config(&big.base);
+    big.base.size = sizeof big;
+    big.future_field = 7;
+    o::ncclUniqueId fresh;
+    ASSERT_EQ(api.GetUniqueId(&fresh), o::ncclSuccess);
+    EXPECT_EQ(api.CommInitRankConfig(&out, 1, fresh, 0, &big.base), o::ncclInvalidUsage);
+    EXPECT_NE(std::string(api.GetLastError(nullptr)).find("does not know"), std::string::npos)
+        << api.GetLastError(nullptr);
+    big.future_field = VNCCL_CONFIG_UNDEF_INT; // defaults are fine
+    EXPECT_EQ(api.CommInitRankConfig(&out, 1, fresh, 0, &big.base), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(out), o::ncclSuccess);
+
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    o::ncclRedOp_t op;
+    float scalar = 0.5f;
+    EXPECT_EQ(api.RedOpCreatePreMulSum(&op, &scalar, o::ncclFloat, o::ncclScalarHostImmediate, c), o::ncclInvalidUsage);
+    EXPECT_EQ(api.RedOpDestroy(o::ncclRedOp_t(5), c), o::ncclInvalidUsage);
+    Comm out = nullptr;
+    int exclude = 0;
+    EXPECT_EQ(api.CommShrink(c, &exclude, 1, &out, nullptr, 0), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommRevoke(c, 0), o::ncclInvalidUsage);
+    o::ncclSimInfo_t sim = {sizeof(o::ncclSimInfo_t), VNCCL_SIM_INFO_MAGIC, 22803, -1.0f};
+    EXPECT_EQ(api.GroupSimulateEnd(&sim), o::ncclInvalidUsage);
+    o::ncclWindow_t win = nullptr;
+    char buf[64];
+    EXPECT_EQ(api.CommWindowRegister(c, buf, sizeof buf, &win, 0), o::ncclInvalidUsage);
+    EXPECT_NE(std::string(api.GetLastError(nullptr)).find("not supported"), std::string::npos);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+/* ---- 2 ranks under mpirun (np2_nccl_compat.sh) ---- */
+
+TEST_F(MultiRank, CollectivesAndSendRecv) {
+    if (g_size < 2) GTEST_SKIP() << "needs 2 ranks (tests/nccl_compat/np2_nccl_compat.sh)";
+    Comm c = make_world_comm();
+    ASSERT_NE(c, nullptr);
+    const int P = g_size, R = g_rank;
+    const size_t n = 513;
+    std::vector<double> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) a[i] = double(R + 1) * double(i);
+    ASSERT_EQ(api.AllReduce(a.data(), b.data(), n, o::ncclDouble, o::ncclSum, c, nullptr), o::ncclSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], double(P * (P + 1) / 2) * double(i)) << i;
+
+    std::vector<int32_t> x(n), y(n, -1);
+    for (size_t i = 0; i < n; ++i) x[i] = R == 1 ? int32_t(i) + 100 : -5;
+    ASSERT_EQ(api.Broadcast(x.data(), y.data(), n, o::ncclInt32, 1, c, nullptr), o::ncclSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(y[i], int32_t(i) + 100);
+
+    std::vector<int32_t> g(n * P, -1);
+    for (size_t i = 0; i < n; ++i) x[i] = R * 1000 + int32_t(i);
+    ASSERT_EQ(api.AllGather(x.data(), g.data(), n, o::ncclInt32, c, nullptr), o::ncclSuccess);
+    for (int p = 0; p < P; ++p)
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(g[p * n + i], p * 1000 + int32_t(i));
+
+    std::vector<int32_t> rs_in(n * P), rs_out(n, -1);
+    for (size_t i = 0; i < n * P; ++i) rs_in[i] = int32_t(i) + R;
+    ASSERT_EQ(api.ReduceScatter(rs_in.data(), rs_out.data(), n, o::ncclInt32, o::ncclSum, c, nullptr), o::ncclSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(rs_out[i], P * int32_t(R * n + i) + P * (P - 1) / 2);
+
+    std::vector<int32_t> aa_in(n * P), aa_out(n * P, -1);
+    for (int p = 0; p < P; ++p)
+        for (size_t i = 0; i < n; ++i) aa_in[p * n + i] = R * 100000 + p * 1000 + int32_t(i);
+    ASSERT_EQ(api.AlltoAll(aa_in.data(), aa_out.data(), n, o::ncclInt32, c, nullptr), o::ncclSuccess);
+    for (int p = 0; p < P; ++p)
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(aa_out[p * n + i], p * 100000 + R * 1000 + int32_t(i));
+
+    // Ring exchange in a group.
+    std::vector<int32_t> s(n, R), r(n, -1);
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.Send(s.data(), n, o::ncclInt32, (R + 1) % P, c, nullptr), o::ncclSuccess);
+    ASSERT_EQ(api.Recv(r.data(), n, o::ncclInt32, (R + P - 1) % P, c, nullptr), o::ncclSuccess);
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(r[i], (R + P - 1) % P);
+
+    // Split into singletons.
+    Comm child = nullptr;
+    ASSERT_EQ(api.CommSplit(c, R, 0, &child, nullptr), o::ncclSuccess);
+    int cn = 0;
+    EXPECT_EQ(api.CommCount(child, &cn), o::ncclSuccess);
+    EXPECT_EQ(cn, 1);
+    EXPECT_EQ(api.CommDestroy(child), o::ncclSuccess);
+    EXPECT_EQ(api.CommFinalize(c), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+int env_int(const char* a, const char* b, int dflt) {
+    const char* v = getenv(a);
+    if (v == nullptr) v = getenv(b);
+    return v != nullptr ? atoi(v) : dflt;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    g_rank = env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK", 0);
+    g_size = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", 1);
+    if (g_size > 1 && getenv("VCCL_NCCL_TEST_ID_FILE") == nullptr) {
+        fprintf(stderr, "test_nccl_compat: %d ranks need VCCL_NCCL_TEST_ID_FILE (see np2_nccl_compat.sh)\n", g_size);
+        return 99;
+    }
+    if (g_rank != 0) unsetenv("GTEST_OUTPUT"); // rank 0 writes the XML report
+    ::testing::InitGoogleTest(&argc, argv);
+    if (g_rank != 0) ::testing::GTEST_FLAG(output) = "";
+    load(); // failures are reported by the tests
+    return RUN_ALL_TESTS();
+}
