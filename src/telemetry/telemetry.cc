@@ -134,8 +134,14 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     PathStats& s = p->stats;
     if (s.outstanding_reqs > 0) s.outstanding_reqs--;
     s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
-    if (p->slow_factor > 1.0 && dir == Dir::Send && done > post_ns) {
-        done = post_ns + uint64_t(double(done - post_ns) * p->slow_factor);
+    if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
+        // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
+        // stretched and queued behind the previous stretched send.
+        uint64_t real_start = post_ns > p->slow_real_done ? post_ns : p->slow_real_done;
+        uint64_t virt_start = post_ns > p->slow_virt_done ? post_ns : p->slow_virt_done;
+        p->slow_real_done = done;
+        done = virt_start + uint64_t(double(done > real_start ? done - real_start : 0) * p->slow_factor);
+        p->slow_virt_done = done;
     }
     Record r;
     r.post_ns = post_ns;

@@ -97,7 +97,8 @@ private:
     struct PathW {
         Window tx, rx;
         PathStats stats;
-        double slow_factor = 0;
+        double slow_factor = 0; // test_slow_link
+        uint64_t slow_real_done = 0, slow_virt_done = 0;
         PathW(int w) : tx(w), rx(w) {}
     };
     explicit Telemetry(const Options& options) : options_(options) {}
