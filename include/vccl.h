@@ -248,6 +248,43 @@ VCCL_EXPORT vcclResult_t vcclGroupStart(void);
  */
 VCCL_EXPORT vcclResult_t vcclGroupEnd(void);
 
+/* ------------------------------------------------------------------------------------------------ */
+/* Telemetry. Per path (a peer and a path index: 0 primary, 1 backup) the library keeps byte counts, */
+/* outstanding work and the bandwidth of the last VCCL_TELEMETRY_WINDOW completions. See vccl(7)     */
+/* (VCCL_TELEMETRY*) and vccl-telemetry(1) for the live shared-memory export and files.              */
+
+/** Path states reported in vcclTelemetryPeer::state. */
+typedef enum {
+    vcclPathUp      = 0, /**< carrying traffic (or ready to) */
+    vcclPathDown    = 1, /**< failed; traffic moved to another path */
+    vcclPathStandby = 2, /**< healthy backup, idle */
+    vcclPathUnused  = 3
+} vcclPathState_t;
+
+/** One path to one peer, as seen by the calling rank. Bandwidths are bytes per second over the window. */
+typedef struct {
+    int peer;                      /**< rank of the peer in the communicator */
+    int path;                      /**< 0 primary, 1 backup */
+    int state;                     /**< a vcclPathState_t */
+    uint64_t bytesSent;            /**< bytes of completed sends */
+    uint64_t bytesReceived;        /**< bytes of completed receives */
+    double sendBandwidth;          /**< current (window) send bandwidth, bytes/s; 0 before the first send */
+    double recvBandwidth;          /**< current (window) receive bandwidth, bytes/s */
+    uint64_t outstandingRequests;  /**< posted and not yet completed, both directions */
+    uint64_t outstandingBytes;
+    uint64_t completions;          /**< completed sends plus receives */
+    uint64_t failures;             /**< transfers that ended with an error */
+    uint64_t lastCompletionNs;     /**< CLOCK_MONOTONIC time of the last completion, ns (0: none yet) */
+} vcclTelemetryPeer;
+
+/**
+ * Copies the calling rank's telemetry of comm's paths (every path that carried traffic or changed state,
+ * ordered by peer, then path) into peers[0..maxPeers-1] and writes the number of such paths to *nPeers,
+ * which may exceed maxPeers (call with maxPeers 0 and peers NULL to size the array). Lock free: may be
+ * called from any thread while operations run. vcclInvalidUsage when telemetry is off (VCCL_TELEMETRY=0).
+ */
+VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTelemetryPeer* peers, int maxPeers, int* nPeers);
+
 #ifdef __cplusplus
 }
 #endif

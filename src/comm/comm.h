@@ -16,6 +16,7 @@
 #include "core/export.h"
 #include "device/ipc_p2p.h"
 #include "device/staging.h"
+#include "telemetry/telemetry.h"
 #include "transport/transport.h"
 #include "vccl.h"
 
@@ -27,6 +28,7 @@ struct vcclComm {
     uint64_t hash = 0;          // equal on all ranks: names the communicator in logs and telemetry
     std::string name;           // vcclConfig_t::commName or "comm-<hash>"
     std::shared_ptr<vccl::Bootstrap> bootstrap;
+    std::unique_ptr<vccl::telemetry::Telemetry> telemetry; // NULL when VCCL_TELEMETRY=0; outlives transport
     std::unique_ptr<vccl::Transport> transport;
     vccl::CollSettings settings;
 

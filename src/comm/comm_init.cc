@@ -123,6 +123,11 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
                               ? config->netName
                               : primary_devices(comm->local_rank, comm->local_size);
     options.tls = env::get_str(env::kUcxTls);
+    if (env::get_bool(env::kTelemetry)) {
+        VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(
+            telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &comm->telemetry));
+        options.telemetry = comm->telemetry.get();
+    }
     VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
     if (env::get_bool(env::kP2pDirect)) {
         VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap.get(), options.host_ids, &comm->ipc));
@@ -189,6 +194,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
             status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
             comm->transport.reset();
         }
+        comm->telemetry.reset(); // after the transport: closing may still complete requests
     }
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
     delete comm;

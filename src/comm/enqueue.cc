@@ -28,6 +28,7 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
                algo->name);
     vcclResult_t status;
     {
+        ScopedTransferTag telemetry_tag(comm->transport.get(), {uint8_t(1 + int(op.coll.coll)), seq});
         CollCtx ctx(comm->transport.get(), comm->rank, comm->nranks, coll_tag(seq), op.coll.dtype, op.coll.op,
                     comm->settings, &comm->aborted, &comm->scratch);
         status = algo->run(ctx, op.coll);

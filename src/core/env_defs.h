@@ -42,3 +42,17 @@ VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
+VCCL_ENV_DEF(kTelemetry, "VCCL_TELEMETRY", Bool, "1",
+             "Flow telemetry: per-path transfer records, window bandwidth, outstanding work, shared-memory export (0: off)")
+VCCL_ENV_DEF(kTelemetryWindow, "VCCL_TELEMETRY_WINDOW", Int, "8",
+             "Completions per path in the sliding window that gives the current bandwidth (1-1024)")
+VCCL_ENV_DEF(kTelemetryRing, "VCCL_TELEMETRY_RING", Int, "4096",
+             "Records in each rank's telemetry ring (shared memory, read by vccl-telemetry); older records are overwritten")
+VCCL_ENV_DEF(kTelemetryShm, "VCCL_TELEMETRY_SHM", Bool, "1",
+             "Export each rank's telemetry ring as /dev/shm/vccl-JOB-HASH-RANK (mode 0600) for vccl-telemetry top (0: keep it private)")
+VCCL_ENV_DEF(kTelemetryJob, "VCCL_TELEMETRY_JOB", Str, "",
+             "Job name in telemetry ring and file names; default: SLURM_JOB_ID, else Open MPI's job id, else u<uid>")
+VCCL_ENV_DEF(kTelemetryDir, "VCCL_TELEMETRY_DIR", Str, "",
+             "Directory where each rank also writes its telemetry records as CSV and JSON Lines (mode 0600), for vccl-telemetry report and plot")
+VCCL_ENV_DEF(kTelemetryFlushMs, "VCCL_TELEMETRY_FLUSH_MS", Int, "1000",
+             "Milliseconds between appends to the VCCL_TELEMETRY_DIR files (also flushed at destroy, and early when the ring is half full)")

@@ -19,11 +19,15 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "telemetry/format.h"
 #include "vccl.h"
 
 namespace vccl {
 
 class Bootstrap;
+namespace telemetry {
+class Telemetry;
+}
 
 enum class MemType { Host = 0, Cuda = 1 };
 
@@ -36,7 +40,10 @@ struct TransportOptions {
     std::string net_devices; // primary path devices, empty: transport's choice
     std::string tls;         // transport selection (UCX_TLS for UCX), empty: default
     std::vector<uint64_t> host_ids; // per rank, equal for ranks on one host (empty: treat all as remote)
+    telemetry::Telemetry* telemetry = nullptr; // records every transfer when set (owned by the communicator)
 };
+
+using telemetry::TransferTag;
 
 class Transport {
 public:
@@ -58,6 +65,25 @@ public:
     virtual void release(TransportRequest* req) = 0;
     /* Flushes outstanding sends to peers and closes connections; gives up at `deadline`. */
     virtual vcclResult_t close(Deadline deadline) = 0;
+
+    /* The collective (kind, sequence number) that requests posted from now on belong to, for telemetry;
+     * a default TransferTag means point-to-point. Set by the thread that drives the transport. */
+    void set_transfer_tag(const TransferTag& tag) { transfer_tag_ = tag; }
+    const TransferTag& transfer_tag() const { return transfer_tag_; }
+
+protected:
+    TransferTag transfer_tag_;
+};
+
+/* Tags the requests posted during its lifetime with `tag`, then goes back to point-to-point. */
+class ScopedTransferTag {
+public:
+    ScopedTransferTag(Transport* t, const TransferTag& tag) : t_(t) { t_->set_transfer_tag(tag); }
+    ~ScopedTransferTag() { t_->set_transfer_tag(TransferTag()); }
+    ScopedTransferTag(const ScopedTransferTag&) = delete;
+    ScopedTransferTag& operator=(const ScopedTransferTag&) = delete;
+private:
+    Transport* t_;
 };
 
 /* Creates and connects the UCX transport over `bootstrap` (collective over its ranks). */

@@ -19,6 +19,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "telemetry/telemetry.h"
 #include "transport/transport.h"
 
 namespace vccl {
@@ -36,13 +37,24 @@ struct TransportRequest {
     ucs_status_t status = UCS_OK;
     void* ucx_req = nullptr; // UCX's request handle while pending
     int* orphan_count = nullptr; // the owning transport's count of orphaned requests
+    telemetry::Telemetry* telemetry = nullptr; // records the completion when set
+    uint64_t post_ns = 0;
+    TransferTag tag;
 };
 
 namespace {
 
 class UcxTransport;
 
+/* Telemetry of a request that has just ended (path 0: one endpoint per peer until failover adds a second). */
+void record_end(TransportRequest* req, bool ok) {
+    if (req->telemetry == nullptr) return;
+    req->telemetry->on_complete(req->peer, 0, req->is_recv ? telemetry::Dir::Recv : telemetry::Dir::Send, req->bytes,
+                                req->post_ns, req->tag, ok);
+}
+
 void finish(TransportRequest* req, ucs_status_t status, void* ucx_req) {
+    record_end(req, status == UCS_OK);
     req->status = status;
     req->state = status == UCS_OK ? TransportRequest::kDone : TransportRequest::kFailed;
     if (ucx_req != nullptr) ucp_request_free(ucx_req);
@@ -86,6 +98,7 @@ public:
         auto* req = new TransportRequest();
         req->peer = peer;
         req->bytes = bytes;
+        start_record(req, telemetry::Dir::Send);
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
@@ -106,6 +119,7 @@ public:
         req->peer = peer;
         req->bytes = bytes;
         req->is_recv = true;
+        start_record(req, telemetry::Dir::Recv);
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
@@ -168,11 +182,20 @@ public:
     }
 
 private:
+    void start_record(TransportRequest* req, telemetry::Dir dir) {
+        if (telemetry_ == nullptr) return;
+        req->telemetry = telemetry_;
+        req->tag = transfer_tag_;
+        req->post_ns = telemetry_->on_post(req->peer, 0, dir, req->bytes);
+    }
+
     vcclResult_t post_result(ucs_status_ptr_t sp, TransportRequest* req, TransportRequest** out) {
         if (sp == nullptr) { // completed in place; the callback is not called
             req->state = TransportRequest::kDone;
+            record_end(req, true);
         } else if (UCS_PTR_IS_ERR(sp)) {
             ucs_status_t st = UCS_PTR_STATUS(sp);
+            record_end(req, false);
             delete req;
             return set_last_error(st == UCS_ERR_NO_MEMORY ? vcclSystemError : vcclRemoteError,
                                   "ucx: posting a transfer failed: %s", ucs_status_string(st));
@@ -197,6 +220,7 @@ private:
     std::vector<Peer> peers_;
     unsigned idle_polls_ = 0;
     int orphans_ = 0; // released requests UCX has not finished with yet
+    telemetry::Telemetry* telemetry_ = nullptr;
 };
 
 void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -212,6 +236,7 @@ vcclResult_t ucx_check(ucs_status_t status, const char* what) {
 vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& options) {
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
+    telemetry_ = options.telemetry;
     if (nranks_ > kMaxRanks) {
         return set_last_error(vcclInvalidArgument, "ucx transport supports at most %d ranks", kMaxRanks);
     }

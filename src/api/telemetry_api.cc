@@ -1,0 +1,51 @@
+/* Telemetry entry points: argument checks and mapping to telemetry/, nothing else. */
+#include <mutex>
+
+#include "api/check.h"
+#include "core/status.h"
+#include "telemetry/telemetry.h"
+
+using namespace vccl;
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTelemetryPeer* peers, int maxPeers,
+                                                         int* nPeers) {
+    const char* fn = "vcclCommGetTelemetry";
+    VCCL_RETURN_IF_ERROR(check_comm(comm, fn));
+    if (nPeers == nullptr) return set_last_error(vcclInvalidArgument, "%s: nPeers is NULL", fn);
+    if (maxPeers < 0) return set_last_error(vcclInvalidArgument, "%s: maxPeers %d is negative", fn, maxPeers);
+    if (maxPeers > 0 && peers == nullptr) return set_last_error(vcclInvalidArgument, "%s: peers is NULL", fn);
+    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "%s: telemetry is off (VCCL_TELEMETRY=0)", fn);
+    std::vector<telemetry::PathStats> paths = comm->telemetry->snapshot();
+    for (size_t i = 0; i < paths.size() && i < size_t(maxPeers); ++i) {
+        const telemetry::PathStats& s = paths[i];
+        vcclTelemetryPeer& p = peers[i];
+        p.peer = s.peer;
+        p.path = s.path;
+        p.state = int(s.state);
+        p.bytesSent = s.bytes_sent;
+        p.bytesReceived = s.bytes_recv;
+        p.sendBandwidth = s.send_bw;
+        p.recvBandwidth = s.recv_bw;
+        p.outstandingRequests = s.outstanding_reqs;
+        p.outstandingBytes = s.outstanding_bytes;
+        p.completions = s.send_completions + s.recv_completions;
+        p.failures = s.failures;
+        p.lastCompletionNs = s.last_done_ns;
+    }
+    *nPeers = int(paths.size());
+    return vcclSuccess;
+}
+
+namespace vccl {
+namespace telemetry {
+
+vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "test_slow_link"));
+    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "test_slow_link: telemetry is off");
+    std::lock_guard<std::mutex> lock(comm->op_mutex); // the writer's side: no operation runs meanwhile
+    comm->telemetry->test_slow_link(peer, factor);
+    return vcclSuccess;
+}
+
+} // namespace telemetry
+} // namespace vccl

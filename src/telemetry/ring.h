@@ -1,0 +1,108 @@
+/*
+ * The telemetry ring (layout in format.h): RingWriter creates and fills one, RingReader attaches to one by
+ * path (a tool, a test, the file flusher) and copies out consistent records and path counters.
+ */
+#ifndef VCCL_TELEMETRY_RING_H_
+#define VCCL_TELEMETRY_RING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/export.h"
+#include "telemetry/format.h"
+#include "vccl.h"
+
+namespace vccl {
+namespace telemetry {
+
+struct RingInfo {
+    int rank = 0;
+    int nranks = 1;
+    uint64_t comm_hash = 0;
+    std::string comm_name;
+    std::string job;
+    uint32_t capacity = 4096;
+    uint32_t window = 8;
+};
+
+class VCCL_INTERNAL_API RingWriter {
+public:
+    RingWriter() = default;
+    ~RingWriter();
+    RingWriter(const RingWriter&) = delete;
+    RingWriter& operator=(const RingWriter&) = delete;
+
+    /* shm_name empty: private memory. Otherwise shm_open(shm_name, O_CREAT|O_EXCL, 0600), unlinked by
+     * the destructor. */
+    vcclResult_t create(const RingInfo& info, const std::string& shm_name);
+
+    void append(const Record& r) {
+        uint64_t i = index_++;
+        RecordSlot& s = records_[i % capacity_];
+        slot_write<7>(s.seq, s.w, &r, 2 * i + 2);
+        header_->write_index.store(index_, std::memory_order_release);
+    }
+    void publish_path(int slot, const PathStats& stats) {
+        PathSlot& s = paths_[slot];
+        path_seq_[size_t(slot)] += 2;
+        slot_write<15>(s.seq, s.w, &stats, path_seq_[size_t(slot)]);
+    }
+    void heartbeat(uint64_t now) { header_->heartbeat_ns.store(now, std::memory_order_relaxed); }
+    void mark_closed() { header_->closed.store(1, std::memory_order_release); }
+
+    Header* header() const { return header_; }
+    void* base() const { return base_; }
+    const std::string& shm_name() const { return shm_name_; }
+    uint32_t npaths() const { return npaths_; }
+
+private:
+    void* base_ = nullptr;
+    size_t bytes_ = 0;
+    bool shared_ = false;
+    std::string shm_name_;
+    Header* header_ = nullptr;
+    PathSlot* paths_ = nullptr;
+    RecordSlot* records_ = nullptr;
+    uint32_t capacity_ = 0;
+    uint32_t npaths_ = 0;
+    uint64_t index_ = 0;
+    std::vector<uint64_t> path_seq_;
+};
+
+class VCCL_INTERNAL_API RingReader {
+public:
+    RingReader() = default;
+    ~RingReader() { detach(); }
+    RingReader(const RingReader&) = delete;
+    RingReader& operator=(const RingReader&) = delete;
+
+    /* Maps a ring file read-only (e.g. /dev/shm/vccl-...); false with *why on failure (not a ring, wrong
+     * version, too small). */
+    bool attach(const std::string& path, std::string* why);
+    /* Reads a ring in this process's memory (no mapping). */
+    bool attach_memory(const void* base, std::string* why);
+    void detach();
+    bool attached() const { return header_ != nullptr; }
+
+    const Header& header() const { return *header_; }
+    uint64_t write_index() const { return header_->write_index.load(std::memory_order_acquire); }
+    /* Every path slot that is in use, consistently copied. */
+    std::vector<PathStats> paths() const;
+    /* Records from *next on (the first call may start at 0); returns them in order, advances *next, and
+     * adds to *lost the records overwritten before they could be read. */
+    std::vector<Record> read(uint64_t* next, uint64_t* lost) const;
+
+private:
+    bool validate(size_t bytes, std::string* why);
+    void* map_ = nullptr;
+    size_t map_bytes_ = 0;
+    const Header* header_ = nullptr;
+    const PathSlot* paths_ = nullptr;
+    const RecordSlot* records_ = nullptr;
+};
+
+} // namespace telemetry
+} // namespace vccl
+
+#endif

@@ -1,0 +1,213 @@
+/* Flow telemetry: per-path state, ring publication, path events. Files are in files.cc. */
+#include "telemetry/telemetry.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/env.h"
+#include "core/log.h"
+#include "core/status.h"
+
+namespace vccl {
+namespace telemetry {
+
+Options Options::from_env(int rank, int nranks, uint64_t comm_hash, const std::string& comm_name) {
+    Options o;
+    o.rank = rank;
+    o.nranks = nranks;
+    o.comm_hash = comm_hash;
+    o.comm_name = comm_name;
+    int64_t w = env::get_int(env::kTelemetryWindow);
+    o.window = int(w < 1 ? 1 : w > 1024 ? 1024 : w);
+    int64_t n = env::get_int(env::kTelemetryRing);
+    o.ring_records = uint32_t(n < 16 ? 16 : n > (1 << 24) ? (1 << 24) : n);
+    o.shm = env::get_bool(env::kTelemetryShm);
+    o.job = job_name();
+    o.dir = env::get_str(env::kTelemetryDir);
+    int64_t f = env::get_int(env::kTelemetryFlushMs);
+    o.flush_ms = int(f < 10 ? 10 : f > 3600000 ? 3600000 : f);
+    return o;
+}
+
+std::string job_name() {
+    std::string raw = env::get_str(env::kTelemetryJob);
+    // Launcher job ids: Slurm, Open MPI 4 (ORTE), Open MPI 5 / PMIx.
+    const char* const launcher_vars[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"};
+    for (const char* var : launcher_vars) {
+        if (!raw.empty()) break;
+        const char* v = getenv(var);
+        if (v != nullptr) raw = v;
+    }
+    std::string out;
+    for (char c : raw) {
+        if (out.size() >= 40) break;
+        out += (isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_') ? c : '_';
+    }
+    if (out.empty()) out = "u" + std::to_string(getuid());
+    return out;
+}
+
+std::string ring_name(const std::string& job, uint64_t comm_hash, int rank) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "vccl-%s-%016llx-%d", job.c_str(), (unsigned long long)comm_hash, rank);
+    return buf;
+}
+
+vcclResult_t Telemetry::create(const Options& options, std::unique_ptr<Telemetry>* out) {
+    std::unique_ptr<Telemetry> t(new Telemetry(options));
+    VCCL_RETURN_IF_ERROR(t->init());
+    *out = std::move(t);
+    return vcclSuccess;
+}
+
+vcclResult_t Telemetry::init() {
+    RingInfo info;
+    info.rank = options_.rank;
+    info.nranks = options_.nranks;
+    info.comm_hash = options_.comm_hash;
+    info.comm_name = options_.comm_name;
+    info.job = options_.job;
+    info.capacity = options_.ring_records;
+    info.window = uint32_t(options_.window);
+    std::string name = ring_name(options_.job, options_.comm_hash, options_.rank);
+    bool shared = false;
+    if (options_.shm) {
+        shared = ring_.create(info, "/" + name) == vcclSuccess;
+        if (!shared) {
+            VCCL_WARN(kLogInit, "%s; telemetry stays private to the process (vccl-telemetry top will not see it)",
+                      vcclGetLastError(nullptr));
+        }
+    }
+    if (!shared) VCCL_RETURN_IF_ERROR(ring_.create(info, ""));
+    paths_.resize(size_t(options_.nranks) * kMaxPathsPerPeer);
+    if (!options_.dir.empty()) {
+        VCCL_RETURN_IF_ERROR(open_files());
+        flusher_ = std::thread([this] { flusher_main(); });
+    }
+    VCCL_INFO(kLogInit, "telemetry: rank %d window %d, ring of %u records %s%s%s", options_.rank, options_.window,
+              options_.ring_records, ring_.shm_name().empty() ? "in private memory" : "in /dev/shm",
+              ring_.shm_name().c_str(), options_.dir.empty() ? "" : ", files in VCCL_TELEMETRY_DIR");
+    return vcclSuccess;
+}
+
+Telemetry::~Telemetry() {
+    if (flusher_.joinable()) {
+        {
+            std::lock_guard<std::mutex> lock(stop_mutex_);
+            stop_ = true;
+        }
+        stop_cv_.notify_all();
+        flusher_.join();
+    }
+    ring_.mark_closed();
+    flush_files();
+    std::lock_guard<std::mutex> lock(files_mutex_);
+    if (csv_fd_ >= 0) close(csv_fd_);
+    if (jsonl_fd_ >= 0) close(jsonl_fd_);
+    csv_fd_ = jsonl_fd_ = -1;
+}
+
+std::string Telemetry::shm_path() const {
+    return ring_.shm_name().empty() ? std::string() : "/dev/shm" + ring_.shm_name();
+}
+
+Telemetry::PathW* Telemetry::make_path(int peer, int path) {
+    size_t slot = size_t(peer) * kMaxPathsPerPeer + size_t(path);
+    paths_[slot].reset(new PathW(options_.window));
+    PathStats& s = paths_[slot]->stats;
+    memset(&s, 0, sizeof(s));
+    s.peer = peer;
+    s.path = path;
+    s.state = uint32_t(PathState::Up);
+    s.used = 1;
+    return paths_[slot].get();
+}
+
+void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag,
+                            bool ok) {
+    PathW* p = path_w(peer, path);
+    if (p == nullptr) return;
+    uint64_t done = now_ns();
+    PathStats& s = p->stats;
+    if (s.outstanding_reqs > 0) s.outstanding_reqs--;
+    s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
+    if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
+        // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
+        // stretched and queued behind the previous stretched send.
+        uint64_t real_start = post_ns > p->slow_real_done ? post_ns : p->slow_real_done;
+        uint64_t virt_start = post_ns > p->slow_virt_done ? post_ns : p->slow_virt_done;
+        p->slow_real_done = done;
+        done = virt_start + uint64_t(double(done > real_start ? done - real_start : 0) * p->slow_factor);
+        p->slow_virt_done = done;
+    }
+    Record r;
+    r.post_ns = post_ns;
+    r.done_ns = done;
+    r.bytes = bytes;
+    r.coll_seq = tag.seq;
+    r.peer = peer;
+    r.path = uint8_t(path);
+    r.dir = uint8_t(dir);
+    r.coll = tag.coll;
+    r.kind = uint8_t(RecordKind::Transfer);
+    r.status = ok ? 0 : 1;
+    if (ok) {
+        Window& w = dir == Dir::Send ? p->tx : p->rx;
+        w.add(post_ns, done, bytes);
+        if (dir == Dir::Send) {
+            s.bytes_sent += bytes;
+            s.send_completions++;
+            s.send_bw = w.bandwidth();
+        } else {
+            s.bytes_recv += bytes;
+            s.recv_completions++;
+            s.recv_bw = w.bandwidth();
+        }
+        s.last_done_ns = done;
+        r.window_bw = w.bandwidth();
+    } else {
+        s.failures++;
+        r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
+    }
+    r.outstanding = uint32_t(s.outstanding_reqs);
+    publish(peer, path, *p);
+    ring_.append(r);
+    ring_.heartbeat(done);
+}
+
+void Telemetry::path_event(int peer, int path, PathState state) {
+    PathW* p = path_w(peer, path);
+    if (p == nullptr) return;
+    uint64_t now = now_ns();
+    p->stats.state = uint32_t(state);
+    p->stats.last_event_ns = now;
+    publish(peer, path, *p);
+    Record r;
+    memset(&r, 0, sizeof(r));
+    r.post_ns = now;
+    r.peer = peer;
+    r.path = uint8_t(path);
+    r.kind = uint8_t(RecordKind::PathEvent);
+    r.status = uint32_t(state);
+    r.outstanding = uint32_t(p->stats.outstanding_reqs);
+    ring_.append(r);
+    VCCL_INFO(kLogNet, "telemetry: rank %d path %d to rank %d is %s", options_.rank, path, peer,
+              path_state_name(uint32_t(state)));
+}
+
+void Telemetry::test_slow_link(int peer, double factor) {
+    PathW* p = path_w(peer, 0);
+    if (p != nullptr) p->slow_factor = factor;
+}
+
+std::vector<PathStats> Telemetry::snapshot() const {
+    RingReader reader;
+    if (!reader.attach_memory(ring_.base(), nullptr)) return {};
+    return reader.paths();
+}
+
+} // namespace telemetry
+} // namespace vccl

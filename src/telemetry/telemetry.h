@@ -1,0 +1,144 @@
+/*
+ * Flow telemetry of one communicator on one rank: per path (peer, path index) each transfer's post and
+ * completion time, bytes, direction and collective; a sliding window over the last W completions per
+ * direction (window.h) giving the current bandwidth; outstanding requests and bytes; path events.
+ *
+ * Data path: the transport calls on_post() and on_complete() from the one thread that drives it at a time
+ * (the communicator serialises its users), so the per-path state needs no lock; every change is published
+ * to the ring (ring.h) with per-slot sequence numbers, and readers (vcclCommGetTelemetry, vccl-telemetry,
+ * the file flusher) never block the writer.
+ *
+ * Export: the ring lives in /dev/shm/vccl-JOB-HASH-RANK (mode 0600, created O_EXCL, removed at destroy)
+ * unless VCCL_TELEMETRY_SHM=0; with VCCL_TELEMETRY_DIR a background thread appends the records to
+ * DIR/vccl-JOB-HASH-RANK.csv and .jsonl every VCCL_TELEMETRY_FLUSH_MS and at destroy.
+ */
+#ifndef VCCL_TELEMETRY_TELEMETRY_H_
+#define VCCL_TELEMETRY_TELEMETRY_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/export.h"
+#include "telemetry/format.h"
+#include "telemetry/ring.h"
+#include "telemetry/window.h"
+#include "vccl.h"
+
+namespace vccl {
+namespace telemetry {
+
+struct Options {
+    int rank = 0;
+    int nranks = 1;
+    uint64_t comm_hash = 0;
+    std::string comm_name;
+    // Defaults from the environment (VCCL_TELEMETRY_*) when created with Options::from_env().
+    int window = 8;
+    uint32_t ring_records = 4096;
+    bool shm = true;
+    std::string job;
+    std::string dir;
+    int flush_ms = 1000;
+
+    static Options from_env(int rank, int nranks, uint64_t comm_hash, const std::string& comm_name);
+};
+
+/* The job name for ring and file names: VCCL_TELEMETRY_JOB, else the Slurm or Open MPI job id, else
+ * u<uid>; reduced to [A-Za-z0-9._]. The one place that reads non-VCCL launcher variables. */
+VCCL_INTERNAL_API std::string job_name();
+
+/* "vccl-JOB-HASH-RANK": the shm object name (without the leading /) and the files' base name. */
+VCCL_INTERNAL_API std::string ring_name(const std::string& job, uint64_t comm_hash, int rank);
+
+class VCCL_INTERNAL_API Telemetry {
+public:
+    /* *out stays NULL when VCCL_TELEMETRY=0 (from_env) — callers test the pointer. A ring that cannot be
+     * shared (name taken, /dev/shm full) falls back to private memory with a warning. */
+    static vcclResult_t create(const Options& options, std::unique_ptr<Telemetry>* out);
+    ~Telemetry(); // final file flush, ring removed
+
+    /* Hot path, writer thread only. on_post returns the post time to hand back to on_complete. */
+    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes) {
+        PathW* p = path_w(peer, path);
+        if (p == nullptr) return 0;
+        p->stats.outstanding_reqs++;
+        p->stats.outstanding_bytes += bytes;
+        uint64_t now = now_ns();
+        publish(peer, path, *p);
+        (void)dir;
+        return now;
+    }
+    void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok);
+
+    /* A path changed state (failover and failback call this); also recorded in the ring. */
+    void path_event(int peer, int path, PathState state);
+
+    /* Readers, any thread. */
+    std::vector<PathStats> snapshot() const;
+    const RingWriter& ring() const { return ring_; }
+    /* /dev/shm path of the shared ring, empty when private. */
+    std::string shm_path() const;
+    const Options& options() const { return options_; }
+
+    /* Test hook: completions of sends to `peer` are recorded as taking `factor` times as long as they did
+     * (simulates a slow link until real link shaping exists). factor <= 1 turns it off. Writer thread. */
+    void test_slow_link(int peer, double factor);
+
+    /* Appends the records not yet written to the files (no-op without VCCL_TELEMETRY_DIR). */
+    void flush_files();
+
+private:
+    struct PathW {
+        Window tx, rx;
+        PathStats stats;
+        double slow_factor = 0; // test_slow_link
+        uint64_t slow_real_done = 0, slow_virt_done = 0;
+        PathW(int w) : tx(w), rx(w) {}
+    };
+    explicit Telemetry(const Options& options) : options_(options) {}
+    vcclResult_t init();
+    PathW* path_w(int peer, int path) {
+        if (unsigned(peer) >= unsigned(options_.nranks) || unsigned(path) >= unsigned(kMaxPathsPerPeer)) return nullptr;
+        size_t slot = size_t(peer) * kMaxPathsPerPeer + size_t(path);
+        PathW* p = paths_[slot].get();
+        return p != nullptr ? p : make_path(peer, path);
+    }
+    PathW* make_path(int peer, int path);
+    void publish(int peer, int path, const PathW& p) { ring_.publish_path(peer * kMaxPathsPerPeer + path, p.stats); }
+    vcclResult_t open_files();
+    void flusher_main();
+
+    Options options_;
+    RingWriter ring_;
+    std::vector<std::unique_ptr<PathW>> paths_;
+
+    // Files (VCCL_TELEMETRY_DIR): written by the flusher thread and at destroy, under files_mutex_.
+    std::mutex files_mutex_;
+    int csv_fd_ = -1;
+    int jsonl_fd_ = -1;
+    uint64_t next_record_ = 0;
+    uint64_t lost_records_ = 0;
+    std::thread flusher_;
+    std::mutex stop_mutex_;
+    std::condition_variable stop_cv_;
+    bool stop_ = false;
+};
+
+/* The hook for failover code: records a path state change when telemetry is on (t may be NULL). */
+inline void telemetry_path_event(Telemetry* t, int peer, int path, PathState state) {
+    if (t != nullptr) t->path_event(peer, path, state);
+}
+
+/* Test hook reachable from the multi-rank tests (exported by libvccl.map): see Telemetry::test_slow_link. */
+VCCL_INTERNAL_API vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor);
+
+} // namespace telemetry
+} // namespace vccl
+
+#endif

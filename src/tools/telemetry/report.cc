@@ -1,0 +1,238 @@
+/*
+ * vccl-telemetry report: per-link and per-rank summary of VCCL_TELEMETRY_DIR files.
+ *
+ * Link bandwidth = bytes / busy time, where busy time is the union (in completion order) of the transfers'
+ * [start, done] intervals, and a collective transfer's start is the later of its post and the peer's
+ * arrival at that collective (the peer's first post for the same sequence number): waiting for a late peer
+ * is charged to the peer's lateness, not to the link. Lateness of a rank at a collective = its arrival minus
+ * the median arrival of all ranks at that collective (times are wall clock: on several hosts they are only
+ * as good as the hosts' clock synchronisation).
+ */
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tools/telemetry/tool.h"
+
+namespace vtel {
+
+namespace {
+
+template <typename T>
+T median(std::vector<T> v) {
+    if (v.empty()) return T();
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+struct Link {
+    std::string comm;
+    int rank, peer, path;
+    bool send;
+    uint64_t transfers = 0, failures = 0, bytes = 0;
+    int64_t busy_ns = 0;
+    double bw = 0;
+    bool slow = false;
+};
+
+struct RankSum {
+    uint64_t sent = 0, received = 0, transfers = 0, failures = 0, events = 0;
+    std::set<std::pair<std::string, uint64_t>> colls;
+    std::vector<int64_t> lateness;
+    int64_t late_median = 0, late_max = 0;
+    bool late = false;
+};
+
+} // namespace
+
+int cmd_report(int argc, char** argv) {
+    double fraction = 0.5, late_us = 1000.0;
+    bool json = false;
+    std::vector<std::string> files;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if ((a == "--fraction" || a == "-f") && i + 1 < argc) {
+            fraction = atof(argv[++i]);
+        } else if (a == "--late-us" && i + 1 < argc) {
+            late_us = atof(argv[++i]);
+        } else if (a == "--json") {
+            json = true;
+        } else if (a == "-h" || a == "--help") {
+            printf("usage: vccl-telemetry report [--fraction F] [--late-us US] [--json] FILE...\n");
+            return 0;
+        } else if (!a.empty() && a[0] == '-') {
+            fprintf(stderr, "vccl-telemetry report: unknown option '%s'\n", a.c_str());
+            return 2;
+        } else {
+            files.push_back(a);
+        }
+    }
+    if (files.empty()) {
+        fprintf(stderr, "vccl-telemetry report: no files (the .csv or .jsonl files of VCCL_TELEMETRY_DIR)\n");
+        return 2;
+    }
+    std::vector<Row> rows;
+    uint64_t dropped = 0;
+    std::set<std::pair<std::string, int>> seen; // (comm, rank): a rank's .csv and .jsonl hold the same rows
+    for (const std::string& f : files) {
+        std::vector<Row> mine;
+        std::string why;
+        if (!load_file(f, &mine, &dropped, &why)) {
+            fprintf(stderr, "vccl-telemetry report: %s: %s\n", f.c_str(), why.c_str());
+            return 1;
+        }
+        if (mine.empty()) continue;
+        auto key = std::make_pair(mine[0].comm, mine[0].rank);
+        if (seen.count(key)) continue;
+        seen.insert(key);
+        rows.insert(rows.end(), mine.begin(), mine.end());
+    }
+
+    // Arrival of each rank at each collective: its first post with that sequence number.
+    std::map<std::pair<std::string, uint64_t>, std::map<int, int64_t>> arrival;
+    for (const Row& r : rows) {
+        if (r.event || r.coll == "p2p") continue;
+        auto& m = arrival[{r.comm, r.seq}];
+        auto it = m.find(r.rank);
+        if (it == m.end() || r.post_ns < it->second) m[r.rank] = r.post_ns;
+    }
+    std::map<int, RankSum> ranks;
+    for (const auto& c : arrival) {
+        if (c.second.size() < 2) continue;
+        std::vector<int64_t> times;
+        for (const auto& kv : c.second) times.push_back(kv.second);
+        int64_t med = median(times);
+        for (const auto& kv : c.second) ranks[kv.first].lateness.push_back(kv.second - med);
+    }
+
+    std::map<std::tuple<std::string, int, int, int, bool>, std::vector<const Row*>> by_link;
+    for (const Row& r : rows) {
+        RankSum& rs = ranks[r.rank];
+        if (r.event) {
+            rs.events++;
+            continue;
+        }
+        by_link[std::make_tuple(r.comm, r.rank, r.peer, r.path, r.send)].push_back(&r);
+        rs.transfers++;
+        if (r.status != 0) rs.failures++;
+        else if (r.send) rs.sent += r.bytes;
+        else rs.received += r.bytes;
+        if (r.coll != "p2p") rs.colls.insert({r.comm, r.seq});
+    }
+    std::vector<Link> links;
+    for (auto& kv : by_link) {
+        Link l;
+        std::tie(l.comm, l.rank, l.peer, l.path, l.send) = kv.first;
+        std::vector<const Row*>& v = kv.second;
+        std::sort(v.begin(), v.end(), [](const Row* a, const Row* b) { return a->done_ns < b->done_ns; });
+        int64_t last_done = INT64_MIN;
+        for (const Row* r : v) {
+            l.transfers++;
+            if (r->status != 0) {
+                l.failures++;
+                continue;
+            }
+            int64_t start = r->post_ns;
+            if (r->coll != "p2p") {
+                auto a = arrival.find({r->comm, r->seq});
+                if (a != arrival.end()) {
+                    auto p = a->second.find(r->peer);
+                    if (p != a->second.end() && p->second > start) start = p->second;
+                }
+            }
+            if (last_done > start) start = last_done;
+            if (r->done_ns > start) l.busy_ns += r->done_ns - start;
+            if (r->done_ns > last_done) last_done = r->done_ns;
+            l.bytes += r->bytes;
+        }
+        l.bw = l.busy_ns > 0 ? double(l.bytes) * 1e9 / double(l.busy_ns) : 0;
+        links.push_back(l);
+    }
+    std::vector<double> bws;
+    for (const Link& l : links) {
+        if (l.busy_ns > 0) bws.push_back(l.bw);
+    }
+    double med_bw = median(bws);
+    for (Link& l : links) l.slow = l.busy_ns > 0 && med_bw > 0 && l.bw < fraction * med_bw;
+    for (auto& kv : ranks) {
+        RankSum& rs = kv.second;
+        rs.late_median = median(rs.lateness);
+        for (int64_t x : rs.lateness) rs.late_max = std::max(rs.late_max, x);
+        rs.late = !rs.lateness.empty() && double(rs.late_median) > late_us * 1000.0;
+    }
+
+    if (json) {
+        printf("{\"files\":%zu,\"dropped\":%" PRIu64 ",\"fraction\":%g,\"late_us\":%g,\"median_bw\":%.0f,\n\"links\":[",
+               files.size(), dropped, fraction, late_us, med_bw);
+        for (size_t i = 0; i < links.size(); ++i) {
+            const Link& l = links[i];
+            printf("%s\n {\"comm\":%s,\"rank\":%d,\"peer\":%d,\"path\":%d,\"dir\":\"%s\",\"transfers\":%" PRIu64
+                   ",\"failures\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"busy_ns\":%" PRId64 ",\"bw\":%.0f,\"slow\":%s}",
+                   i ? "," : "", json_str(l.comm).c_str(), l.rank, l.peer, l.path, l.send ? "send" : "recv",
+                   l.transfers, l.failures, l.bytes, l.busy_ns, l.bw, l.slow ? "true" : "false");
+        }
+        printf("],\n\"ranks\":[");
+        bool first = true;
+        for (const auto& kv : ranks) {
+            const RankSum& rs = kv.second;
+            printf("%s\n {\"rank\":%d,\"bytes_sent\":%" PRIu64 ",\"bytes_recv\":%" PRIu64 ",\"transfers\":%" PRIu64
+                   ",\"failures\":%" PRIu64 ",\"path_events\":%" PRIu64 ",\"collectives\":%zu,\"lateness_median_ns\":%" PRId64
+                   ",\"lateness_max_ns\":%" PRId64 ",\"late\":%s}",
+                   first ? "" : ",", kv.first, rs.sent, rs.received, rs.transfers, rs.failures, rs.events,
+                   rs.colls.size(), rs.late_median, rs.late_max, rs.late ? "true" : "false");
+            first = false;
+        }
+        printf("]}\n");
+        return 0;
+    }
+
+    printf("Links (%zu): bandwidth = bytes / busy time; SLOW below %.2f x the median %.3f GB/s\n", links.size(),
+           fraction, med_bw / 1e9);
+    printf("%-18s %5s %5s %4s %4s %9s %8s %12s %10s %10s  %s\n", "COMM", "RANK", "PEER", "PATH", "DIR", "TRANSFERS",
+           "FAILED", "BYTES", "BUSY ms", "GB/s", "");
+    for (const Link& l : links) {
+        printf("%-18s %5d %5d %4d %4s %9" PRIu64 " %8" PRIu64 " %12s %10.3f %10.3f  %s\n", l.comm.c_str(), l.rank,
+               l.peer, l.path, l.send ? "send" : "recv", l.transfers, l.failures, human_bytes(double(l.bytes)).c_str(),
+               double(l.busy_ns) / 1e6, l.bw / 1e9, l.slow ? "SLOW" : "");
+    }
+    printf("\nRanks (%zu): lateness = arrival at a collective minus the median arrival; LATE above %.0f us\n",
+           ranks.size(), late_us);
+    printf("%5s %12s %12s %9s %8s %6s %6s %12s %12s  %s\n", "RANK", "SENT", "RECEIVED", "TRANSFERS", "FAILED", "EVENTS",
+           "COLLS", "LATE med us", "LATE max us", "");
+    for (const auto& kv : ranks) {
+        const RankSum& rs = kv.second;
+        printf("%5d %12s %12s %9" PRIu64 " %8" PRIu64 " %6" PRIu64 " %6zu %12.1f %12.1f  %s\n", kv.first,
+               human_bytes(double(rs.sent)).c_str(), human_bytes(double(rs.received)).c_str(), rs.transfers,
+               rs.failures, rs.events, rs.colls.size(), double(rs.late_median) / 1e3, double(rs.late_max) / 1e3,
+               rs.late ? "LATE" : "");
+    }
+    printf("\nFindings:\n");
+    int findings = 0;
+    for (const Link& l : links) {
+        if (!l.slow) continue;
+        printf("  slow link: rank %d %s rank %d (path %d): %.3f GB/s, %.2f x the median\n", l.rank,
+               l.send ? "->" : "<-", l.peer, l.path, l.bw / 1e9, l.bw / med_bw);
+        ++findings;
+    }
+    for (const auto& kv : ranks) {
+        if (!kv.second.late) continue;
+        printf("  late rank: rank %d arrives %.1f us after the median (median of %zu collectives)\n", kv.first,
+               double(kv.second.late_median) / 1e3, kv.second.lateness.size());
+        ++findings;
+    }
+    if (dropped > 0) {
+        printf("  %" PRIu64 " records were dropped (ring overwritten before they were written; raise VCCL_TELEMETRY_RING)\n",
+               dropped);
+    }
+    if (findings == 0) printf("  none\n");
+    return 0;
+}
+
+} // namespace vtel

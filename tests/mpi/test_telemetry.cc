@@ -1,0 +1,218 @@
+/*
+ * Telemetry across ranks: vcclCommGetTelemetry reports the bytes that were sent and received; vccl-telemetry
+ * top lists every rank's ring while the job runs; report, on the VCCL_TELEMETRY_DIR files, flags a slowed
+ * link and a late rank.
+ *
+ * The slow link is simulated with a test hook (vccl::telemetry::test_slow_link) that stretches the recorded
+ * duration of one rank's sends: real link shaping (tc on a rail in a network namespace) needs the failover
+ * work that binds paths to rails first. The late rank is real: it sleeps before each collective.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+/* Internals exported for tests by libvccl.map. */
+namespace vccl {
+namespace env {
+void reload();
+}
+namespace telemetry {
+vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor);
+}
+} // namespace vccl
+
+using namespace vtest;
+
+namespace {
+
+std::string tool_path() {
+    const char* top = getenv("top_builddir");
+    return std::string(top != nullptr && *top ? top : ".") + "/vccl-telemetry";
+}
+
+std::string run_capture(const std::string& cmd, int* status) {
+    std::string out;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (p == nullptr) {
+        *status = -1;
+        return out;
+    }
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    *status = pclose(p);
+    return out;
+}
+
+std::vector<vcclTelemetryPeer> get_telemetry(vcclComm_t comm, vcclResult_t* rc) {
+    int n = -1;
+    *rc = vcclCommGetTelemetry(comm, nullptr, 0, &n);
+    std::vector<vcclTelemetryPeer> v;
+    if (*rc != vcclSuccess || n <= 0) return v;
+    v.resize(size_t(n));
+    int m = -1;
+    *rc = vcclCommGetTelemetry(comm, v.data(), n, &m);
+    if (m < n) v.resize(size_t(m < 0 ? 0 : m));
+    return v;
+}
+
+uint64_t sum_over_ranks(uint64_t x) {
+    uint64_t out = 0;
+    MPI_Allreduce(&x, &out, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    return out;
+}
+
+TEST(Telemetry, ReportsBytesSentAndReceived) {
+    int rank = world_rank(), n = world_size();
+    vcclResult_t rc;
+    vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    std::vector<vcclTelemetryPeer> before = get_telemetry(comm, &rc);
+    EXPECT_ALL_RANKS(rc == vcclSuccess && before.empty()) << "fresh communicator reports " << before.size() << " paths";
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(comm, nullptr, 0, nullptr) == vcclInvalidArgument);
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(comm, nullptr, 1, &n) == vcclInvalidArgument);
+
+    const size_t counts[] = {2, 1000, 300000}; // small (low-latency algorithm) and large (ring, chunked)
+    const int iters = 5;
+    for (size_t count : counts) {
+        std::vector<float> in(count, 1.0f), out(count);
+        for (int i = 0; i < iters; ++i) {
+            ASSERT_ALL_RANKS(vcclAllReduce(in.data(), out.data(), count, vcclFloat, vcclSum, comm, nullptr) ==
+                             vcclSuccess);
+        }
+    }
+    // Point-to-point: rank 0 sends 12345 bytes to every other rank.
+    std::vector<char> buf(12345, 'x');
+    vcclGroupStart();
+    for (int p = 1; p < n; ++p) {
+        if (rank == 0) vcclSend(buf.data(), buf.size(), vcclInt8, p, comm, nullptr);
+    }
+    if (rank != 0) vcclRecv(buf.data(), buf.size(), vcclInt8, 0, comm, nullptr);
+    EXPECT_ALL_RANKS(vcclGroupEnd() == vcclSuccess);
+
+    std::vector<vcclTelemetryPeer> t = get_telemetry(comm, &rc);
+    ASSERT_ALL_RANKS(rc == vcclSuccess);
+    uint64_t sent = 0, recvd = 0, outstanding = 0;
+    bool sane = true;
+    for (const vcclTelemetryPeer& p : t) {
+        sent += p.bytesSent;
+        recvd += p.bytesReceived;
+        outstanding += p.outstandingRequests + p.outstandingBytes;
+        if (p.peer < 0 || p.peer >= n || p.peer == rank || p.path != 0 || p.state != vcclPathUp || p.failures != 0 ||
+            p.completions == 0 || p.lastCompletionNs == 0)
+            sane = false;
+        if (p.bytesSent > 0 && !(p.sendBandwidth > 0)) sane = false;
+        if (p.bytesReceived > 0 && !(p.recvBandwidth > 0)) sane = false;
+    }
+    EXPECT_ALL_RANKS(sane) << "a path entry is inconsistent";
+    EXPECT_ALL_RANKS(outstanding == 0) << outstanding << " outstanding after completion";
+    // Every byte sent was received by someone.
+    uint64_t all_sent = sum_over_ranks(sent), all_recvd = sum_over_ranks(recvd);
+    EXPECT_ALL_RANKS(all_sent == all_recvd && all_sent > 0) << "sent " << all_sent << " received " << all_recvd;
+    if (n == 2) {
+        // With two ranks every allreduce algorithm sends the whole vector once (whole or two halves).
+        uint64_t want = 0;
+        for (size_t count : counts) want += uint64_t(iters) * count * sizeof(float);
+        uint64_t want_sent = want + (rank == 0 ? 12345 : 0), want_recv = want + (rank == 1 ? 12345 : 0);
+        EXPECT_ALL_RANKS(sent == want_sent && recvd == want_recv)
+            << "sent " << sent << " (want " << want_sent << ") received " << recvd << " (want " << want_recv << ")";
+    }
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+}
+
+TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
+    int rank = world_rank(), n = world_size();
+    // A private directory for the files, and a job name of our own for the rings.
+    char dir[64] = "/tmp/vccl-telemetry-test-XXXXXX";
+    if (rank == 0 && mkdtemp(dir) == nullptr) dir[0] = '\0';
+    MPI_Bcast(dir, sizeof(dir), MPI_CHAR, 0, MPI_COMM_WORLD);
+    ASSERT_ALL_RANKS(dir[0] != '\0');
+    char jobbuf[64] = {};
+    snprintf(jobbuf, sizeof(jobbuf), "vtest%d", rank == 0 ? int(getpid()) : 0);
+    MPI_Bcast(jobbuf, sizeof(jobbuf), MPI_CHAR, 0, MPI_COMM_WORLD);
+    setenv("VCCL_TELEMETRY_DIR", dir, 1);
+    setenv("VCCL_TELEMETRY_JOB", jobbuf, 1);
+    vccl::env::reload();
+
+    vcclResult_t rc;
+    vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    // Rank 0's sends to rank 1 are recorded 20x slower; rank n-1 arrives late at every collective.
+    if (rank == 0) {
+        EXPECT_EQ(vccl::telemetry::test_slow_link(comm, 1, 20.0), vcclSuccess);
+    }
+    const size_t count = 256 * 1024;
+    std::vector<float> in(count, 1.0f), out(count);
+    for (int i = 0; i < 30; ++i) {
+        if (rank == n - 1 && i >= 5) usleep(4000);
+        ASSERT_ALL_RANKS(vcclAllReduce(in.data(), out.data(), count, vcclFloat, vcclSum, comm, nullptr) == vcclSuccess);
+    }
+
+    // While the communicator lives, top shows one live ring per rank of this job.
+    std::vector<int> pids(static_cast<size_t>(n));
+    int pid = int(getpid());
+    MPI_Allgather(&pid, 1, MPI_INT, pids.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    if (rank == 0) {
+        int status = 0;
+        std::string json = run_capture(tool_path() + " top --json", &status);
+        EXPECT_EQ(status, 0) << json;
+        for (int r = 0; r < n; ++r) {
+            std::string ring = "\"ring\":\"vccl-" + std::string(jobbuf) + "-";
+            EXPECT_NE(json.find(ring), std::string::npos) << json;
+            EXPECT_NE(json.find("\"pid\":" + std::to_string(pids[size_t(r)]) + ",\"status\":\"live\""),
+                      std::string::npos)
+                << "rank " << r << " missing from top: " << json;
+        }
+        std::string text = run_capture(tool_path() + " top --once", &status);
+        EXPECT_EQ(status, 0);
+        EXPECT_NE(text.find(jobbuf), std::string::npos) << text;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess); // writes the last records to the files
+    MPI_Barrier(MPI_COMM_WORLD);
+
+    if (rank == 0) {
+        int status = 0;
+        std::string glob = std::string(dir) + "/vccl-" + jobbuf + "-*";
+        std::string json = run_capture(tool_path() + " report --fraction 0.3 --json " + glob + ".jsonl", &status);
+        EXPECT_EQ(status, 0) << json;
+        auto has = [&](const std::string& s) { return json.find(s) != std::string::npos; };
+        EXPECT_TRUE(has("\"rank\":0,\"peer\":1,\"path\":0,\"dir\":\"send\"")) << json;
+        // Exactly the slowed link is flagged.
+        size_t slow = 0;
+        for (size_t at = json.find("\"slow\":true"); at != std::string::npos; at = json.find("\"slow\":true", at + 1)) ++slow;
+        EXPECT_EQ(slow, 1u) << json;
+        size_t link0 = json.find("\"rank\":0,\"peer\":1,\"path\":0,\"dir\":\"send\"");
+        EXPECT_NE(json.find("\"slow\":true", link0), std::string::npos) << json;
+        EXPECT_LT(json.find("\"slow\":true", link0), json.find("}", link0)) << "rank 0 -> 1 not flagged: " << json;
+        // The late rank is flagged, and only it.
+        std::string late_rank = "{\"rank\":" + std::to_string(n - 1) + ",";
+        size_t at = json.find(late_rank, json.find("\"ranks\""));
+        ASSERT_NE(at, std::string::npos) << json;
+        EXPECT_LT(json.find("\"late\":true", at), json.find("}", at)) << json;
+        size_t late = 0;
+        for (size_t a = json.find("\"late\":true"); a != std::string::npos; a = json.find("\"late\":true", a + 1)) ++late;
+        EXPECT_EQ(late, 1u) << json;
+        // The text report and the CSV files agree; the plot is written.
+        std::string text = run_capture(tool_path() + " report --fraction 0.3 " + glob + ".csv", &status);
+        EXPECT_EQ(status, 0);
+        EXPECT_NE(text.find("slow link: rank 0 -> rank 1"), std::string::npos) << text;
+        EXPECT_NE(text.find("late rank: rank " + std::to_string(n - 1)), std::string::npos) << text;
+        std::string svg = std::string(dir) + "/bw.svg";
+        run_capture(tool_path() + " plot -o " + svg + " " + glob + ".jsonl", &status);
+        EXPECT_EQ(status, 0);
+        EXPECT_EQ(access(svg.c_str(), R_OK), 0);
+        run_capture("rm -rf " + std::string(dir), &status);
+    }
+    unsetenv("VCCL_TELEMETRY_DIR");
+    unsetenv("VCCL_TELEMETRY_JOB");
+    vccl::env::reload();
+}
+
+} // namespace

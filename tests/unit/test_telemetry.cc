@@ -1,0 +1,268 @@
+/*
+ * Telemetry: window arithmetic on synthetic completions, the ring's seqlock protocol with a reader that
+ * attaches and detaches while a writer thread runs, and Telemetry's per-path counters.
+ */
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "core/env.h"
+
+#include "telemetry/ring.h"
+#include "telemetry/telemetry.h"
+#include "telemetry/window.h"
+
+using namespace vccl::telemetry;
+
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+
+TEST(TelemetryWindow, EmptyIsZero) {
+    Window w(8);
+    EXPECT_EQ(w.count(), 0u);
+    EXPECT_EQ(w.bandwidth(), 0.0);
+}
+
+TEST(TelemetryWindow, BackToBackTransfers) {
+    Window w(8);
+    // 1 MB every 1 ms, each posted when the previous completed: 1 GB/s.
+    for (int i = 0; i < 5; ++i) w.add(uint64_t(i) * kMs, uint64_t(i + 1) * kMs, 1000000);
+    EXPECT_EQ(w.count(), 5u);
+    EXPECT_EQ(w.busy_ns(), 5 * kMs);
+    EXPECT_DOUBLE_EQ(w.bandwidth(), 1e9);
+}
+
+TEST(TelemetryWindow, IdleGapsDoNotCount) {
+    Window w(8);
+    // 1 ms transfers separated by 9 ms of idle time: still 1 GB/s while busy.
+    for (int i = 0; i < 4; ++i) w.add(uint64_t(i) * 10 * kMs, uint64_t(i) * 10 * kMs + kMs, 1000000);
+    EXPECT_EQ(w.busy_ns(), 4 * kMs);
+    EXPECT_DOUBLE_EQ(w.bandwidth(), 1e9);
+}
+
+TEST(TelemetryWindow, OverlappingTransfersCountWallTimeOnce) {
+    Window w(8);
+    // Four 1 MB transfers all posted at t=0, completing at 1, 2, 3, 4 ms (a queue): 4 MB in 4 ms.
+    for (int i = 1; i <= 4; ++i) w.add(0, uint64_t(i) * kMs, 1000000);
+    EXPECT_EQ(w.busy_ns(), 4 * kMs);
+    EXPECT_DOUBLE_EQ(w.bandwidth(), 1e9);
+}
+
+TEST(TelemetryWindow, SlidesOverTheLastW) {
+    Window w(4);
+    // Four slow completions (1 MB per 10 ms = 100 MB/s), then four fast ones (1 MB per 1 ms).
+    uint64_t t = 0;
+    for (int i = 0; i < 4; ++i, t += 10 * kMs) w.add(t, t + 10 * kMs, 1000000);
+    EXPECT_NEAR(w.bandwidth(), 1e8, 1);
+    for (int i = 0; i < 3; ++i, t += kMs) w.add(t, t + kMs, 1000000);
+    // Window: one slow (10 ms), three fast (3 ms): 4 MB / 13 ms.
+    EXPECT_EQ(w.count(), 4u);
+    EXPECT_NEAR(w.bandwidth(), 4e6 / 13e-3, 1);
+    w.add(t, t + kMs, 1000000);
+    EXPECT_NEAR(w.bandwidth(), 1e9, 1);
+    EXPECT_EQ(w.bytes(), 4000000u);
+}
+
+TEST(TelemetryWindow, SizeOneIsTheLastTransfer) {
+    Window w(1);
+    w.add(0, 2 * kMs, 1000000);
+    w.add(5 * kMs, 6 * kMs, 3000000);
+    EXPECT_DOUBLE_EQ(w.bandwidth(), 3e9);
+}
+
+TEST(TelemetryWindow, NonMonotonicDoneIsClamped) {
+    Window w(8);
+    w.add(0, 2 * kMs, 1000);
+    w.add(0, 1 * kMs, 1000); // observed later but stamped earlier: contributes no busy time
+    EXPECT_EQ(w.busy_ns(), 2 * kMs);
+    EXPECT_EQ(w.bytes(), 2000u);
+}
+
+Record make_record(uint64_t i) {
+    Record r;
+    memset(&r, 0, sizeof(r));
+    r.post_ns = i * 3;
+    r.done_ns = i * 3 + 1;
+    r.bytes = i ^ 0x5555;
+    r.coll_seq = i;
+    r.window_bw = double(i) * 2;
+    r.peer = int32_t(i % 7);
+    r.outstanding = uint32_t(i % 13);
+    return r;
+}
+
+bool consistent(const Record& r) {
+    uint64_t i = r.coll_seq;
+    return r.post_ns == i * 3 && r.done_ns == i * 3 + 1 && r.bytes == (i ^ 0x5555) && r.window_bw == double(i) * 2 &&
+           r.peer == int32_t(i % 7) && r.outstanding == uint32_t(i % 13);
+}
+
+TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
+    RingInfo info;
+    info.rank = 1;
+    info.nranks = 4;
+    info.comm_hash = 0x1234;
+    info.comm_name = "ringtest";
+    info.job = "unittest";
+    info.capacity = 256;
+    std::string name = "/vccl-unittest-" + std::to_string(getpid()) + "-ring";
+    RingWriter writer;
+    ASSERT_EQ(writer.create(info, name), vcclSuccess);
+    std::string path = "/dev/shm" + name;
+
+    const uint64_t total = 400000;
+    std::atomic<bool> done{false};
+    std::thread t([&] {
+        PathStats s;
+        memset(&s, 0, sizeof(s));
+        s.used = 1;
+        for (uint64_t i = 0; i < total; ++i) {
+            writer.append(make_record(i));
+            if (i % 64 == 0) {
+                s.peer = 2;
+                s.bytes_sent = i;
+                s.bytes_recv = i * 2; // readers check the pair is consistent
+                writer.publish_path(2 * kMaxPathsPerPeer, s);
+            }
+        }
+        done = true;
+    });
+
+    uint64_t attaches = 0, seen = 0, bad = 0, lost = 0, path_reads = 0;
+    while (!done.load()) {
+        RingReader reader;
+        std::string why;
+        ASSERT_TRUE(reader.attach(path, &why)) << why;
+        ++attaches;
+        EXPECT_EQ(reader.header().rank, 1);
+        EXPECT_EQ(reader.header().comm_hash, 0x1234u);
+        // Start anywhere: a late reader begins at the current write index, minus some history.
+        uint64_t w = reader.write_index();
+        uint64_t next = w > 100 ? w - 100 : 0;
+        for (int k = 0; k < 5; ++k) {
+            uint64_t before = next;
+            std::vector<Record> recs = reader.read(&next, &lost);
+            for (const Record& r : recs) {
+                if (!consistent(r) || r.coll_seq < before) ++bad;
+            }
+            for (size_t j = 1; j < recs.size(); ++j) {
+                if (recs[j].coll_seq <= recs[j - 1].coll_seq) ++bad; // in order
+            }
+            seen += recs.size();
+            for (const PathStats& s : reader.paths()) {
+                ++path_reads;
+                if (s.bytes_recv != s.bytes_sent * 2 || s.peer != 2) ++bad;
+            }
+        }
+        reader.detach(); // and attach again on the next turn
+    }
+    t.join();
+    EXPECT_EQ(bad, 0u);
+    EXPECT_GT(attaches, 1u);
+    EXPECT_GT(seen, 0u);
+
+    // After the writer stops, a fresh reader sees exactly the last `capacity` records.
+    RingReader reader;
+    ASSERT_TRUE(reader.attach(path, nullptr));
+    uint64_t next = 0, dropped = 0;
+    std::vector<Record> recs = reader.read(&next, &dropped);
+    ASSERT_EQ(recs.size(), 256u);
+    EXPECT_EQ(dropped, total - 256);
+    EXPECT_EQ(recs.front().coll_seq, total - 256);
+    EXPECT_EQ(recs.back().coll_seq, total - 1);
+    for (const Record& r : recs) EXPECT_TRUE(consistent(r));
+    (void)path_reads;
+}
+
+TEST(TelemetryRing, RingFileIsPrivateAndRemoved) {
+    RingInfo info;
+    info.nranks = 2;
+    std::string name = "/vccl-unittest-" + std::to_string(getpid()) + "-mode";
+    std::string path = "/dev/shm" + name;
+    {
+        RingWriter writer;
+        ASSERT_EQ(writer.create(info, name), vcclSuccess);
+        struct stat st;
+        ASSERT_EQ(stat(path.c_str(), &st), 0);
+        EXPECT_EQ(st.st_mode & 0777, 0600u);
+        RingWriter again; // O_EXCL: a second ring of the same name is refused
+        EXPECT_NE(again.create(info, name), vcclSuccess);
+    }
+    EXPECT_NE(access(path.c_str(), F_OK), 0) << "ring not removed";
+}
+
+TEST(TelemetryRing, NotARing) {
+    RingReader reader;
+    std::string why;
+    EXPECT_FALSE(reader.attach("/proc/self/status", &why));
+    EXPECT_FALSE(why.empty());
+}
+
+TEST(Telemetry, CountsOutstandingBytesAndEvents) {
+    Options o;
+    o.rank = 0;
+    o.nranks = 3;
+    o.comm_hash = 0xabc;
+    o.window = 4;
+    o.shm = false;
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    TransferTag tag;
+    tag.coll = 1;
+    tag.seq = 7;
+    uint64_t p1 = t->on_post(1, 0, Dir::Send, 1000);
+    uint64_t p2 = t->on_post(1, 0, Dir::Recv, 500);
+    uint64_t p3 = t->on_post(2, 0, Dir::Send, 300);
+    std::vector<PathStats> s = t->snapshot();
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_EQ(s[0].peer, 1);
+    EXPECT_EQ(s[0].outstanding_reqs, 2u);
+    EXPECT_EQ(s[0].outstanding_bytes, 1500u);
+    t->on_complete(1, 0, Dir::Send, 1000, p1, tag, true);
+    t->on_complete(1, 0, Dir::Recv, 500, p2, tag, true);
+    t->on_complete(2, 0, Dir::Send, 300, p3, tag, false);
+    t->path_event(1, 1, PathState::Standby);
+    s = t->snapshot();
+    ASSERT_EQ(s.size(), 3u);
+    EXPECT_EQ(s[0].bytes_sent, 1000u);
+    EXPECT_EQ(s[0].bytes_recv, 500u);
+    EXPECT_EQ(s[0].outstanding_reqs, 0u);
+    EXPECT_EQ(s[0].outstanding_bytes, 0u);
+    EXPECT_GT(s[0].send_bw, 0.0);
+    EXPECT_EQ(s[1].peer, 1);
+    EXPECT_EQ(s[1].path, 1);
+    EXPECT_EQ(s[1].state, uint32_t(PathState::Standby));
+    EXPECT_EQ(s[2].peer, 2);
+    EXPECT_EQ(s[2].failures, 1u);
+    EXPECT_EQ(s[2].bytes_sent, 0u);
+
+    RingReader reader;
+    ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
+    uint64_t next = 0;
+    std::vector<Record> recs = reader.read(&next, nullptr);
+    ASSERT_EQ(recs.size(), 4u);
+    EXPECT_EQ(recs[0].coll, 1);
+    EXPECT_EQ(recs[0].coll_seq, 7u);
+    EXPECT_EQ(recs[0].bytes, 1000u);
+    EXPECT_EQ(recs[2].status, 1u);
+    EXPECT_EQ(recs[3].kind, uint8_t(RecordKind::PathEvent));
+    // Out-of-range peers and paths are ignored, not a crash.
+    t->on_post(5, 0, Dir::Send, 1);
+    t->path_event(0, 7, PathState::Down);
+}
+
+TEST(Telemetry, RingAndFileNames) {
+    EXPECT_EQ(ring_name("123", 0xabcdef, 3), "vccl-123-0000000000abcdef-3");
+    setenv("VCCL_TELEMETRY_JOB", "my job/1", 1);
+    vccl::env::reload();
+    EXPECT_EQ(job_name(), "my_job_1");
+    unsetenv("VCCL_TELEMETRY_JOB");
+    vccl::env::reload();
+}
+
+} // namespace
