@@ -96,4 +96,15 @@ VNCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t 
     return unsupported("ncclCommWindowDeregister", "no symmetric memory windows");
 }
 
+/* The device-side API (kernels that talk to peers through NCCL's device communicator) has no vccl
+ * counterpart: its callers get a clear refusal instead of a missing symbol at load time. */
+VNCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t comm, const ncclDevCommRequirements_t* reqs,
+          ncclDevComm_t* outDevComm) {
+    return unsupported("ncclDevCommCreate", "no NCCL device API (kernels using ncclDevComm)");
+}
+
+VNCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t comm, const ncclDevComm_t* devComm) {
+    return unsupported("ncclDevCommDestroy", "no NCCL device API");
+}
+
 } // extern "C"
