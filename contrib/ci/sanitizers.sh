@@ -28,7 +28,9 @@ asan)
     # hwloc dlcloses its PCI plugin (and libpciaccess) before exit, so their leaks have no module name left to
     # suppress: keep the plugin loaded (after the ASan runtime, which must come first).
     plugin=$(ls /usr/lib/*/hwloc/hwloc_pci.so 2>/dev/null | head -n 1)
-    [ -n "$plugin" ] && unit_env+=("LD_PRELOAD=$(${CC:-gcc} -print-file-name=libasan.so):$plugin")
+    # contrib/ci/asan-unit.sh applies it to the test programs only.
+    [ -n "$plugin" ] && unit_env+=("VCCL_ASAN_PRELOAD=$(${CC:-gcc} -print-file-name=libasan.so):$plugin")
+    unit_make_args=("LOG_COMPILER=$top/contrib/ci/asan-unit.sh")
     export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$top/contrib/ci/lsan.supp:print_suppressions=0}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
     ;;
@@ -38,6 +40,7 @@ tsan)
     unit_tests="tests/unit/test_bootstrap tests/unit/test_algo"
     unit_env=()
     mpi_env=()
+    unit_make_args=()
     export TSAN_OPTIONS=${TSAN_OPTIONS:-suppressions=$top/contrib/ci/tsan.supp:halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0}
     ;;
 *)
@@ -78,7 +81,7 @@ make -j"$jobs" libvccl_core.la libvccl.la >build.out 2>&1 &&
     exit 1
 }
 echo "sanitizers.sh: $kind: running$(printf ' %s' $tests)"
-env "${unit_env[@]}" make -j1 check TESTS="$unit_tests" check_PROGRAMS="$progs" bin_PROGRAMS= >check.out 2>&1
+env "${unit_env[@]}" make -j1 check TESTS="$unit_tests" check_PROGRAMS="$progs" bin_PROGRAMS= "${unit_make_args[@]}" >check.out 2>&1
 rc=$?
 env "${mpi_env[@]}" make -j1 check TESTS="$mpi_tests" check_PROGRAMS="$progs" bin_PROGRAMS= >>check.out 2>&1
 rc2=$?
