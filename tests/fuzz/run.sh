@@ -17,6 +17,7 @@ nfail=0
 ntests=0
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export VCCL_DEBUG=${VCCL_DEBUG:-NONE}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$top/contrib/ci/lsan.supp:print_suppressions=0}
 for t in $targets; do
     ntests=$((ntests + 1))
     log=$out/logs/$t.log
