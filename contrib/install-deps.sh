@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what vccl needs to build and test on Debian 12 (or Ubuntu): compilers, autotools, UCX, hwloc,
-# ibverbs, Open MPI with devel headers, GoogleTest, pandoc, iproute2. Needs root (or sudo).
+# ibverbs, Open MPI with devel headers, GoogleTest, pandoc, iproute2, and clang with libFuzzer for tests/fuzz. Needs root (or sudo).
 set -euo pipefail
 packages=(
   build-essential autoconf automake libtool pkg-config
@@ -8,6 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libgtest-dev
   pandoc iproute2 procps
+  clang libclang-rt-dev
 )
 missing=()
 for p in "${packages[@]}"; do

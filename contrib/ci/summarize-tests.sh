@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Summarises a test run: summarize-tests.sh [BUILDDIR] (default: the current directory).
+# Summarises a test run: summarize-tests.sh [BUILDDIR...] (default: the current directory).
 #
-# Reads every GoogleTest XML report in BUILDDIR/test-results/*.xml and automake's BUILDDIR/tests/**/*.trs.
+# Reads every GoogleTest XML report in BUILDDIR/test-results/*.xml and automake's BUILDDIR/tests/**/*.trs, for
+# each BUILDDIR given (CI passes its plain, sanitizer and fuzz build directories); the counts are summed and
+# failed tests are named with their build directory when there are several.
 # Prints one line per failed test case, then, last, exactly one line "N passed, N failed" (with
 # ", N skipped" appended when some were skipped). Counting:
 #   - every gtest test case counts once (passed, failed, or skipped/disabled);
@@ -13,13 +15,11 @@
 # tests/mpi/run-mpi-test.sh), else test-results/<test name without extension>.xml.
 # Exit status: 1 when anything failed, else 0.
 set -u
-builddir=${1:-.}
-results=$builddir/test-results
+[ $# -gt 0 ] || set -- .
 
 passed=0
 failed=0
 skipped=0
-declare -A xml_failures=()
 
 # Parses one gtest XML report: prints "PASS|FAIL|SKIP suite.name" per test case.
 parse_xml() {
@@ -76,6 +76,13 @@ strip_cdata() {
 }
 
 shopt -s nullglob globstar
+ndirs=$#
+summarize_dir() {
+builddir=$1
+results=$builddir/test-results
+where=""
+[ "$ndirs" -gt 1 ] && where="$(basename "$builddir")/"
+declare -A xml_failures=()
 for xml in "$results"/*.xml; do
     base=$(basename "$xml")
     nfail=0
@@ -86,7 +93,7 @@ for xml in "$results"/*.xml; do
             FAIL)
                 failed=$((failed + 1))
                 nfail=$((nfail + 1))
-                echo "FAILED: $test ($base)"
+                echo "FAILED: $where$test ($base)"
                 ;;
         esac
     done < <(parse_xml "$xml")
@@ -115,7 +122,7 @@ for trs in "$builddir"/tests/**/*.trs; do
         # Its cases were counted from the report; a failed run with no failed case still counts once.
         if [ "$res" = FAIL ] && [ "${xml_failures[$xmlbase]}" -eq 0 ]; then
             failed=$((failed + 1))
-            echo "FAILED: $rel (exited with failure although no test case failed in $xmlbase; see $rel.log)"
+            echo "FAILED: $where$rel (exited with failure although no test case failed in $xmlbase; see $rel.log)"
         fi
         continue
     fi
@@ -129,9 +136,14 @@ for trs in "$builddir"/tests/**/*.trs; do
                 hung=$(grep -m 1 -o 'TIMEOUT: .*' "$log" 2>/dev/null)
                 [ -n "$hung" ] && why="$why; $hung"
             fi
-            echo "FAILED: $rel ($why; see $rel.log)"
+            echo "FAILED: $where$rel ($why; see $rel.log)"
             ;;
     esac
+done
+}
+
+for dir in "$@"; do
+    summarize_dir "$dir"
 done
 
 line="$passed passed, $failed failed"

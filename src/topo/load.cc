@@ -186,6 +186,7 @@ void find_nics(hwloc_topology_t topo, const std::map<hwloc_obj_t, int>& switches
     for (hwloc_obj_t os = hwloc_get_next_osdev(topo, nullptr); os != nullptr; os = hwloc_get_next_osdev(topo, os)) {
         hwloc_obj_osdev_type_t type = os->attr->osdev.type;
         if (type != HWLOC_OBJ_OSDEV_OPENFABRICS && type != HWLOC_OBJ_OSDEV_NETWORK) continue;
+        if (os->name == nullptr) continue; // possible in an XML file; a NIC is chosen by its name
         hwloc_obj_t pci = pci_parent(os);
         if (pci == nullptr) {
             VCCL_TRACE(kLogTopo, "skipping %s: not on a PCI device (virtual)", os->name);
@@ -206,7 +207,7 @@ void find_nics(hwloc_topology_t topo, const std::map<hwloc_obj_t, int>& switches
         }
         hwloc_obj_t net = sibling_osdev(pci, HWLOC_OBJ_OSDEV_NETWORK);
         found.nic.rdma = true;
-        found.nic.netdev = net != nullptr ? net->name : "";
+        found.nic.netdev = net != nullptr && net->name != nullptr ? net->name : "";
         for (int port : ib_ports(os)) {
             FoundNic p = found;
             p.nic.port = port;

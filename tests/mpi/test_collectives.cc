@@ -267,7 +267,7 @@ void run_broadcast(vcclComm_t comm, vcclDataType_t t, size_t count, bool inplace
     std::vector<uint8_t> want(bytes);
     for (size_t i = 0; i < count; ++i) store_copy_value(want.data(), i, t, root, 1, i);
     GuardedBuffer& in = inplace ? recv : send;
-    if (rank == root)
+    if (rank == root && bytes > 0) // want.data() is NULL for count 0: memcpy's arguments must not be
         memcpy(in.data(), want.data(), bytes);
     else if (!inplace) // non-root sendbuff is not used: give it data that must not arrive anywhere
         for (size_t i = 0; i < count; ++i) store_copy_value(send.data(), i, t, rank, 2, i);
@@ -295,7 +295,8 @@ void run_allgather(vcclComm_t comm, vcclDataType_t t, size_t count, bool inplace
     for (int r = 0; r < n; ++r)
         for (size_t i = 0; i < count; ++i) store_copy_value(want.data(), size_t(r) * count + i, t, r, 3, i);
     uint8_t* mine = inplace ? recv.data() + size_t(rank) * count * es : send.data();
-    memcpy(mine, want.data() + size_t(rank) * count * es, count * es);
+    if (count > 0) // want.data() is NULL for count 0
+        memcpy(mine, want.data() + size_t(rank) * count * es, count * es);
     vcclResult_t rc = vcclAllGather(mine, recv.data(), count, t, comm, nullptr);
     if (!check_rc(rc, where, &o->rc_why)) {
         o->rc_ok = false;

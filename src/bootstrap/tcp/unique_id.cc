@@ -50,7 +50,9 @@ vcclResult_t decode(const vcclUniqueId& id, Info* out) {
                               "produced, unmodified",
                               magic, kMagic);
     }
-    const uint16_t version = uint16_t(r.u8() | (r.u8() << 8));
+    const uint8_t version_lo = r.u8(); // two statements: the operands of | are unsequenced
+    const uint8_t version_hi = r.u8();
+    const uint16_t version = uint16_t(version_lo | (version_hi << 8));
     if (version != kVersion) {
         return set_last_error(vcclInvalidArgument,
                               "not a vccl unique id of this format (version %u, this library reads version %u): were "
