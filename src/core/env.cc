@@ -149,6 +149,15 @@ bool is_set(Id id) {
     return set;
 }
 
+std::string launcher_job_id() {
+    const char* const launcher_vars[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"};
+    for (const char* var : launcher_vars) {
+        const char* v = getenv(var);
+        if (v != nullptr && *v != '\0') return v;
+    }
+    return "";
+}
+
 void reload() {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);

@@ -48,6 +48,10 @@ bool parse_int(const char* text, int64_t* out);
 bool parse_bool(const char* text, bool* out);
 bool parse_size(const char* text, uint64_t* out);
 
+/* The job id the launcher exports (Slurm, Open MPI 4, PMIx), or "" outside a launcher. Not a VCCL_* setting:
+ * read here so that this file stays the only reader of the process environment. */
+std::string launcher_job_id();
+
 /* Forget cached values so the next get_* reads the process environment again (tests). */
 void reload();
 

@@ -34,13 +34,7 @@ Options Options::from_env(int rank, int nranks, uint64_t comm_hash, const std::s
 
 std::string job_name() {
     std::string raw = env::get_str(env::kTelemetryJob);
-    // Launcher job ids: Slurm, Open MPI 4 (ORTE), Open MPI 5 / PMIx.
-    const char* const launcher_vars[] = {"SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"};
-    for (const char* var : launcher_vars) {
-        if (!raw.empty()) break;
-        const char* v = getenv(var);
-        if (v != nullptr) raw = v;
-    }
+    if (raw.empty()) raw = env::launcher_job_id(); // Slurm, Open MPI 4 (ORTE), Open MPI 5 / PMIx
     std::string out;
     for (char c : raw) {
         if (out.size() >= 40) break;
