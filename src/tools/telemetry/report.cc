@@ -2,9 +2,11 @@
  * vccl-telemetry report: per-link and per-rank summary of VCCL_TELEMETRY_DIR files.
  *
  * Link bandwidth = bytes / busy time, where busy time is the union (in completion order) of the transfers'
- * [start, done] intervals, and a collective transfer's start is the later of its post and the peer's
- * arrival at that collective (the peer's first post for the same sequence number): waiting for a late peer
- * is charged to the peer's lateness, not to the link. Lateness of a rank at a collective = its arrival minus
+ * [start, done] intervals. A collective transfer starts when both ends have posted it: the later of its own
+ * post and the post of the matching transfer on the peer (the k-th send from A to B in a collective matches
+ * the k-th receive at B from A, as tag matching does). A receive posted early therefore does not count the
+ * time its sender spent waiting for a third, late rank; such waiting is charged to lateness, not to a link.
+ * When the peer's record is missing (ring overwritten), the peer's arrival at the collective stands in. Lateness of a rank at a collective = its arrival minus
  * the median arrival of all ranks at that collective (times are wall clock: on several hosts they are only
  * as good as the hosts' clock synchronisation).
  */
@@ -112,6 +114,32 @@ int cmd_report(int argc, char** argv) {
         for (const auto& kv : c.second) ranks[kv.first].lateness.push_back(kv.second - med);
     }
 
+    // The post time of each collective transfer's partner on the other rank (see the comment at the top).
+    std::map<const Row*, int64_t> partner_post;
+    {
+        using PairKey = std::tuple<std::string, uint64_t, int, int>; // comm, seq, sender, receiver
+        std::map<PairKey, std::vector<const Row*>> sends, recvs;
+        for (const Row& r : rows) {
+            if (r.event || r.coll == "p2p" || r.status != 0) continue;
+            if (r.send) sends[PairKey(r.comm, r.seq, r.rank, r.peer)].push_back(&r);
+            else recvs[PairKey(r.comm, r.seq, r.peer, r.rank)].push_back(&r);
+        }
+        auto by_post = [](const Row* a, const Row* b) { return a->post_ns < b->post_ns; };
+        for (auto& kv : sends) {
+            auto it = recvs.find(kv.first);
+            if (it == recvs.end()) continue;
+            std::vector<const Row*>& s = kv.second;
+            std::vector<const Row*>& rv = it->second;
+            std::sort(s.begin(), s.end(), by_post);
+            std::sort(rv.begin(), rv.end(), by_post);
+            if (s.size() != rv.size()) continue; // records missing on one side: pairing would be a guess
+            for (size_t k = 0; k < s.size(); ++k) {
+                partner_post[s[k]] = rv[k]->post_ns;
+                partner_post[rv[k]] = s[k]->post_ns;
+            }
+        }
+    }
+
     std::map<std::tuple<std::string, int, int, int, bool>, std::vector<const Row*>> by_link;
     for (const Row& r : rows) {
         RankSum& rs = ranks[r.rank];
@@ -140,7 +168,10 @@ int cmd_report(int argc, char** argv) {
                 continue;
             }
             int64_t start = r->post_ns;
-            if (r->coll != "p2p") {
+            auto partner = partner_post.find(r);
+            if (partner != partner_post.end()) {
+                if (partner->second > start) start = partner->second;
+            } else if (r->coll != "p2p") {
                 auto a = arrival.find({r->comm, r->seq});
                 if (a != arrival.end()) {
                     auto p = a->second.find(r->peer);
