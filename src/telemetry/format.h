@@ -79,7 +79,8 @@ struct PathStats {
     uint64_t last_done_ns;
     uint64_t failures;
     uint64_t last_event_ns;
-    uint64_t reserved[2];
+    uint64_t events;             // path state changes so far (failover switches, failbacks, losses)
+    uint64_t reserved[1];
 };
 static_assert(sizeof(PathStats) == 120, "PathStats is 15 words");
 

@@ -178,6 +178,7 @@ void Telemetry::path_event(int peer, int path, PathState state) {
     uint64_t now = now_ns();
     p->stats.state = uint32_t(state);
     p->stats.last_event_ns = now;
+    p->stats.events++;
     publish(peer, path, *p);
     Record r;
     memset(&r, 0, sizeof(r));
