@@ -73,17 +73,49 @@ vcclResult_t find_local_ranks(Bootstrap* bootstrap, int* local_rank, int* local_
 
 /* The primary-path devices from the topology (or VCCL_NET_DEVICES), computed once per process and local
  * placement: loading the topology costs tens of milliseconds. */
-std::string primary_devices(int local_rank, int local_size) {
+void rail_devices(int local_rank, int local_size, std::string* primary, std::string* backup) {
     static std::mutex mutex;
-    static std::string cached;
+    static std::string cached_primary, cached_backup;
     static int cached_rank = -1, cached_size = -1;
     std::lock_guard<std::mutex> lock(mutex);
     if (cached_rank != local_rank || cached_size != local_size) {
-        cached = topo_primary_devices(local_rank, local_size, device_busids());
+        cached_primary = topo_primary_devices(local_rank, local_size, device_busids());
+        cached_backup = topo_backup_devices(local_rank, local_size, device_busids());
         cached_rank = local_rank;
         cached_size = local_size;
     }
-    return cached;
+    *primary = cached_primary;
+    *backup = cached_backup;
+}
+
+/* VCCL_FAILOVER and friends; `use` says whether the failover layer goes over the transport. */
+vcclResult_t failover_options(const std::string& backup, FailoverOptions* fo, bool* use) {
+    std::string mode = env::get_str(env::kFailover);
+    fo->backup_devices = backup;
+    fo->timeout_ms = int(env::get_int(env::kFailoverTimeoutMs));
+    fo->failback_ms = int(env::get_int(env::kFailbackIntervalMs));
+    fo->peer_timeout_ms = int(env::get_int(env::kPeerTimeoutMs));
+    if (fo->timeout_ms <= 0 || fo->failback_ms <= 0 || fo->peer_timeout_ms <= 0) {
+        return set_last_error(vcclInvalidArgument,
+                              "VCCL_FAILOVER_TIMEOUT_MS, VCCL_FAILBACK_INTERVAL_MS and VCCL_PEER_TIMEOUT_MS must be "
+                              "positive");
+    }
+    if (mode == "off" || mode == "0") {
+        *use = false;
+    } else if (mode == "on" || mode == "1") {
+        if (backup.empty()) {
+            return set_last_error(vcclInvalidArgument,
+                                  "VCCL_FAILOVER=on needs a backup device (VCCL_BACKUP_NET_DEVICES, or a second NIC "
+                                  "in the topology)");
+        }
+        *use = true;
+        fo->every_peer = true;
+    } else if (mode == "auto" || mode.empty()) {
+        *use = !backup.empty();
+    } else {
+        return set_last_error(vcclInvalidArgument, "VCCL_FAILOVER='%s': expected auto, on or off", mode.c_str());
+    }
+    return vcclSuccess;
 }
 
 CollSettings settings_from_env() {
@@ -119,16 +151,42 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
 
     TransportOptions options;
     VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size, &options.host_ids));
-    options.net_devices = config != nullptr && config->netName != nullptr
-                              ? config->netName
-                              : primary_devices(comm->local_rank, comm->local_size);
+    std::string backup;
+    rail_devices(comm->local_rank, comm->local_size, &options.net_devices, &backup);
+    if (config != nullptr && config->netName != nullptr) options.net_devices = config->netName;
+    FailoverOptions fo;
+    bool use_failover = false;
+    VCCL_RETURN_IF_ERROR(failover_options(backup, &fo, &use_failover));
+    // Peers on other hosts exist only in a multi-host job; without any, auto mode needs no second path.
+    bool remote_peers = false;
+    for (uint64_t id : options.host_ids) remote_peers = remote_peers || id != options.host_ids[size_t(comm->rank)];
+    if (!fo.every_peer && !remote_peers) use_failover = false;
+    {
+        // Every rank must build the same transport (their set-up exchanges must pair up).
+        std::vector<uint64_t> votes(size_t(comm->nranks));
+        votes[size_t(comm->rank)] = use_failover ? 1 : 0;
+        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), sizeof(uint64_t)));
+        uint64_t yes = 0;
+        for (uint64_t v : votes) yes += v;
+        if (yes != 0 && yes != votes.size()) {
+            if (comm->rank == 0) {
+                VCCL_WARN(kLogInit, "failover off: only %llu of %d ranks have a backup path (VCCL_BACKUP_NET_DEVICES)",
+                          (unsigned long long)yes, comm->nranks);
+            }
+            use_failover = false;
+        }
+    }
     options.tls = env::get_str(env::kUcxTls);
     if (env::get_bool(env::kTelemetry)) {
         VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(
             telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &comm->telemetry));
         options.telemetry = comm->telemetry.get();
     }
-    VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
+    if (use_failover) {
+        VCCL_RETURN_IF_ERROR(failover_transport_create(bootstrap.get(), options, fo, &comm->transport));
+    } else {
+        VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
+    }
     if (env::get_bool(env::kP2pDirect)) {
         VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap.get(), options.host_ids, &comm->ipc));
     }

@@ -30,6 +30,17 @@ VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
 VCCL_ENV_DEF(kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", Str, "",
              "Backup (failover) network device per local rank, same syntax as VCCL_NET_DEVICES, or none; "
              "default: the closest NIC on another PCIe switch and card")
+VCCL_ENV_DEF(kFailover, "VCCL_FAILOVER", Str, "auto",
+             "Primary/backup path failover: auto (peers on other hosts, when a backup device is known), on (every "
+             "peer, also ranks sharing a host name, e.g. in network namespaces), off")
+VCCL_ENV_DEF(kFailoverTimeoutMs, "VCCL_FAILOVER_TIMEOUT_MS", Int, "250",
+             "Silence on the active path (no acknowledgement, no data) before the backup is probed; the path is "
+             "left only if the peer answers on the backup")
+VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
+             "Probe interval of a failed primary path; traffic returns after 3 answered probes and a hold time "
+             "that doubles each time the primary fails again (flapping)")
+VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
+             "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
              "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
              "(entry i mod length); default: the cores of the GPU's NUMA node")

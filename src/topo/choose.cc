@@ -303,4 +303,26 @@ std::string topo_primary_devices(int local_rank, int local_size, const std::vect
     return nic >= 0 && topo->nics()[nic].rdma ? choice.primary_ucx : "";
 }
 
+std::string topo_backup_devices(int local_rank, int local_size, const std::vector<std::string>& gpu_busids) {
+    TopoOptions options;
+    options.gpu_busids = gpu_busids;
+    std::unique_ptr<Topology> topo;
+    RailChoice choice;
+    if (topo_load(options, &topo) != vcclSuccess) {
+        DeviceEntry entry;
+        bool set = false;
+        if (local_size < 1 || local_rank < 0 ||
+            read_override(env::kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", local_rank, &entry, &set) != vcclSuccess ||
+            !set || entry.device == "none")
+            return "";
+        return entry.port > 0 ? entry.device + ":" + std::to_string(entry.port) : entry.device;
+    }
+    if (topo_choose(*topo, local_rank, local_size, &choice) != vcclSuccess) return "";
+    if (choice.backup_ucx.empty() || choice.backup_ucx == choice.primary_ucx) return "";
+    if (env::is_set(env::kBackupNetDevices)) return choice.backup_ucx;
+    /* A backup chosen by the topology alone is used only on RDMA NICs, as for the primary. */
+    int nic = topo->find_nic(choice.backup_device, choice.backup_port);
+    return nic >= 0 && topo->nics()[nic].rdma ? choice.backup_ucx : "";
+}
+
 } // namespace vccl

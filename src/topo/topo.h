@@ -143,6 +143,10 @@ vcclResult_t topo_choose(const Topology& topo, int local_rank, int local_size, R
  * topology could not be loaded (logged). */
 std::string topo_primary_devices(int local_rank, int local_size,
                                  const std::vector<std::string>& gpu_busids = {});
+/* The same for the backup (failover) path: VCCL_BACKUP_NET_DEVICES, or the topology's backup RDMA NIC.
+ * Empty: no backup, no failover in VCCL_FAILOVER=auto. */
+std::string topo_backup_devices(int local_rank, int local_size,
+                                const std::vector<std::string>& gpu_busids = std::vector<std::string>());
 
 /* Text like `nvidia-smi topo -m` followed by the choice of every local rank in `choices`; JSON with the
  * same content (one object, no trailing newline). */

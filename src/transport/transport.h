@@ -34,13 +34,20 @@ enum class MemType { Host = 0, Cuda = 1 };
 constexpr int kTagBits = 44;
 constexpr uint64_t kTagMask = (1ull << kTagBits) - 1;
 
-struct TransportRequest; // opaque, owned by the transport
+/* A pending transfer; each transport derives its own request type from this. */
+struct TransportRequest {
+    virtual ~TransportRequest() = default;
+};
 
 struct TransportOptions {
     std::string net_devices; // primary path devices, empty: transport's choice
     std::string tls;         // transport selection (UCX_TLS for UCX), empty: default
     std::vector<uint64_t> host_ids; // per rank, equal for ranks on one host (empty: treat all as remote)
     telemetry::Telemetry* telemetry = nullptr; // records every transfer when set (owned by the communicator)
+    std::vector<bool> unrecorded_peers; // per rank: true leaves its transfers to the layer above (failover)
+    /* Use peer error handling on every endpoint, also to ranks on this host (failover paths must learn of
+     * a dead connection; the cost is UCX preferring TCP over shared memory on one host). */
+    bool peer_errors_everywhere = false;
 };
 
 using telemetry::TransferTag;
@@ -56,6 +63,17 @@ public:
                                TransportRequest** req) = 0;
     virtual vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType mem,
                                TransportRequest** req) = 0;
+    /* Like irecv, but a message shorter than `max_bytes` also matches; received_bytes() then gives its
+     * length. Transports without it match exactly `max_bytes`. */
+    virtual vcclResult_t irecv_upto(int peer, uint64_t tag, void* buf, size_t max_bytes, MemType mem,
+                                    TransportRequest** req) {
+        return irecv(peer, tag, buf, max_bytes, mem, req);
+    }
+    virtual size_t received_bytes(TransportRequest* req) const { (void)req; return 0; }
+    /* vcclSuccess while the connection to `peer` works; the error that broke it otherwise. */
+    virtual vcclResult_t peer_status(int peer) { (void)peer; return vcclSuccess; }
+    /* Replaces a broken connection to `peer` with a new one (failback after an endpoint error). */
+    virtual vcclResult_t reconnect(int peer) { (void)peer; return vcclInvalidUsage; }
     /* vcclSuccess when req completed, vcclInProgress while pending, an error if it failed (peer lost, size
      * mismatch). Does not progress; call progress() in between. */
     virtual vcclResult_t test(TransportRequest* req) = 0;
@@ -89,6 +107,19 @@ private:
 /* Creates and connects the UCX transport over `bootstrap` (collective over its ranks). */
 vcclResult_t ucx_transport_create(Bootstrap* bootstrap, const TransportOptions& options,
                                   std::unique_ptr<Transport>* out);
+
+struct FailoverOptions {
+    std::string backup_devices; // UCX_NET_DEVICES of the backup path
+    bool every_peer = false;    // also peers on this host (VCCL_FAILOVER=on)
+    int timeout_ms = 250;       // VCCL_FAILOVER_TIMEOUT_MS
+    int failback_ms = 500;      // VCCL_FAILBACK_INTERVAL_MS
+    int peer_timeout_ms = 10000; // VCCL_PEER_TIMEOUT_MS
+};
+
+/* Creates the primary (`options.net_devices`) and backup paths and the failover layer over them
+ * (failover/failover_transport.cc; collective over the bootstrap's ranks). */
+vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOptions& options,
+                                       const FailoverOptions& failover, std::unique_ptr<Transport>* out);
 
 } // namespace vccl
 

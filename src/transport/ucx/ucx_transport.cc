@@ -27,11 +27,13 @@ namespace vccl {
 constexpr int kRankShift = kTagBits; // 44 bits of caller tag, 20 bits of rank
 constexpr int kMaxRanks = 1 << (64 - kTagBits);
 
-struct TransportRequest {
+struct UcxRequest final : TransportRequest {
     enum State { kPending, kDone, kFailed };
     State state = kPending;
     bool orphaned = false; // released by the caller while UCX still owned it
     bool is_recv = false;
+    bool upto = false;     // a shorter message also matches (irecv_upto)
+    size_t received = 0;   // length of the matched message
     int peer = -1;
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;
@@ -47,16 +49,16 @@ namespace {
 class UcxTransport;
 
 /* Telemetry of a request that has just ended (path 0: one endpoint per peer until failover adds a second). */
-void record_end(TransportRequest* req, bool ok) {
+void record_end(UcxRequest* req, bool ok) {
     if (req->telemetry == nullptr) return;
     req->telemetry->on_complete(req->peer, 0, req->is_recv ? telemetry::Dir::Recv : telemetry::Dir::Send, req->bytes,
                                 req->post_ns, req->tag, ok);
 }
 
-void finish(TransportRequest* req, ucs_status_t status, void* ucx_req) {
+void finish(UcxRequest* req, ucs_status_t status, void* ucx_req) {
     record_end(req, status == UCS_OK);
     req->status = status;
-    req->state = status == UCS_OK ? TransportRequest::kDone : TransportRequest::kFailed;
+    req->state = status == UCS_OK ? UcxRequest::kDone : UcxRequest::kFailed;
     if (ucx_req != nullptr) ucp_request_free(ucx_req);
     req->ucx_req = nullptr;
     if (req->orphaned) {
@@ -66,12 +68,15 @@ void finish(TransportRequest* req, ucs_status_t status, void* ucx_req) {
 }
 
 void send_cb(void* ucx_req, ucs_status_t status, void* user_data) {
-    finish(static_cast<TransportRequest*>(user_data), status, ucx_req);
+    finish(static_cast<UcxRequest*>(user_data), status, ucx_req);
 }
 
 void recv_cb(void* ucx_req, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
-    auto* req = static_cast<TransportRequest*>(user_data);
-    if (status == UCS_OK && info->length != req->bytes) status = UCS_ERR_MESSAGE_TRUNCATED;
+    auto* req = static_cast<UcxRequest*>(user_data);
+    if (status == UCS_OK) {
+        req->received = info->length;
+        if (req->upto ? info->length > req->bytes : info->length != req->bytes) status = UCS_ERR_MESSAGE_TRUNCATED;
+    }
     finish(req, status, ucx_req);
 }
 
@@ -95,7 +100,7 @@ public:
                        TransportRequest** out) override {
         if (peer < 0 || peer >= nranks_) return set_last_error(vcclInternalError, "ucx: bad peer %d", peer);
         if (peers_[peer].failure != UCS_OK) return peer_failed(peer);
-        auto* req = new TransportRequest();
+        auto* req = new UcxRequest();
         req->peer = peer;
         req->bytes = bytes;
         start_record(req, telemetry::Dir::Send);
@@ -113,11 +118,30 @@ public:
 
     vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType mem,
                        TransportRequest** out) override {
+        return post_recv(peer, tag, buf, bytes, false, out);
+    }
+
+    vcclResult_t irecv_upto(int peer, uint64_t tag, void* buf, size_t max_bytes, MemType mem,
+                            TransportRequest** out) override {
+        return post_recv(peer, tag, buf, max_bytes, true, out);
+    }
+
+    size_t received_bytes(TransportRequest* req) const override { return static_cast<UcxRequest*>(req)->received; }
+
+    vcclResult_t peer_status(int peer) override {
+        if (peer < 0 || peer >= nranks_ || peers_[peer].failure == UCS_OK) return vcclSuccess;
+        return peer_failed(peer);
+    }
+
+    vcclResult_t reconnect(int peer) override;
+
+    vcclResult_t post_recv(int peer, uint64_t tag, void* buf, size_t bytes, bool upto, TransportRequest** out) {
         if (peer < 0 || peer >= nranks_) return set_last_error(vcclInternalError, "ucx: bad peer %d", peer);
         if (peers_[peer].failure != UCS_OK) return peer_failed(peer);
-        auto* req = new TransportRequest();
+        auto* req = new UcxRequest();
         req->peer = peer;
         req->bytes = bytes;
+        req->upto = upto;
         req->is_recv = true;
         start_record(req, telemetry::Dir::Recv);
         ucp_request_param_t param;
@@ -126,18 +150,23 @@ public:
         param.cb.recv = recv_cb;
         param.user_data = req;
         param.datatype = ucp_dt_make_contig(1);
+        // A receive that finds its message already waiting completes in place without the callback, and
+        // UCX 1.13 then reports no length (checked: tag_info.length stays 0). Receives that need the length
+        // therefore always complete through the callback.
+        if (upto) param.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
         ucp_tag_t utag = (ucp_tag_t(peer) << kRankShift) | (tag & kTagMask);
         ucs_status_ptr_t sp = ucp_tag_recv_nbx(worker_, buf, bytes, utag, ~ucp_tag_t(0), &param);
         return post_result(sp, req, out);
     }
 
-    vcclResult_t test(TransportRequest* req) override {
+    vcclResult_t test(TransportRequest* base) override {
+        auto* req = static_cast<UcxRequest*>(base);
         switch (req->state) {
-        case TransportRequest::kDone: return vcclSuccess;
-        case TransportRequest::kPending:
+        case UcxRequest::kDone: return vcclSuccess;
+        case UcxRequest::kPending:
             if (peers_[req->peer].failure != UCS_OK) return peer_failed(req->peer);
             return vcclInProgress;
-        case TransportRequest::kFailed: break;
+        case UcxRequest::kFailed: break;
         }
         if (req->status == UCS_ERR_MESSAGE_TRUNCATED) {
             return set_last_error(vcclInvalidUsage,
@@ -160,9 +189,10 @@ public:
         }
     }
 
-    void release(TransportRequest* req) override {
-        if (req == nullptr) return;
-        if (req->state != TransportRequest::kPending) {
+    void release(TransportRequest* base) override {
+        if (base == nullptr) return;
+        auto* req = static_cast<UcxRequest*>(base);
+        if (req->state != UcxRequest::kPending) {
             delete req;
             return;
         }
@@ -182,16 +212,17 @@ public:
     }
 
 private:
-    void start_record(TransportRequest* req, telemetry::Dir dir) {
+    void start_record(UcxRequest* req, telemetry::Dir dir) {
         if (telemetry_ == nullptr) return;
+        if (size_t(req->peer) < unrecorded_peers_.size() && unrecorded_peers_[size_t(req->peer)]) return;
         req->telemetry = telemetry_;
         req->tag = transfer_tag_;
         req->post_ns = telemetry_->on_post(req->peer, 0, dir, req->bytes);
     }
 
-    vcclResult_t post_result(ucs_status_ptr_t sp, TransportRequest* req, TransportRequest** out) {
+    vcclResult_t post_result(ucs_status_ptr_t sp, UcxRequest* req, TransportRequest** out) {
         if (sp == nullptr) { // completed in place; the callback is not called
-            req->state = TransportRequest::kDone;
+            req->state = UcxRequest::kDone;
             record_end(req, true);
         } else if (UCS_PTR_IS_ERR(sp)) {
             ucs_status_t st = UCS_PTR_STATUS(sp);
@@ -199,7 +230,7 @@ private:
             delete req;
             return set_last_error(st == UCS_ERR_NO_MEMORY ? vcclSystemError : vcclRemoteError,
                                   "ucx: posting a transfer failed: %s", ucs_status_string(st));
-        } else if (req->state == TransportRequest::kPending) {
+        } else if (req->state == UcxRequest::kPending) {
             req->ucx_req = sp; // still running
         } else {
             // The callback already ran inside the post call and freed UCX's request.
@@ -221,6 +252,13 @@ private:
     unsigned idle_polls_ = 0;
     int orphans_ = 0; // released requests UCX has not finished with yet
     telemetry::Telemetry* telemetry_ = nullptr;
+    std::vector<char> addresses_; // every rank's worker address, `address_slot_` bytes each (reconnect)
+    size_t address_slot_ = 0;
+    bool peer_errors_everywhere_ = false;
+    std::vector<uint64_t> host_ids_;
+    std::vector<bool> unrecorded_peers_;
+
+    vcclResult_t connect(int r);
 };
 
 void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -237,6 +275,7 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
     telemetry_ = options.telemetry;
+    unrecorded_peers_ = options.unrecorded_peers;
     if (nranks_ > kMaxRanks) {
         return set_last_error(vcclInvalidArgument, "ucx transport supports at most %d ranks", kMaxRanks);
     }
@@ -284,34 +323,68 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     ucp_worker_release_address(worker_, address);
     VCCL_RETURN_IF_ERROR(status);
 
+    addresses_ = std::move(table);
+    address_slot_ = slot;
+    peer_errors_everywhere_ = options.peer_errors_everywhere;
+    host_ids_ = options.host_ids;
     peers_.resize(nranks_);
     for (int r = 0; r < nranks_; ++r) {
-        Peer& p = peers_[r];
-        p.owner = this;
-        p.rank = r;
-        ucp_ep_params_t ep_params;
-        memset(&ep_params, 0, sizeof(ep_params));
-        ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                               UCP_EP_PARAM_FIELD_ERR_HANDLER;
-        ep_params.address = reinterpret_cast<const ucp_address_t*>(table.data() + slot * r);
-        // Peer error handling turns a dead remote peer into an error on its requests instead of a hang.
-        // On one host it would cost the shared-memory transports (UCX then prefers TCP, measured 4-5x
-        // slower on large messages); there a dead peer is caught by the operation timeout instead.
-        bool same_host = !options.host_ids.empty() && options.host_ids[size_t(r)] == options.host_ids[size_t(rank_)];
-        ep_params.err_mode = same_host ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
-        ep_params.err_handler.cb = ep_error_cb;
-        ep_params.err_handler.arg = &p;
-        ucs_status_t st = ucp_ep_create(worker_, &ep_params, &p.ep);
-        if (st != UCS_OK) {
-            VCCL_INFO(kLogNet, "ucx: endpoint to rank %d with peer error handling failed (%s); retrying without",
-                      r, ucs_status_string(st));
-            ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-            st = ucp_ep_create(worker_, &ep_params, &p.ep);
-        }
-        VCCL_RETURN_IF_ERROR(ucx_check(st, "ucp_ep_create"));
+        peers_[r].owner = this;
+        peers_[r].rank = r;
+        VCCL_RETURN_IF_ERROR(connect(r));
     }
     VCCL_INFO(kLogNet, "ucx: rank %d/%d connected (%s)", rank_, nranks_, ucp_get_version_string());
     return vcclSuccess;
+}
+
+vcclResult_t UcxTransport::connect(int r) {
+    Peer& p = peers_[r];
+    ucp_ep_params_t ep_params;
+    memset(&ep_params, 0, sizeof(ep_params));
+    ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                           UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(addresses_.data() + address_slot_ * size_t(r));
+    // Peer error handling turns a dead remote peer into an error on its requests instead of a hang.
+    // On one host it would cost the shared-memory transports (UCX then prefers TCP, measured 4-5x
+    // slower on large messages); there a dead peer is caught by the operation timeout instead.
+    bool same_host = !host_ids_.empty() && host_ids_[size_t(r)] == host_ids_[size_t(rank_)];
+    ep_params.err_mode =
+        same_host && !peer_errors_everywhere_ ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+    ep_params.err_handler.cb = ep_error_cb;
+    ep_params.err_handler.arg = &p;
+    ucs_status_t st = ucp_ep_create(worker_, &ep_params, &p.ep);
+    if (st != UCS_OK) {
+        VCCL_INFO(kLogNet, "ucx: endpoint to rank %d with peer error handling failed (%s); retrying without", r,
+                  ucs_status_string(st));
+        ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+        st = ucp_ep_create(worker_, &ep_params, &p.ep);
+    }
+    return ucx_check(st, "ucp_ep_create");
+}
+
+vcclResult_t UcxTransport::reconnect(int r) {
+    if (r < 0 || r >= nranks_ || worker_ == nullptr) return set_last_error(vcclInternalError, "ucx: bad peer %d", r);
+    Peer& p = peers_[r];
+    if (p.ep != nullptr) {
+        // The old endpoint failed: its requests have completed with errors, so a forced close is all
+        // that is left; it finishes in the background (the worker outlives it).
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &param);
+        if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) {
+            Deadline deadline = Deadline::after_ms(1000);
+            while (ucp_request_check_status(sp) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
+            if (ucp_request_check_status(sp) != UCS_INPROGRESS) ucp_request_free(sp);
+            else ++orphans_; // still UCX's: keeps the worker from being destroyed at close
+        }
+        p.ep = nullptr;
+    }
+    p.failure = UCS_OK;
+    vcclResult_t st = connect(r);
+    if (st != vcclSuccess) p.failure = UCS_ERR_UNREACHABLE;
+    return st;
 }
 
 vcclResult_t UcxTransport::close(Deadline deadline) {
