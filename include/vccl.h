@@ -164,6 +164,19 @@ VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int nranks, vc
 VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vcclComm_t* newcomm,
                                        vcclConfig_t* config);
 
+/** vcclCommShrink flags. */
+#define VCCL_SHRINK_DEFAULT 0x00 /**< planned: every remaining rank is healthy and idle on comm */
+#define VCCL_SHRINK_ABORT 0x01   /**< after a failure: operations still pending on comm are abandoned first */
+
+/**
+ * Collective over the ranks of comm that are not in excludeRanksList (the excluded ranks do not call it; they
+ * may be dead): creates a communicator of the remaining ranks, in their order in comm. The calling rank must
+ * not be excluded; ranks in the list must be valid and distinct. comm stays valid (destroy or abort it later);
+ * with VCCL_SHRINK_ABORT it no longer runs operations.
+ */
+VCCL_EXPORT vcclResult_t vcclCommShrink(vcclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                        vcclComm_t* newcomm, vcclConfig_t* config, int shrinkFlags);
+
 /**
  * Frees the communicator after its pending operations complete. Local: does not wait for other ranks.
  * Using comm afterwards returns vcclInvalidUsage.

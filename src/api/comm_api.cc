@@ -1,4 +1,5 @@
 /* Communicator entry points: argument checks and mapping to comm/, nothing else. */
+#include <vector>
 #include "api/check.h"
 #include "bootstrap/tcp/tcp_bootstrap.h"
 #include "comm/comm_ops.h"
@@ -38,6 +39,39 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, in
                               color);
     }
     return comm_split(comm, color, key, newcomm, config);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommShrink(vcclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                                   vcclComm_t* newcomm, vcclConfig_t* config, int shrinkFlags) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommShrink"));
+    if (newcomm == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommShrink: newcomm is NULL");
+    *newcomm = nullptr;
+    if (excludeRanksCount < 0 || (excludeRanksCount > 0 && excludeRanksList == nullptr)) {
+        return set_last_error(vcclInvalidArgument, "vcclCommShrink: %d excluded ranks in list %p", excludeRanksCount,
+                              static_cast<void*>(excludeRanksList));
+    }
+    if (shrinkFlags != VCCL_SHRINK_DEFAULT && shrinkFlags != VCCL_SHRINK_ABORT) {
+        return set_last_error(vcclInvalidArgument, "vcclCommShrink: flags 0x%x (VCCL_SHRINK_DEFAULT or VCCL_SHRINK_ABORT)",
+                              shrinkFlags);
+    }
+    std::vector<bool> excluded(size_t(comm->nranks), false);
+    for (int i = 0; i < excludeRanksCount; ++i) {
+        int r = excludeRanksList[i];
+        if (r < 0 || r >= comm->nranks) {
+            return set_last_error(vcclInvalidArgument, "vcclCommShrink: excluded rank %d is not in 0..%d", r,
+                                  comm->nranks - 1);
+        }
+        if (excluded[size_t(r)]) return set_last_error(vcclInvalidArgument, "vcclCommShrink: rank %d excluded twice", r);
+        excluded[size_t(r)] = true;
+    }
+    if (excluded[size_t(comm->rank)]) {
+        return set_last_error(vcclInvalidUsage, "vcclCommShrink: the calling rank %d is in the exclude list", comm->rank);
+    }
+    std::vector<int> members;
+    for (int r = 0; r < comm->nranks; ++r) {
+        if (!excluded[size_t(r)]) members.push_back(r);
+    }
+    return comm_shrink(comm, members, shrinkFlags == VCCL_SHRINK_ABORT, newcomm, config);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm) {

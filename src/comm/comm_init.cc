@@ -238,6 +238,27 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
     return comm_init_with_bootstrap(out, std::move(child), config);
 }
 
+vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool abort_pending, vcclComm_t* out,
+                         const vcclConfig_t* config) {
+    VCCL_RETURN_IF_ERROR(comm_check_config(config));
+    // Abandoning pending operations: they see `aborted` and end; the parent bootstrap stays up, since the
+    // new communicator's set-up is routed over it.
+    if (abort_pending) comm->aborted.store(true);
+    uint64_t shrink_seq;
+    {
+        std::lock_guard<std::mutex> lock(comm->op_mutex);
+        shrink_seq = comm->split_seq++;
+    }
+    int new_rank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
+    // No exchange among the members is needed: each computes the same list, and excluded ranks take no
+    // part (they may be dead).
+    uint64_t split_id = mix64(comm->hash ^ mix64(shrink_seq) ^ 0x7368726b6e6b6e00ull);
+    std::shared_ptr<Bootstrap> child;
+    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
+    if (child == nullptr) return set_last_error(vcclInternalError, "shrink produced no bootstrap");
+    return comm_init_with_bootstrap(out, std::move(child), config);
+}
+
 vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     comm_unregister(comm);
     if (abort) {

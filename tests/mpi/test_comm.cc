@@ -1,5 +1,5 @@
 /*
- * Communicator lifecycle: vcclCommSplit (colors, keys, VCCL_SPLIT_NOCOLOR, child outliving its parent),
+ * Communicator lifecycle: vcclCommSplit (colors, keys, VCCL_SPLIT_NOCOLOR, child outliving its parent), vcclCommShrink,
  * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, versions and
  * error strings, and many communicators created and destroyed in a row.
  */
@@ -134,6 +134,57 @@ TEST_F(CommTest, SplitNoColorGivesNull) {
     /* The parent is still fine. */
     vcclResult_t rc3;
     EXPECT_ALL_RANKS(comm_sum(parent, 1, &rc3) == n_ && rc3 == vcclSuccess);
+}
+
+/* The highest rank is left out and takes no part (as a dead rank would not); the others shrink, in planned
+ * and in abort mode, and the new communicator computes over the remaining ranks only. */
+TEST_F(CommTest, ShrinkExcludesTheLastRank) {
+    if (n_ < 2) GTEST_SKIP() << "needs 2 ranks";
+    for (int flags : {VCCL_SHRINK_DEFAULT, VCCL_SHRINK_ABORT}) {
+        vcclResult_t rc = vcclSuccess;
+        vcclComm_t parent = make_comm(CommKind::Mpi, &rc);
+        ASSERT_ALL_RANKS(parent != nullptr);
+        int excluded = n_ - 1;
+        vcclComm_t child = nullptr;
+        std::string why;
+        if (rank_ != excluded) {
+            rc = vcclCommShrink(parent, &excluded, 1, &child, nullptr, flags);
+            why = rc_why("vcclCommShrink", rc, vcclSuccess);
+            if (rc == vcclSuccess && child != nullptr) {
+                int count = -1, r = -1;
+                vcclCommCount(child, &count);
+                vcclCommUserRank(child, &r);
+                if (count != n_ - 1 || r != rank_) why = "shrunk comm has count " + std::to_string(count) + " rank " + std::to_string(r);
+                vcclResult_t rc2;
+                int64_t sum = comm_sum(child, rank_ + 1, &rc2);
+                int64_t want = int64_t(n_ - 1) * n_ / 2; // 1 + ... + (n-1)
+                if (rc2 != vcclSuccess || sum != want)
+                    why = "allreduce on the shrunk comm gave " + std::to_string(sum) + ", want " + std::to_string(want);
+            }
+        }
+        EXPECT_ALL_RANKS_WHY(why.empty(), why + " (flags " + std::to_string(flags) + ")");
+        if (child != nullptr) EXPECT_EQ(vcclCommDestroy(child), vcclSuccess);
+        MPI_Barrier(MPI_COMM_WORLD);
+        EXPECT_EQ(flags == VCCL_SHRINK_ABORT && rank_ != excluded ? vcclCommAbort(parent) : vcclCommDestroy(parent),
+                  vcclSuccess);
+    }
+}
+
+TEST_F(CommTest, ShrinkRejectsBadArguments) {
+    vcclComm_t comm = shared_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    vcclComm_t out = nullptr;
+    int self = rank_, bad = n_, twice[2] = {0, 0}, neg = -1;
+    EXPECT_EQ(vcclCommShrink(comm, &self, 1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidUsage);
+    EXPECT_EQ(vcclCommShrink(comm, &bad, 1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, &neg, 1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, twice, 2, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, nullptr, 1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, &bad, -1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, &bad, 1, nullptr, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(comm, &bad, 1, &out, nullptr, 0x10), vcclInvalidArgument);
+    EXPECT_EQ(vcclCommShrink(nullptr, &bad, 1, &out, nullptr, VCCL_SHRINK_DEFAULT), vcclInvalidArgument);
+    EXPECT_EQ(out, nullptr);
 }
 
 TEST_F(CommTest, DestroyParentBeforeChild) {
