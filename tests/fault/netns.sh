@@ -147,6 +147,19 @@ vf_flap() {
     done
 }
 
+# vf_flap_count N [PERIOD_MS] [DEV]: N down/up cycles (each state PERIOD_MS long, default 100), for benchmarks
+# that count fault events rather than seconds. Stops early like vf_flap.
+vf_flap_count() {
+    local i period=${2:-100} dev=${3:-rail0}
+    for i in $(seq "$1"); do
+        [ -n "${VF_STOP_FILE:-}" ] && [ -e "$VF_STOP_FILE" ] && break
+        vf_link_down "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+        vf_link_up "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+    done
+}
+
 vf_both_down() {
     ip -n "$VF_NS0" link set rail0 down && ip -n "$VF_NS0" link set rail1 down && vf_mark fault both-down rail0,rail1
 }
