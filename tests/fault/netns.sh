@@ -1,0 +1,170 @@
+# tests/fault/netns.sh - network namespaces with two rails between two ranks, and link faults on them.
+# Sourced (bash) by the fault tests and contrib/bench-fault.sh; needs root and iproute2 (ip, tc).
+#
+#   vf_setup          namespaces ${VF_PREFIX}r0 and ${VF_PREFIX}r1, each with lo, rail0 (10.81.0.R+1/24)
+#                     and rail1 (10.82.0.R+1/24): two veth pairs, the same device names in every namespace
+#                     so that one VCCL_NET_DEVICES value serves both ranks. Exits 77 when it cannot.
+#   vf_cleanup        deletes this run's namespaces (veths go with them); installed as trap on EXIT INT TERM.
+#   fault helpers     vf_link_down/up, vf_blackhole/vf_unblackhole, vf_slow/vf_unslow, vf_flap, vf_both_down/up.
+#                     Each records "fault NAME NS" or "repair NAME NS" with the wall-clock time in
+#                     $VF_TIMELINE (when set) right after the change took effect, for the worker's analysis.
+#
+# The names carry the shell's PID so that parallel runs never collide, and a run that was killed -9
+# leaves namespaces a later run recognises (dead PID) and removes.
+
+VF_PREFIX=${VF_PREFIX:-vf$$}
+VF_NS0=${VF_PREFIX}r0
+VF_NS1=${VF_PREFIX}r1
+VF_TIMELINE=${VF_TIMELINE:-}
+
+vf_skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+# Wall clock in ns: the worker compares these with its own CLOCK_REALTIME stamps (same host).
+vf_now_ns() { date +%s%N; }
+
+vf_mark() { # vf_mark WORDS...: one timeline line "WORDS... TIME_NS"
+    [ -n "$VF_TIMELINE" ] && echo "$* $(vf_now_ns)" >>"$VF_TIMELINE"
+    return 0
+}
+
+# Removes namespaces vf<PID>r<N> whose PID is no longer alive (left by runs that were killed).
+vf_cleanup_stale() {
+    local ns pid
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+        case $ns in vf[0-9]*r[0-9]*) ;; *) continue ;; esac
+        pid=${ns#vf}
+        pid=${pid%%r*}
+        case $pid in *[!0-9]*|'') continue ;; esac
+        if ! kill -0 "$pid" 2>/dev/null; then
+            ip netns delete "$ns" 2>/dev/null && echo "netns.sh: removed stale namespace $ns"
+        fi
+    done
+}
+
+vf_cleanup() {
+    ip netns delete "$VF_NS0" 2>/dev/null
+    ip netns delete "$VF_NS1" 2>/dev/null
+    return 0
+}
+
+vf_setup() {
+    [ "$(id -u)" -eq 0 ] || vf_skip "link fault tests need root (network namespaces, veth, tc)"
+    command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || vf_skip "iproute2 (ip, tc) not installed"
+    vf_cleanup_stale
+    trap 'vf_cleanup' EXIT
+    # A signal ends the script too: EXIT then runs the cleanup once more (harmless).
+    trap 'vf_cleanup; exit 130' INT
+    trap 'vf_cleanup; exit 143' TERM
+    if ! ip netns add "$VF_NS0" 2>/dev/null || ! ip netns add "$VF_NS1" 2>/dev/null; then
+        vf_cleanup
+        vf_skip "cannot create network namespaces (ip netns add failed: no CAP_SYS_ADMIN or no /var/run/netns)"
+    fi
+    local r
+    for r in 0 1; do
+        # Created directly inside the namespaces, so the fixed names never clash in the root namespace.
+        ip link add "rail$r" netns "$VF_NS0" type veth peer name "rail$r" netns "$VF_NS1" ||
+            { vf_cleanup; vf_skip "cannot create veth pairs"; }
+        ip -n "$VF_NS0" addr add "10.8$((r + 1)).0.1/24" dev "rail$r" &&
+            ip -n "$VF_NS1" addr add "10.8$((r + 1)).0.2/24" dev "rail$r" &&
+            ip -n "$VF_NS0" link set "rail$r" up && ip -n "$VF_NS1" link set "rail$r" up ||
+            { vf_cleanup; echo "netns.sh: configuring rail$r failed" >&2; exit 99; }
+    done
+    ip -n "$VF_NS0" link set lo up && ip -n "$VF_NS1" link set lo up || { vf_cleanup; exit 99; }
+    # The kernel reports carrier (operstate UP, IFF_RUNNING) through linkwatch, up to a second late; UCX
+    # ignores a device that is not running yet, so wait for all four ends.
+    vf_wait_running "$VF_NS0" rail0 && vf_wait_running "$VF_NS0" rail1 && vf_wait_running "$VF_NS1" rail0 &&
+        vf_wait_running "$VF_NS1" rail1 || { vf_cleanup; echo "netns.sh: rails never came up" >&2; exit 99; }
+    # Both rails must actually pass traffic before any test means anything.
+    for r in 0 1; do
+        vf_reachable "$VF_NS0" "10.8$((r + 1)).0.2" ||
+            { vf_cleanup; echo "netns.sh: rail$r does not reach the other namespace" >&2; exit 99; }
+    done
+}
+
+vf_wait_running() { # vf_wait_running NS DEV: waits up to 5 s for operstate UP
+    local i
+    for i in $(seq 50); do
+        ip -n "$1" link show "$2" 2>/dev/null | grep -q 'state UP' && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# vf_reachable NS ADDR: true when ADDR answers from NS. ping is often not installed, so a TCP connect to
+# the discard port stands in: "connection refused" proves a round trip as well as a ping does.
+vf_reachable() {
+    local err
+    err=$(ip netns exec "$1" timeout 2 bash -c "exec 3<>/dev/tcp/$2/9" 2>&1) && return 0
+    case $err in *refused*) return 0 ;; esac
+    return 1
+}
+
+vf_tx_bytes() { # vf_tx_bytes NS DEV: bytes sent so far by DEV in NS
+    ip -n "$1" -s -j link show "$2" 2>/dev/null | sed -n 's/.*"tx":{"bytes":\([0-9]*\).*/\1/p'
+}
+
+# --- faults. DEV defaults to rail0. "Both ends" matters: a qdisc only acts on packets a side sends. ---
+
+vf_link_down() { ip -n "$VF_NS0" link set "${1:-rail0}" down && vf_mark fault link-down "${1:-rail0}"; }
+vf_link_up() { ip -n "$VF_NS0" link set "${1:-rail0}" up && vf_mark repair link-up "${1:-rail0}"; }
+
+# Silent loss: the link stays up (no netlink event, no carrier loss) and every packet is dropped, both ways.
+vf_blackhole() {
+    tc -n "$VF_NS0" qdisc replace dev "${1:-rail0}" root pfifo limit 0 &&
+        tc -n "$VF_NS1" qdisc replace dev "${1:-rail0}" root pfifo limit 0 && vf_mark fault blackhole "${1:-rail0}"
+}
+vf_unblackhole() {
+    tc -n "$VF_NS0" qdisc del dev "${1:-rail0}" root 2>/dev/null
+    tc -n "$VF_NS1" qdisc del dev "${1:-rail0}" root 2>/dev/null
+    vf_mark repair unblackhole "${1:-rail0}"
+}
+
+vf_slow() {
+    tc -n "$VF_NS0" qdisc replace dev "${1:-rail0}" root tbf rate 100mbit burst 32kbit latency 100ms &&
+        tc -n "$VF_NS1" qdisc replace dev "${1:-rail0}" root tbf rate 100mbit burst 32kbit latency 100ms &&
+        vf_mark fault slow "${1:-rail0}"
+}
+vf_unslow() {
+    tc -n "$VF_NS0" qdisc del dev "${1:-rail0}" root 2>/dev/null
+    tc -n "$VF_NS1" qdisc del dev "${1:-rail0}" root 2>/dev/null
+    vf_mark repair unslow "${1:-rail0}"
+}
+
+# vf_flap SECONDS [PERIOD_MS] [DEV]: rail down and up, one change every PERIOD_MS (default 200), for SECONDS;
+# ends with the rail up. Also stops early when the file $VF_STOP_FILE appears (the worker has exited).
+vf_flap() {
+    local end period=${2:-200} dev=${3:-rail0}
+    end=$(($(vf_now_ns) + $1 * 1000000000))
+    while [ "$(vf_now_ns)" -lt "$end" ]; do
+        [ -n "${VF_STOP_FILE:-}" ] && [ -e "$VF_STOP_FILE" ] && break
+        vf_link_down "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+        vf_link_up "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+    done
+}
+
+# vf_flap_count N [PERIOD_MS] [DEV]: N down/up cycles (each state PERIOD_MS long, default 100), for benchmarks
+# that count fault events rather than seconds. Stops early like vf_flap.
+vf_flap_count() {
+    local i period=${2:-100} dev=${3:-rail0}
+    for i in $(seq "$1"); do
+        [ -n "${VF_STOP_FILE:-}" ] && [ -e "$VF_STOP_FILE" ] && break
+        vf_link_down "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+        vf_link_up "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+    done
+}
+
+vf_both_down() {
+    ip -n "$VF_NS0" link set rail0 down && ip -n "$VF_NS0" link set rail1 down && vf_mark fault both-down rail0,rail1
+}
+vf_both_up() {
+    ip -n "$VF_NS0" link set rail0 up && ip -n "$VF_NS0" link set rail1 up && vf_mark repair both-up rail0,rail1
+}
+
+vf_ms_to_s() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }
