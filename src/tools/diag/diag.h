@@ -70,10 +70,10 @@ struct MatrixVerdict {
     double median = 0;          // of the measured links
     double fraction = 0.5;      // threshold: a link below fraction * median is slow
     Link slowest;               // src -1 when nothing was measured
-    int slowest_rank = -1;      // lowest mean bandwidth over the links it sends and receives on
+    int slowest_rank = -1;      // lowest harmonic mean bandwidth over the links it sends and receives on
     double slowest_rank_bw = 0;
     std::vector<Link> slow;     // links below the threshold, slowest first
-    int suspect_rank = -1;      // the one rank that every slow link touches, when there are >= 2 slow links
+    int suspect_rank = -1;      // the only rank that every slow link touches (>= 2 slow links), else -1
 };
 MatrixVerdict analyze_matrix(const std::vector<std::vector<double>>& bw, double fraction);
 /* Text table, JSON object and findings of a verdict. */

@@ -48,34 +48,38 @@ MatrixVerdict analyze_matrix(const std::vector<std::vector<double>>& bw, double 
     for (const Link& l : links)
         if (l.bw < fraction * v.median) v.slow.push_back(l);
 
-    // The slowest rank by the mean over both directions: a rank with a slow NIC drags down what it sends
-    // and (with a slow receive side) what it receives; a slow partner drags down only one link of it.
+    // The slowest rank: the lowest harmonic mean over the links it sends and receives on, i.e. the rank
+    // that needs longest to exchange equal amounts with every peer (alltoall-like). An arithmetic mean would
+    // let one fast link hide a slow one; here one slow link costs what it costs in a job.
     for (int r = 0; r < v.nranks; ++r) {
-        double sum = 0;
+        double seconds_per_byte = 0;
         int n = 0;
         for (const Link& l : links)
             if (l.src == r || l.dst == r) {
-                sum += l.bw;
+                seconds_per_byte += l.bw > 0 ? 1 / l.bw : 1e30;
                 ++n;
             }
         if (n == 0) continue;
-        double mean = sum / n;
+        double mean = n / seconds_per_byte;
         if (v.slowest_rank < 0 || mean < v.slowest_rank_bw) {
             v.slowest_rank = r;
             v.slowest_rank_bw = mean;
         }
     }
 
-    // One rank common to all slow links explains them; a single slow link has two candidates, so no one.
+    // A rank common to all slow links explains them. It must be the only such rank: a single slow link, or
+    // the two directions of one pair, have two candidates and name no one.
     if (v.slow.size() >= 2) {
+        int common = 0;
         for (int r = 0; r < v.nranks; ++r) {
             bool all = true;
             for (const Link& l : v.slow) all = all && (l.src == r || l.dst == r);
             if (all) {
+                ++common;
                 v.suspect_rank = r;
-                break;
             }
         }
+        if (common != 1) v.suspect_rank = -1;
     }
     return v;
 }
@@ -106,7 +110,7 @@ void matrix_section(const std::vector<std::vector<double>>& bw, const MatrixVerd
         t += "\n";
     }
     if (v.slowest.src >= 0) {
-        snprintf(line, sizeof(line), "median %s GB/s; slowest link %d -> %d at %s GB/s; slowest rank %d (mean %s GB/s)\n",
+        snprintf(line, sizeof(line), "median %s GB/s; slowest link %d -> %d at %s GB/s; slowest rank %d (harmonic mean %s GB/s)\n",
                  gbps(v.median).c_str(), v.slowest.src, v.slowest.dst, gbps(v.slowest.bw).c_str(), v.slowest_rank,
                  gbps(v.slowest_rank_bw).c_str());
         t += line;

@@ -11,6 +11,7 @@
 #if VCCL_HAVE_MPI
 #include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,7 +60,10 @@ void all_ok(bool ok, const std::string& error) {
 }
 
 /* Testing aid (DESIGN.md, testing recipes): mpirun cannot start ranks in separate network namespaces, so
- * each rank enters its own before vccl opens any socket. MPI keeps working over shared memory. */
+ * each rank enters its own before vccl opens any socket. MPI keeps working over shared memory. Like
+ * `ip netns exec`, it then mounts a fresh sysfs in a mount namespace of its own: /sys/class/net shows the
+ * devices of the namespace that mounted sysfs, and UCX lists its TCP devices there. Both namespaces belong
+ * to this thread and to the threads it starts afterwards (vccl's proxy, UCX's), which is all that matters. */
 bool enter_netns(const std::string& prefix, int rank, std::string* error) {
     std::string path = "/var/run/netns/" + prefix + std::to_string(rank);
     int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -72,6 +76,11 @@ bool enter_netns(const std::string& prefix, int rank, std::string* error) {
     close(fd);
     if (rc != 0) {
         *error = "--netns-prefix: setns(" + path + "): " + strerror(saved);
+        return false;
+    }
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
+        umount2("/sys", MNT_DETACH) != 0 || mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) {
+        *error = std::string("--netns-prefix: remounting /sys for the namespace: ") + strerror(errno);
         return false;
     }
     return true;
