@@ -2,7 +2,8 @@
 # vccl-diag sweep names a slow rail: 3 ranks, each in a network namespace of its own with one veth 'rail0'
 # to a bridge in a fourth namespace (a switch), 10.77.0.1-3/24. Rank 2's rail0 is shaped to 200 Mbit/s with
 # tbf, so the links 2 -> 0 and 2 -> 1 are slow (tbf shapes what a device sends). The sweep must flag
-# exactly those, name rank 2 as the slowest rank and as the suspect, and exit 1.
+# exactly those, name rank 2 as the slowest rank and as the suspect, and exit 1. The same run writes
+# telemetry files (VCCL_TELEMETRY_DIR), and vccl-telemetry report must flag rank 2's sends as slow too.
 #
 # mpirun cannot start ranks inside namespaces (DESIGN.md, testing recipes), so the ranks enter theirs with
 # vccl-diag's testing option --netns-prefix after MPI_Init. Needs root and iproute2; skips (77) otherwise.
@@ -22,10 +23,11 @@ command -v "$MPIRUN" >/dev/null 2>&1 || skip "no $MPIRUN"
 ns=vdiag$$r       # rank namespaces vdiag<pid>r0..r2
 br=vdiag$$br      # the switch
 out=${TMPDIR:-/tmp}/diag-slow-rail.$$.json
+tel=${TMPDIR:-/tmp}/diag-slow-rail.$$.tel
 cleanup() {
     for r in 0 1 2; do ip netns del "$ns$r" 2>/dev/null; done
     ip netns del "$br" 2>/dev/null
-    rm -f "$out"
+    rm -rf "$out" "$tel"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
@@ -52,9 +54,11 @@ if command -v ping >/dev/null 2>&1; then
     done
 fi
 
-VCCL_UCX_TLS=tcp VCCL_NET_DEVICES=rail0 VCCL_BACKUP_NET_DEVICES=none VCCL_TELEMETRY_SHM=0 \
+mkdir -p "$tel" || exit 99
+VCCL_UCX_TLS=tcp VCCL_NET_DEVICES=rail0 VCCL_BACKUP_NET_DEVICES=none VCCL_TELEMETRY_SHM=0 VCCL_TELEMETRY_DIR=$tel \
     timeout -k 10 240 "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
     --mca btl self,vader -x VCCL_UCX_TLS -x VCCL_NET_DEVICES -x VCCL_BACKUP_NET_DEVICES -x VCCL_TELEMETRY_SHM \
+    -x VCCL_TELEMETRY_DIR \
     -np 3 "$diag" sweep --json -b 4M -n 3 --netns-prefix "$ns" >"$out"
 rc=$?
 cat "$out"
@@ -71,4 +75,17 @@ assert d["slowest_link"]["src"] == 2, "slowest link %s" % d["slowest_link"]
 for l in d["slow_links"]:
     assert 5e6 < l["bw"] < 30e6, "shaped link at %.0f B/s" % l["bw"]
 print("diag-slow-rail.sh: slow links 2->0, 2->1 flagged; rank 2 named")
+PY
+
+# The files of the same run: report's per-link bandwidth (bytes over busy time) must single out rank 2's
+# sends, and every link it flags must touch rank 2.
+"$top_builddir/vccl-telemetry" report --json "$tel"/*.jsonl >"$out" ||
+    { echo "diag-slow-rail.sh: vccl-telemetry report failed" >&2; exit 1; }
+python3 - "$out" <<'PY' || exit 1
+import json, sys
+d = json.load(open(sys.argv[1]))
+slow = [(l["rank"], l["dir"], l["peer"]) for l in d["links"] if l["slow"]]
+assert (2, "send", 0) in slow and (2, "send", 1) in slow, "report flags %s, expected rank 2's sends" % slow
+assert all(2 in (r, p) for r, _, p in slow), "report flags links without rank 2: %s" % slow
+print("diag-slow-rail.sh: vccl-telemetry report flags %s" % slow)
 PY

@@ -159,6 +159,9 @@ void sync(const Buffers& b) {
  * for the timed iterations (0 on senders and idle ranks). Receivers time it: their last byte arriving is
  * when the link has delivered; a sender may finish earlier into buffers. */
 double phase(const SweepOptions& o, const Buffers& b, int peer, bool sending, bool active, vcclComm_t comm) {
+    // Start the phase together: a sender that posts while its partner still works on the previous phase
+    // would wait for it, and telemetry (vccl-telemetry report) would charge that wait to the link.
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     for (int i = 0; active && i < o.warmup; ++i) transfer(b, o.bytes, peer, sending, comm);
     if (active) sync(b);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
