@@ -158,6 +158,16 @@ std::string launcher_job_id() {
     return "";
 }
 
+int launcher_world_size() {
+    const char* const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (const char* var : launcher_vars) {
+        int64_t n = 0;
+        const char* v = getenv(var);
+        if (v != nullptr && parse_int(v, &n) && n > 0 && n < (int64_t(1) << 30)) return int(n);
+    }
+    return 0;
+}
+
 void reload() {
     Cache& c = cache();
     std::lock_guard<std::mutex> lock(c.mutex);

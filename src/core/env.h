@@ -52,6 +52,11 @@ bool parse_size(const char* text, uint64_t* out);
  * read here so that this file stays the only reader of the process environment. */
 std::string launcher_job_id();
 
+/* The number of processes the launcher started for this job (Open MPI's mpirun, PMI-2 launchers such as
+ * srun --mpi=pmi2), or 0 when this process was not started by one. Lets a tool decide whether to call
+ * MPI_Init at all. Not a VCCL_* setting; read here for the same reason as launcher_job_id(). */
+int launcher_world_size();
+
 /* Forget cached values so the next get_* reads the process environment again (tests). */
 void reload();
 

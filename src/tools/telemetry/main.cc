@@ -59,27 +59,6 @@ uint64_t to_u64(const std::string& s) { return strtoull(s.c_str(), nullptr, 10);
 
 } // namespace
 
-std::string json_str(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        if (static_cast<unsigned char>(c) >= 0x20) out += c;
-    }
-    return out + "\"";
-}
-
-std::string human_bytes(double b) {
-    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
-    int u = 0;
-    while (b >= 1000.0 && u < 4) {
-        b /= 1000.0;
-        ++u;
-    }
-    char buf[32];
-    snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-    return buf;
-}
-
 bool load_file(const std::string& path, std::vector<Row>* rows, uint64_t* dropped, std::string* why) {
     std::ifstream in(path);
     if (!in) {

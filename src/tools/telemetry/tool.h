@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/telemetry/rings.h"
+
 namespace vtel {
 
 /* One line of a VCCL_TELEMETRY_DIR file (CSV or JSON Lines); times are Unix-epoch ns. */
@@ -28,9 +30,6 @@ bool load_file(const std::string& path, std::vector<Row>* rows, uint64_t* droppe
 int cmd_top(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
-
-std::string json_str(const std::string& s);
-std::string human_bytes(double bytes);
 
 } // namespace vtel
 

@@ -1,11 +1,6 @@
 /* vccl-telemetry top: every ring of this user in /dev/shm, one line per rank and link, refreshed. */
-#include <dirent.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -14,66 +9,13 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "telemetry/ring.h"
 #include "tools/telemetry/tool.h"
 
 namespace vtel {
 
-using vccl::telemetry::Header;
 using vccl::telemetry::PathStats;
-using vccl::telemetry::RingReader;
 
 namespace {
-
-struct RingView {
-    std::string file;
-    std::string job, comm_name, host;
-    uint64_t comm_hash = 0;
-    int rank = 0, nranks = 0, pid = 0;
-    bool closed = false, alive = true;
-    uint64_t records = 0;
-    uint64_t heartbeat_ns = 0;
-    std::vector<PathStats> paths;
-};
-
-std::vector<RingView> scan(const std::string& dir) {
-    std::vector<RingView> out;
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return out;
-    while (struct dirent* e = readdir(d)) {
-        if (strncmp(e->d_name, "vccl-", 5) != 0) continue;
-        std::string path = dir + "/" + e->d_name;
-        struct stat st;
-        if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) continue;
-        RingReader reader;
-        std::string why;
-        if (!reader.attach(path, &why)) continue; // not a ring (yet): skip quietly
-        const Header& h = reader.header();
-        RingView v;
-        v.file = e->d_name;
-        v.job = h.job;
-        v.comm_name = h.comm_name;
-        v.host = h.host;
-        v.comm_hash = h.comm_hash;
-        v.rank = h.rank;
-        v.nranks = h.nranks;
-        v.pid = h.pid;
-        v.closed = h.closed.load() != 0;
-        v.alive = kill(h.pid, 0) == 0 || errno == EPERM;
-        v.records = reader.write_index();
-        v.heartbeat_ns = h.heartbeat_ns.load();
-        v.paths = reader.paths();
-        out.push_back(std::move(v));
-        // detached here: the reader unmaps; the writer never notices
-    }
-    closedir(d);
-    std::sort(out.begin(), out.end(), [](const RingView& a, const RingView& b) {
-        return a.comm_hash != b.comm_hash ? a.comm_hash < b.comm_hash : a.rank < b.rank;
-    });
-    return out;
-}
-
-const char* ring_status(const RingView& v) { return !v.alive ? "dead" : v.closed ? "closed" : "live"; }
 
 void print_text(const std::vector<RingView>& rings, const std::string& dir) {
     uint64_t now = vccl::now_ns();
@@ -147,7 +89,7 @@ int cmd_top(int argc, char** argv) {
     }
     bool tty = isatty(STDOUT_FILENO) != 0;
     while (true) {
-        std::vector<RingView> rings = scan(dir);
+        std::vector<RingView> rings = scan_rings(dir);
         if (json) {
             print_json(rings);
         } else {

@@ -1,0 +1,41 @@
+/* The live telemetry rings of this user (/dev/shm/vccl-*), read once, and the small text helpers that
+ * vccl-telemetry and vccl-diag share. One reader for both tools, so that they always agree on what a ring
+ * says. */
+#ifndef VCCL_TOOLS_TELEMETRY_RINGS_H_
+#define VCCL_TOOLS_TELEMETRY_RINGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "telemetry/format.h"
+
+namespace vtel {
+
+/* A consistent copy of one ring's header and path counters. */
+struct RingView {
+    std::string file;
+    std::string job, comm_name, host;
+    uint64_t comm_hash = 0;
+    int rank = 0, nranks = 0, pid = 0;
+    bool closed = false, alive = true;
+    uint64_t records = 0;
+    uint64_t heartbeat_ns = 0;
+    std::vector<vccl::telemetry::PathStats> paths;
+};
+
+/* Every ring file in dir owned by this user, sorted by communicator and rank; files that are not (yet)
+ * rings are skipped quietly. A missing directory gives no rings. */
+std::vector<RingView> scan_rings(const std::string& dir);
+
+/* "live", "closed" (communicator destroyed) or "dead" (writer process gone). */
+const char* ring_status(const RingView& v);
+
+/* A JSON string literal for s. */
+std::string json_str(const std::string& s);
+/* "12.34 MB" (powers of 1000). */
+std::string human_bytes(double bytes);
+
+} // namespace vtel
+
+#endif
