@@ -63,7 +63,11 @@ public:
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         return z ^ (z >> 31);
     }
-    size_t below(size_t n) { return n ? size_t(next() % n) : 0; }
+    /* Draws exactly one value whatever n is, so ranks that pass different n (group sizes) stay aligned. */
+    size_t below(size_t n) {
+        uint64_t v = next();
+        return n ? size_t(v % n) : 0;
+    }
 
 private:
     uint64_t s_;
@@ -210,7 +214,6 @@ void Soak::churn() {
     }
     vcclComm_t sub = nullptr;
     if (!ok(vcclCommSplit(world_, mine, key[size_t(rank_)], &sub, nullptr), "vcclCommSplit", world_)) return;
-    if (sub != nullptr && rank_ == 0) local_.comms_created++;
     if (mine == VCCL_SPLIT_NOCOLOR) {
         if (sub != nullptr) {
             fprintf(stderr, "vccl-perf soak: rank %d: NOCOLOR split returned a communicator\n", rank_);
@@ -229,15 +232,17 @@ void Soak::churn() {
         fprintf(stderr, "vccl-perf soak: rank %d: split returned no communicator\n", rank_);
         local_.errors++;
     }
-    /* Every rank draws these steps' plans (plan_step always draws the same number of values, so the
-     * sequences stay aligned), only members run them, at the size and rank vccl reports. */
+    /* Every rank draws these steps' plans: how many values plan_step draws depends only on the generator's
+     * state, not on the group size, so all ranks stay aligned. Members run them at the size and rank vccl
+     * reports; the child's rank 0 counts the communicator. */
     int n = 1, me = 0;
     if (sub != nullptr && vcclCommCount(sub, &n) == vcclSuccess && vcclCommUserRank(sub, &me) == vcclSuccess) {
+        if (me == 0) local_.comms_created++;
         for (int i = 0; i < 2; ++i) one_step(sub, me, n);
     } else {
         for (int i = 0; i < 2; ++i) plan_step(o_, rng_, 1);
     }
-    if (sub != nullptr && ok(vcclCommDestroy(sub), "vcclCommDestroy", nullptr) && rank_ == 0)
+    if (sub != nullptr && ok(vcclCommDestroy(sub), "vcclCommDestroy", nullptr) && me == 0)
         local_.comms_destroyed++;
     if (churns_ % 4 == 0) {
         if (ok(vcclCommDestroy(world_), "vcclCommDestroy (world)", nullptr) && rank_ == 0)
