@@ -167,7 +167,9 @@ static int run(int argc, char** argv, int rank, int nranks) {
                    nranks, !lacking ? "has one" : e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return kExitSkip;
     }
-    if (!vccl_component_enabled()) {
+    int enabled = vccl_component_enabled(), all_enabled = 0;
+    MPI_Allreduce(&enabled, &all_enabled, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* all ranks stop, or none */
+    if (!all_enabled) {
         if (rank == 0)
             fprintf(stderr, "bench_mpi_device: coll/vccl is not loaded (or coll_vccl_enable is 0): Open MPI's own "
                             "components would receive device pointers. Name its directory in "
