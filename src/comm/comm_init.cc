@@ -190,6 +190,11 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     if (env::get_bool(env::kP2pDirect)) {
         VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap.get(), options.host_ids, &comm->ipc));
     }
+    // No rank returns before every rank has connected to every peer: one that destroyed its new
+    // communicator at once would free its UCX worker (shared-memory FIFO) while a slower peer was still
+    // attaching to it, failing that peer's init (found by vccl-perf --soak; test_comm's
+    // SplitThenDestroyAtOnceInALoop).
+    VCCL_RETURN_IF_ERROR(bootstrap->barrier());
     comm->bootstrap = std::move(bootstrap);
 
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,

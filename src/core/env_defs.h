@@ -11,7 +11,8 @@ VCCL_ENV_DEF(kDebug, "VCCL_DEBUG", Str, "WARN", "Log level: NONE, WARN, INFO or 
 VCCL_ENV_DEF(kDebugSubsys, "VCCL_DEBUG_SUBSYS", Str, "ALL",
              "Subsystems to log: comma list of INIT,BOOTSTRAP,NET,COLL,P2P,TOPO,PROXY,ENV,DEVICE,ALL; ^ excludes")
 VCCL_ENV_DEF(kDebugFile, "VCCL_DEBUG_FILE", Str, "",
-             "Write logs to this file instead of stderr; %h expands to the host name, %p to the pid")
+             "Write logs to this file instead of stderr; %h expands to the host name, %p to the pid. A new file "
+             "is mode 0600; a symbolic link or another user's file is refused (logs then go to stderr)")
 VCCL_ENV_DEF(kBootstrapTimeout, "VCCL_BOOTSTRAP_TIMEOUT", Int, "120",
              "Seconds any bootstrap wait (connect, accept, receive) may take before vcclTimeout")
 VCCL_ENV_DEF(kSocketIfname, "VCCL_SOCKET_IFNAME", Str, "",

@@ -1,6 +1,7 @@
 #include "log.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -56,6 +57,43 @@ LogLevel parse_level(const std::string& text) {
     return LogLevel::Warn;
 }
 
+void warn_log_file(const char* host, const char* path, const char* why) {
+    fprintf(stderr, "%s:%d vccl WARN cannot use VCCL_DEBUG_FILE %s: %s; logging to stderr\n", host, getpid(),
+            path, why);
+}
+
+/* Opens VCCL_DEBUG_FILE for appending, or returns nullptr after a warning on stderr. Logs may name peers and
+ * addresses, so a new file is mode 0600. The path is often predictable (/tmp/vccl.%h.%p.log) in a directory
+ * other users can write, hence:
+ *  - O_NOFOLLOW: a symlink planted there would make us append to (or create) a file of the planter's choice
+ *    with our privileges;
+ *  - a regular file owned by someone else is refused: its owner could read what we write;
+ *  - O_NONBLOCK only for the open itself: a FIFO planted there would block the first log call forever. */
+FILE* open_log_file(const char* path, const char* host) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0) {
+        int err = errno;
+        warn_log_file(host, path, err == ELOOP ? "it is a symbolic link, which vccl does not follow" : strerror(err));
+        return nullptr;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (S_ISREG(st.st_mode) && st.st_uid != geteuid())) {
+        close(fd);
+        warn_log_file(host, path, "the file belongs to another user");
+        return nullptr;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE* f = fdopen(fd, "a");
+    if (f == nullptr) {
+        int err = errno;
+        close(fd);
+        warn_log_file(host, path, strerror(err));
+        return nullptr;
+    }
+    setvbuf(f, nullptr, _IOLBF, 0);
+    return f;
+}
+
 void init_locked(LogState& s) {
     gethostname(s.host, sizeof(s.host) - 1);
     char* dot = strchr(s.host, '.');
@@ -68,16 +106,8 @@ void init_locked(LogState& s) {
     if (!file.empty()) {
         char path[4096];
         log_expand_path(file.c_str(), path, sizeof(path));
-        /* Logs may name peers and addresses: keep them private to the job's user. */
-        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        FILE* f = fd >= 0 ? fdopen(fd, "a") : nullptr;
-        if (f != nullptr) {
-            setvbuf(f, nullptr, _IOLBF, 0);
-            s.out = f;
-        } else {
-            fprintf(stderr, "%s:%d vccl WARN cannot open VCCL_DEBUG_FILE %s; logging to stderr\n", s.host,
-                    getpid(), path);
-        }
+        FILE* f = open_log_file(path, s.host);
+        if (f != nullptr) s.out = f;
     }
     s.initialized.store(true, std::memory_order_release);
 }

@@ -388,6 +388,30 @@ TEST_F(CommTest, ManyCommunicatorsInALoop) {
     EXPECT_ALL_RANKS_WHY(ok, why);
 }
 
+/* Found by the soak run (vccl-perf --soak): a rank that destroys a new communicator right away (no
+ * operation, or only zero-count ones) freed its UCX worker while a slower peer was still connecting to it
+ * (UCX: "shmat failed", vcclCommSplit returned vcclSystemError on the peer). Ranks are not synchronised
+ * between iterations here on purpose. */
+TEST_F(CommTest, SplitThenDestroyAtOnceInALoop) {
+    vcclResult_t rc;
+    vcclComm_t parent = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS_WHY(parent != nullptr, rc_why("create", rc, vcclSuccess));
+    std::string why;
+    int failures = 0;
+    for (int i = 0; i < 40; ++i) {
+        vcclComm_t child = nullptr;
+        rc = vcclCommSplit(parent, 0, rank_, &child, nullptr);
+        if (rc != vcclSuccess || child == nullptr) {
+            if (failures++ == 0) why = "iteration " + std::to_string(i) + ": " + rc_why("vcclCommSplit", rc, vcclSuccess);
+            continue;
+        }
+        rc = vcclCommDestroy(child);
+        if (rc != vcclSuccess && failures++ == 0) why = rc_why("vcclCommDestroy", rc, vcclSuccess);
+    }
+    EXPECT_ALL_RANKS_WHY(failures == 0, why) << failures << " failures";
+    EXPECT_EQ(vcclCommDestroy(parent), vcclSuccess);
+}
+
 TEST_F(CommTest, SeveralLiveCommunicatorsInterleaved) {
     /* Four communicators alive at once, used round-robin: each keeps its own collective sequence. */
     std::vector<vcclComm_t> comms;

@@ -57,3 +57,102 @@ TEST(Log, LevelsSubsystemsAndFileWithPrivateMode) {
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     unlink(path.c_str());
 }
+
+/* VCCL_DEBUG_FILE hardening: the log path is often predictable and in a shared directory. */
+class LogFile : public ::testing::Test {
+protected:
+    void SetUp() override {
+        char tmpl[] = "/tmp/vccl-test-logfile-XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir_ = tmpl;
+        path_ = dir_ + "/vccl.log";
+    }
+    void TearDown() override {
+        unsetenv("VCCL_DEBUG_FILE");
+        env::reload();
+        log_reinit(); // back to stderr, closes any file we opened
+        unlink(path_.c_str());
+        unlink(target_.c_str());
+        rmdir(dir_.c_str());
+    }
+    /* Points VCCL_DEBUG_FILE at path_, reinitialises logging, logs one warning; returns what reached stderr. */
+    std::string log_one_warning(const char* text) {
+        setenv("VCCL_DEBUG_FILE", path_.c_str(), 1);
+        env::reload();
+        testing::internal::CaptureStderr();
+        log_reinit();
+        VCCL_WARN(kLogInit, "%s", text);
+        return testing::internal::GetCapturedStderr();
+    }
+    static std::string read_file(const std::string& path) {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        return text.str();
+    }
+    std::string dir_, path_, target_;
+};
+
+TEST_F(LogFile, PlantedSymlinkIsRefusedAndLoggingFallsBackToStderr) {
+    target_ = dir_ + "/victim";
+    {
+        std::ofstream victim(target_);
+        victim << "precious\n";
+    }
+    ASSERT_EQ(chmod(target_.c_str(), 0644), 0);
+    ASSERT_EQ(symlink(target_.c_str(), path_.c_str()), 0);
+    std::string err = log_one_warning("symlink-fallback-marker");
+    EXPECT_NE(err.find("cannot use VCCL_DEBUG_FILE " + path_), std::string::npos) << err;
+    EXPECT_NE(err.find("symbolic link"), std::string::npos) << err;
+    EXPECT_NE(err.find("vccl WARN INIT symlink-fallback-marker"), std::string::npos) << err; // the fallback
+    EXPECT_EQ(read_file(target_), "precious\n");
+    struct stat st;
+    ASSERT_EQ(stat(target_.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+    ASSERT_EQ(lstat(path_.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISLNK(st.st_mode)); // left in place, not replaced
+}
+
+TEST_F(LogFile, DanglingSymlinkCreatesNothing) {
+    target_ = dir_ + "/would-be-created";
+    ASSERT_EQ(symlink(target_.c_str(), path_.c_str()), 0);
+    std::string err = log_one_warning("dangling-marker");
+    EXPECT_NE(err.find("symbolic link"), std::string::npos) << err;
+    EXPECT_NE(err.find("dangling-marker"), std::string::npos) << err;
+    struct stat st;
+    EXPECT_NE(stat(target_.c_str(), &st), 0); // O_CREAT did not create the link's target
+}
+
+TEST_F(LogFile, NewFileIsMode0600WhateverTheUmask) {
+    mode_t old = umask(0); // a permissive umask must not widen the mode
+    std::string err = log_one_warning("mode-marker");
+    umask(old);
+    EXPECT_EQ(err, "");
+    struct stat st;
+    ASSERT_EQ(lstat(path_.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, 0600u);
+    EXPECT_EQ(st.st_uid, geteuid());
+    EXPECT_NE(read_file(path_).find("vccl WARN INIT mode-marker"), std::string::npos);
+}
+
+TEST_F(LogFile, PlantedFifoDoesNotBlock) {
+    ASSERT_EQ(mkfifo(path_.c_str(), 0666), 0);
+    std::string err = log_one_warning("fifo-marker"); // would hang in open() without O_NONBLOCK
+    EXPECT_NE(err.find("cannot use VCCL_DEBUG_FILE"), std::string::npos) << err;
+    EXPECT_NE(err.find("fifo-marker"), std::string::npos) << err;
+}
+
+TEST_F(LogFile, FileOfAnotherUserIsRefused) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to give the file to another user";
+    {
+        std::ofstream other(path_);
+        other << "theirs\n";
+    }
+    ASSERT_EQ(chmod(path_.c_str(), 0666), 0);
+    ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
+    std::string err = log_one_warning("owner-marker");
+    EXPECT_NE(err.find("belongs to another user"), std::string::npos) << err;
+    EXPECT_NE(err.find("owner-marker"), std::string::npos) << err;
+    EXPECT_EQ(read_file(path_), "theirs\n");
+}

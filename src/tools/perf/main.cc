@@ -202,6 +202,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (rc >= 0) return rc;
     rc = validate(o, rank, nranks);
     if (rc >= 0) return rc;
+    if (o.soak_seconds > 0) return run_soak(o, rank, nranks);
 
     int device = -1;
     rc = select_device(o, rank, &device);

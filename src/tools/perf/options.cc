@@ -73,6 +73,31 @@ bool parse_int(const char* text, long min, long max, long* out) {
     return true;
 }
 
+/* Soak mode: COLLECTIVE is optional, the defaults differ, and only host memory with the MPI bootstrap is
+ * supported (the soak was written and run on machines without a GPU). */
+int finish_soak_options(int argc, char** argv, bool verbose, bool max_given, Options* o, Options* out) {
+    auto usage = [&](const char* msg) {
+        if (verbose) fprintf(stderr, "vccl-perf: --soak: %s\n", msg);
+        return kExitUsage;
+    };
+    if (optind + 1 < argc) return usage("at most one COLLECTIVE");
+    if (optind < argc && strcasecmp(argv[optind], "all") != 0) {
+        bool found = false;
+        for (const CollName& n : kColls) {
+            if (strcasecmp(argv[optind], n.name) == 0) { o->coll = n.coll; found = true; break; }
+        }
+        if (!found) return usage("unknown COLLECTIVE");
+        o->soak_all = false;
+    }
+    if (o->memory != Memory::Host) return usage("runs on host memory only (-m host)");
+    if (o->baseline != Baseline::None) return usage("has no baseline");
+    if (o->bootstrap != Bootstrap::Mpi) return usage("creates its communicators with vcclCommInitMPI only");
+    if (!max_given) o->max_bytes = size_t(1) << 20;
+    if (o->max_bytes < 8) return usage("the largest size (-e) must be at least 8 bytes");
+    *out = *o;
+    return -1;
+}
+
 } // namespace
 
 const char* coll_name(Coll coll) {
@@ -141,13 +166,25 @@ void print_usage(FILE* out) {
             "                           (device buffers, same stream) on the same buffers and print its\n"
             "                           time, bus bandwidth and the ratio vccl/baseline\n"
             "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
+            "\n"
+            "Soak mode (COLLECTIVE optional: all of them by default, or 'all', or one name):\n"
+            "      --soak SECONDS       run random collectives, datatypes, ops, roots and sizes (0, 1, odd, up to\n"
+            "                           -e, default 1M) on host memory for SECONDS, check every result, split and\n"
+            "                           destroy communicators, and report RSS and open-descriptor growth per rank\n"
+            "      --seed N             plan seed (default: chosen by rank 0 and printed)\n"
+            "      --split-every N      steps between communicator splits (default 64, 0 never)\n"
+            "      --max-rss-growth KB  allowed VmRSS growth per rank after warm-up (default 16384)\n"
+            "      --max-fd-growth N    allowed growth of open descriptors per rank (default 0)\n"
+            "      --progress SECONDS   seconds between progress lines (default 60, 0 none)\n"
             "  -h, --help               print this help and exit\n"
             "\n"
-            "Exit status: 0 success, 1 wrong results, 2 usage error, 3 runtime failure.\n");
+            "Exit status: 0 success, 1 wrong results, 2 usage error, 3 runtime failure,\n"
+            "4 (--soak) growth above a limit.\n");
 }
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
-    enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib };
+    enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
+           kOptMaxFd, kOptProgress };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -165,11 +202,17 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"bootstrap", required_argument, nullptr, kOptBootstrap},
         {"baseline", required_argument, nullptr, kOptBaseline},
         {"nccl-lib", required_argument, nullptr, kOptNcclLib},
+        {"soak", required_argument, nullptr, kOptSoak},
+        {"seed", required_argument, nullptr, kOptSeed},
+        {"split-every", required_argument, nullptr, kOptSplitEvery},
+        {"max-rss-growth", required_argument, nullptr, kOptMaxRss},
+        {"max-fd-growth", required_argument, nullptr, kOptMaxFd},
+        {"progress", required_argument, nullptr, kOptProgress},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
     Options o;
-    bool op_given = false;
+    bool op_given = false, max_given = false;
     auto fail = [&](const char* what, const char* value) {
         if (verbose) {
             fprintf(stderr, "vccl-perf: invalid %s '%s'\n", what, value ? value : "");
@@ -188,6 +231,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             break;
         case 'e':
             if (!parse_bytes(optarg, &o.max_bytes)) return fail("maximum size (-e)", optarg);
+            max_given = true;
             break;
         case 'f':
             if (!parse_int(optarg, 2, 1L << 20, &v)) return fail("step factor (-f, an integer >= 2)", optarg);
@@ -260,6 +304,36 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
             else return fail("baseline (--baseline mpi|nccl)", optarg);
             break;
+        case kOptSoak: {
+            char* end = nullptr;
+            o.soak_seconds = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(o.soak_seconds > 0) || o.soak_seconds > 1e7)
+                return fail("soak duration (--soak SECONDS, > 0)", optarg);
+            break;
+        }
+        case kOptSeed: {
+            char* end = nullptr;
+            errno = 0;
+            o.seed = strtoull(optarg, &end, 0);
+            if (errno != 0 || end == optarg || *end != '\0' || *optarg == '-') return fail("seed (--seed)", optarg);
+            break;
+        }
+        case kOptSplitEvery:
+            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("split interval (--split-every, >= 0)", optarg);
+            o.split_every = int(v);
+            break;
+        case kOptMaxRss:
+            if (!parse_int(optarg, 0, 1L << 40, &v)) return fail("RSS growth limit (--max-rss-growth KB)", optarg);
+            o.max_rss_growth_kb = v;
+            break;
+        case kOptMaxFd:
+            if (!parse_int(optarg, 0, 1L << 20, &v)) return fail("descriptor growth limit (--max-fd-growth)", optarg);
+            o.max_fd_growth = v;
+            break;
+        case kOptProgress:
+            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("progress interval (--progress SECONDS)", optarg);
+            o.soak_progress = int(v);
+            break;
         case 'h':
             if (verbose) print_usage(stdout);
             return kExitOk;
@@ -277,6 +351,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             return kExitUsage;
         }
     }
+    if (o.soak_seconds > 0) return finish_soak_options(argc, argv, verbose, max_given, &o, opts);
     if (optind >= argc) {
         if (verbose) {
             fprintf(stderr, "vccl-perf: missing COLLECTIVE (allreduce, broadcast, reduce, allgather, "

@@ -7,6 +7,7 @@
  *   device.cc    the CUDA runtime calls behind -m cuda (device choice, buffers, stream)
  *   report.cc    timing aggregation across ranks, the table, footer and JSON output
  *   main.cc      MPI start-up, communicator creation, the size loop
+ *   soak.cc      --soak: random mixed collectives for a duration, communicator churn, leak check
  */
 #ifndef VCCL_TOOLS_PERF_PERF_H_
 #define VCCL_TOOLS_PERF_PERF_H_
@@ -27,6 +28,7 @@ constexpr int kExitOk = 0;
 constexpr int kExitWrong = 1;   // a result check found wrong elements
 constexpr int kExitUsage = 2;   // bad command line or an unsupported mode
 constexpr int kExitRuntime = 3; // a vccl, MPI or system call failed
+constexpr int kExitLeak = 4;    // --soak: memory or descriptor growth above the limit
 
 enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, SendRecv };
 enum class Memory { Host, Cuda };
@@ -51,6 +53,14 @@ struct Options {
     Bootstrap bootstrap = Bootstrap::Mpi;
     Baseline baseline = Baseline::None;
     std::string nccl_lib; // --nccl-lib: the NCCL library the nccl baseline loads (default libnccl.so.2)
+    /* --soak mode (soak.cc) */
+    double soak_seconds = 0;          // --soak SECONDS; 0: the normal size sweep
+    bool soak_all = true;             // no COLLECTIVE (or "all"): every collective
+    unsigned long long seed = 0;      // --seed; 0: rank 0 picks one and prints it
+    int split_every = 64;             // --split-every: steps between communicator splits (0: never)
+    long max_rss_growth_kb = 16384;   // --max-rss-growth KB per rank after warm-up
+    long max_fd_growth = 0;           // --max-fd-growth N per rank after warm-up
+    int soak_progress = 60;           // --progress SECONDS between progress lines (0: none)
 };
 
 /* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
@@ -155,6 +165,11 @@ const char* nccl_baseline_unsupported(const Options& opts);
 /* One NCCL operation on `stream`; returns NCCL's result code (0: success). */
 int run_nccl(const Options& opts, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream,
              std::string* error);
+
+/* ---- soak.cc ---- */
+
+/* The --soak run (collective over MPI_COMM_WORLD); returns the exit code, the same on every rank. */
+int run_soak(const Options& opts, int rank, int nranks);
 
 /* ---- report.cc ---- */
 
