@@ -72,6 +72,12 @@ public:
     virtual size_t received_bytes(TransportRequest* req) const { (void)req; return 0; }
     /* vcclSuccess while the connection to `peer` works; the error that broke it otherwise. */
     virtual vcclResult_t peer_status(int peer) { (void)peer; return vcclSuccess; }
+    /* Asks a pending receive to end early (it then completes with an error, or with its data if that was
+     * already arriving); the request stays the caller's to test and release. */
+    virtual void cancel(TransportRequest* req) { (void)req; }
+    /* Closes the connection to `peer` at once: its pending requests end with errors and touch no buffer
+     * afterwards; peer_status() reports it closed until reconnect(). */
+    virtual void disconnect(int peer) { (void)peer; }
     /* Replaces a broken connection to `peer` with a new one (failback after an endpoint error). */
     virtual vcclResult_t reconnect(int peer) { (void)peer; return vcclInvalidUsage; }
     /* vcclSuccess when req completed, vcclInProgress while pending, an error if it failed (peer lost, size

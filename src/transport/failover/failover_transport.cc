@@ -109,8 +109,16 @@ struct InMsg {
     std::vector<TransportRequest*> reqs; // chunk receives on `path`, null once received
     std::vector<uint8_t> got;
     std::vector<uint64_t> post_ns;
-    uint32_t received = 0;
+    uint32_t received = 0; // chunks with got[c] set
     uint64_t last_progress_ns = 0;
+    // Receives of an abandoned path, cancelled but not yet ended: UCX may still write (identical bytes)
+    // into the caller's buffer, so the message is not complete before they end.
+    struct Draining {
+        int path;
+        uint32_t chunk;
+        TransportRequest* req;
+    };
+    std::vector<Draining> draining;
 };
 
 struct EnvelopeSlot {
@@ -146,6 +154,7 @@ struct PeerState {
     uint32_t next_env_id = 0;   // every envelope below arrived
     uint32_t next_post_env = 0; // next envelope id without a posted receive
     std::map<uint32_t, std::unique_ptr<EnvelopeSlot>> env_slots;
+    std::vector<std::pair<uint32_t, std::unique_ptr<EnvelopeSlot>>> slot_drain; // cancelled, buffer still UCX's
     std::map<uint32_t, std::unique_ptr<InMsg>> in; // envelope arrived, message not complete
     std::deque<InMsg*> unexpected;                // contiguous, unmatched, by id
     std::deque<PostedRecv> posted;                // receives waiting for an envelope
@@ -167,6 +176,9 @@ struct PeerState {
     uint64_t next_failback_ns = 0;
     int hold_shift = 0;
     uint64_t primary_lost_ns = 0;
+    uint64_t failback_nonce = 0;
+    bool failback_answered = false;
+    uint64_t next_reconnect_ns = 0;
     vcclResult_t failed = vcclSuccess;
     std::string failed_text;
 };
@@ -479,6 +491,19 @@ void FailoverTransport::poll_envelopes(int peer) {
         envelope_arrived(peer, kv.first, s->buf.data(), len);
     }
     for (uint32_t id : done) p.env_slots.erase(id);
+    for (size_t d = 0; d < p.slot_drain.size();) {
+        EnvelopeSlot* s = p.slot_drain[d].second.get();
+        vcclResult_t st = paths_[s->path]->test(s->req);
+        if (st == vcclInProgress) {
+            ++d;
+            continue;
+        }
+        size_t len = paths_[s->path]->received_bytes(s->req);
+        paths_[s->path]->release(s->req);
+        s->req = nullptr;
+        if (st == vcclSuccess) envelope_arrived(peer, p.slot_drain[d].first, s->buf.data(), len); // a duplicate is ignored
+        p.slot_drain.erase(p.slot_drain.begin() + long(d));
+    }
     if (!done.empty()) post_envelopes(peer);
 }
 
@@ -539,9 +564,11 @@ void FailoverTransport::match(int peer, InMsg* m, const PostedRecv& r) {
 }
 
 void FailoverTransport::post_chunks(int peer, InMsg* m, uint32_t from) {
-    PeerState& p = (*peers_[size_t(peer)]);
+    PeerState& p = *peers_[size_t(peer)];
     for (uint32_t c = 0; c < m->env.nchunks; ++c) {
-        if (m->reqs[c] != nullptr) paths_[m->path]->release(m->reqs[c]);
+        if (m->reqs[c] == nullptr) continue;
+        paths_[m->path]->cancel(m->reqs[c]);
+        m->draining.push_back({m->path, c, m->reqs[c]});
         m->reqs[c] = nullptr;
     }
     m->path = p.active;
@@ -549,7 +576,6 @@ void FailoverTransport::post_chunks(int peer, InMsg* m, uint32_t from) {
     for (uint32_t c = from; c < m->env.nchunks; ++c) {
         // Chunks from `from` on are all (re)sent by the peer, also those that already arrived: receive
         // them again into the same bytes rather than leave duplicates unmatched.
-        m->got[c] = 0;
         size_t off = size_t(c) * m->env.chunk_bytes;
         size_t len = std::min<size_t>(m->env.chunk_bytes, m->env.bytes - off);
         record_post(peer, m->path, telemetry::Dir::Recv, len, &m->post_ns[c]);
@@ -559,7 +585,6 @@ void FailoverTransport::post_chunks(int peer, InMsg* m, uint32_t from) {
             return;
         }
     }
-    m->received = from;
 }
 
 void FailoverTransport::poll_chunks(int peer) {
@@ -581,12 +606,30 @@ void FailoverTransport::poll_chunks(int peer) {
                 path_lost(peer, m->path, std::string("poll_chunks: ") + last_error_message());
                 return;
             }
-            m->got[c] = 1;
-            m->received++;
+            if (!m->got[c]) {
+                m->got[c] = 1;
+                m->received++;
+            }
             m->last_progress_ns = now_ns();
             p.last_activity_ns[m->path] = m->last_progress_ns;
         }
-        if (m->received == m->env.nchunks) complete.push_back(m);
+        for (size_t d = 0; d < m->draining.size();) {
+            InMsg::Draining& dr = m->draining[d];
+            vcclResult_t st = paths_[dr.path]->test(dr.req);
+            if (st == vcclInProgress) {
+                ++d;
+                continue;
+            }
+            if (st == vcclSuccess && !m->got[dr.chunk]) {
+                m->got[dr.chunk] = 1;
+                m->received++;
+            }
+            paths_[dr.path]->release(dr.req);
+            m->draining.erase(m->draining.begin() + long(d));
+        }
+        bool idle = m->draining.empty();
+        for (TransportRequest* r : m->reqs) idle = idle && r == nullptr;
+        if (m->received == m->env.nchunks && idle) complete.push_back(m);
     }
     for (InMsg* m : complete) finish_in(peer, m, vcclSuccess, nullptr);
 }
@@ -608,7 +651,7 @@ void FailoverTransport::finish_in(int peer, InMsg* m, vcclResult_t status, const
 
 void FailoverTransport::post_control(int peer, int path, int slot) {
     ControlSlot& s = (*peers_[size_t(peer)]).ctrl[path][slot];
-    s.req = nullptr;
+    if (s.req != nullptr) return;
     if (paths_[path]->irecv_upto(peer, wire_tag(Kind::kControl, 0, 0), &s.msg, sizeof(s.msg), MemType::Host,
                                  &s.req) != vcclSuccess) {
         s.req = nullptr; // the path is broken; reposted when it is reconnected
@@ -708,6 +751,7 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
     }
     case ControlType::kProbeReply:
         if (c.nonce == p.probe_nonce && path == p.probe_path) p.probe_answered = true;
+        if (c.nonce == p.failback_nonce && path == 0) p.failback_answered = true;
         break;
     }
 }
@@ -735,9 +779,17 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     }
     // Receiver side: every receive moves to the new path.
     for (auto& kv : p.env_slots) {
-        if (kv.second->req != nullptr) paths_[kv.second->path]->release(kv.second->req);
+        if (kv.second->req == nullptr) continue;
+        paths_[kv.second->path]->cancel(kv.second->req);
+        p.slot_drain.emplace_back(kv.first, std::move(kv.second));
     }
     p.env_slots.clear();
+    // Leaving a failed path: close it, so that receives UCX had already matched there end now instead of
+    // writing into buffers later. A healthy path left by failback drains by itself.
+    if (path != 0 || old != 1) {
+        paths_[old]->disconnect(peer);
+        p.path_lost[old] = true;
+    }
     p.next_post_env = p.next_env_id;
     post_envelopes(peer);
     for (auto& kv : p.in) {
@@ -929,8 +981,9 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         if (mp->posted) last = std::max(last, mp->sent_ns);
         break;
     }
-    bool silent = !p.awaiting_resume && pending && now - last > timeout;
-    if (p.awaiting_resume && now - p.switch_started_ns > timeout) silent = true; // our RESUME may be lost
+    // `last` may be later than `now` (activity recorded since `now` was read): not silent then.
+    bool silent = !p.awaiting_resume && pending && now > last && now - last > timeout;
+    if (p.awaiting_resume && now > p.switch_started_ns && now - p.switch_started_ns > timeout) silent = true; // our RESUME may be lost
     if (silent) {
         if (p.stall_since == 0) p.stall_since = now;
         int other = 1 - p.active;
@@ -939,6 +992,13 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
                 send_resume(peer); // the peer answers on the other path: it may not have our RESUME
                 p.switch_started_ns = now;
             } else {
+                size_t unacked = 0, stalled = 0;
+                for (auto& mp : p.out) unacked += mp->posted && !mp->env_acked;
+                for (auto& kv : p.in) stalled += kv.second->matched && kv.second->received < kv.second->env.nchunks;
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: path %d silent %.1f ms: %zu envelope(s) unacknowledged, "
+                          "%zu message(s) without data; last activity %.1f ms ago",
+                          rank_, peer, p.active, double(now - last) / 1e6, unacked, stalled,
+                          double(now - p.last_activity_ns[p.active]) / 1e6);
                 p.path_lost[p.active] = true;
                 switch_path(peer, other, p.epoch + 1,
                             "no acknowledgement for " + std::to_string(fo_.timeout_ms) +
@@ -956,36 +1016,40 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         p.stall_since = 0;
         if (p.probe_path == 1 - p.active) p.probe_path = -1;
     }
-    // Failback to the primary (the lower rank of the pair decides).
-    if (p.active != 0 && rank_ < peer && links_.up(0) && now >= p.next_failback_ns) {
-        p.next_failback_ns = now + ms_to_ns(fo_.failback_ms);
-        if (paths_[0]->peer_status(peer) != vcclSuccess) {
-            if (paths_[0]->reconnect(peer) == vcclSuccess) {
-                for (int s = 0; s < kControlSlots; ++s) post_control(peer, 0, s);
-            }
-            p.good_probes = 0;
-            return;
-        }
-        if (p.probe_path == 0 && p.probe_answered) {
-            p.good_probes++;
-        } else if (p.probe_path == 0) {
-            p.good_probes = 0;
-        }
-        uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
-        if (p.good_probes >= kFailbackProbes && now - p.primary_lost_ns >= hold) {
-            p.path_lost[0] = false;
-            switch_path(peer, 0, p.epoch + 1, "failback: the primary answered " + std::to_string(p.good_probes) + " probes");
-            return;
-        }
-        probe(peer, 0, now);
-    }
-    if (p.active != 0 && links_.up(0) && p.path_lost[0] && rank_ > peer) {
-        // The higher rank lets the lower one decide; it only keeps its view of the primary current.
-        if (paths_[0]->peer_status(peer) == vcclSuccess) p.path_lost[0] = false;
-    }
     if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
         p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
     }
+    if (now < p.next_failback_ns) return;
+    p.next_failback_ns = now + ms_to_ns(fo_.failback_ms);
+    // Closed or broken paths other than the active one are reconnected (both ranks), so they can carry
+    // probes and, later, traffic.
+    for (int path = 0; path < kPaths; ++path) {
+        if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
+        if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
+        for (int s = 0; s < kControlSlots; ++s) post_control(peer, path, s);
+        if (path != 0 || rank_ > peer) p.path_lost[path] = false; // the primary: the lower rank decides
+    }
+    // Failback to the primary: the lower rank of the pair decides, after answered probes and a hold time.
+    if (p.active == 0 || rank_ > peer || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) return;
+    if (p.failback_nonce != 0 && p.failback_answered) {
+        p.good_probes++;
+    } else if (p.failback_nonce != 0) {
+        p.good_probes = 0;
+    }
+    uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
+    if (p.good_probes >= kFailbackProbes && now - p.primary_lost_ns >= hold) {
+        p.path_lost[0] = false;
+        p.failback_nonce = 0;
+        switch_path(peer, 0, p.epoch + 1, "failback: the primary answered " + std::to_string(p.good_probes) + " probes");
+        return;
+    }
+    p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
+    p.failback_answered = false;
+    Control c;
+    memset(&c, 0, kControlHeader);
+    c.type = uint32_t(ControlType::kProbe);
+    c.nonce = p.failback_nonce;
+    send_control(peer, 0, c, kControlHeader);
 }
 
 /* ---- requests ---- */
@@ -1037,7 +1101,7 @@ void FailoverTransport::progress() {
     if (now >= next_health_ns_) {
         next_health_ns_ = now + ms_to_ns(fo_.timeout_ms) / 8;
         for (int r = 0; r < nranks_; ++r) {
-            if ((*peers_[size_t(r)]).failover) check_health(r, now);
+            if ((*peers_[size_t(r)]).failover) check_health(r, now_ns()); // after the polls above
         }
     }
     if (!control_sends_.empty()) reap_control_sends();

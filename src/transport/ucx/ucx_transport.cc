@@ -135,6 +135,19 @@ public:
 
     vcclResult_t reconnect(int peer) override;
 
+    void cancel(TransportRequest* base) override {
+        auto* req = static_cast<UcxRequest*>(base);
+        if (req->state == UcxRequest::kPending && req->is_recv && req->ucx_req != nullptr) {
+            ucp_request_cancel(worker_, req->ucx_req);
+        }
+    }
+
+    void disconnect(int peer) override {
+        if (peer < 0 || peer >= nranks_ || worker_ == nullptr) return;
+        close_endpoint(peer);
+        if (peers_[peer].failure == UCS_OK) peers_[peer].failure = UCS_ERR_CANCELED;
+    }
+
     vcclResult_t post_recv(int peer, uint64_t tag, void* buf, size_t bytes, bool upto, TransportRequest** out) {
         if (peer < 0 || peer >= nranks_) return set_last_error(vcclInternalError, "ucx: bad peer %d", peer);
         if (peers_[peer].failure != UCS_OK) return peer_failed(peer);
@@ -259,6 +272,7 @@ private:
     std::vector<bool> unrecorded_peers_;
 
     vcclResult_t connect(int r);
+    void close_endpoint(int r);
 };
 
 void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -362,25 +376,29 @@ vcclResult_t UcxTransport::connect(int r) {
     return ucx_check(st, "ucp_ep_create");
 }
 
+void UcxTransport::close_endpoint(int r) {
+    Peer& p = peers_[r];
+    if (p.ep == nullptr) return;
+    // A forced close ends the endpoint's requests with errors (their callbacks run during the wait) and
+    // finishes in the background if it takes long (the worker outlives it).
+    ucp_request_param_t param;
+    memset(&param, 0, sizeof(param));
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &param);
+    if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) {
+        Deadline deadline = Deadline::after_ms(1000);
+        while (ucp_request_check_status(sp) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
+        if (ucp_request_check_status(sp) != UCS_INPROGRESS) ucp_request_free(sp);
+        else ++orphans_; // still UCX's: keeps the worker from being destroyed at close
+    }
+    p.ep = nullptr;
+}
+
 vcclResult_t UcxTransport::reconnect(int r) {
     if (r < 0 || r >= nranks_ || worker_ == nullptr) return set_last_error(vcclInternalError, "ucx: bad peer %d", r);
     Peer& p = peers_[r];
-    if (p.ep != nullptr) {
-        // The old endpoint failed: its requests have completed with errors, so a forced close is all
-        // that is left; it finishes in the background (the worker outlives it).
-        ucp_request_param_t param;
-        memset(&param, 0, sizeof(param));
-        param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-        ucs_status_ptr_t sp = ucp_ep_close_nbx(p.ep, &param);
-        if (sp != nullptr && !UCS_PTR_IS_ERR(sp)) {
-            Deadline deadline = Deadline::after_ms(1000);
-            while (ucp_request_check_status(sp) == UCS_INPROGRESS && !deadline.expired()) ucp_worker_progress(worker_);
-            if (ucp_request_check_status(sp) != UCS_INPROGRESS) ucp_request_free(sp);
-            else ++orphans_; // still UCX's: keeps the worker from being destroyed at close
-        }
-        p.ep = nullptr;
-    }
+    close_endpoint(r);
     p.failure = UCS_OK;
     vcclResult_t st = connect(r);
     if (st != vcclSuccess) p.failure = UCS_ERR_UNREACHABLE;
