@@ -2,25 +2,30 @@
 # Failover benchmark on real links: two ranks in network namespaces joined by two veth rails (tests/fault/netns.sh),
 # fault_worker running 4 MiB allreduces (and mixed sizes for the flap run) while rail0 is broken.
 #
-#   contrib/bench-fault.sh [--build DIR] [--flaps N] [--full] [--flap-ms MS]
+#   contrib/bench-fault.sh [--build DIR] [--flaps N] [--events N] [--full] [--flap-ms MS]
 #
-# Three runs: (1) rail0 port down for 3 s then up: detection, stall, backup and healthy bandwidth, failback;
+# Four runs: (1) rail0 port down for 3 s then up: detection, stall, backup and healthy bandwidth, failback;
 # (2) rail0 silently dropping everything for 3 s: detection by ack timeout; (3) N quick flaps (default 100,
-# --full: 1000) of rail0, each state FLAP_MS (default 100) long: wrong elements and errors over N events.
+# --full: 1000) of rail0, each state FLAP_MS (default 100) long: wrong elements and errors over N events
+# (after the first flaps the failback hold keeps traffic on rail1: this checks hysteresis and safety, not N
+# switches); (4) N faults alternating between the rails (--events, default 100, --full: 1000), each taking
+# down the rail in use for FLAP_MS and restoring it: N real failovers, wrong elements and errors over them.
 # Prints a Markdown table for docs/PERFORMANCE.md (with the command and settings). Needs root; exits 77
 # when namespaces cannot be made. Times are the worse of the two ranks; bandwidths are their mean.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$src/build}
 flaps=100
+events=100
 flap_ms=100
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift ;;
         --flaps) flaps=$2; shift ;;
-        --full) flaps=1000 ;;
+        --events) events=$2; shift ;;
+        --full) flaps=1000 events=1000 ;;
         --flap-ms) flap_ms=$2; shift ;;
-        *) echo "usage: $0 [--build DIR] [--flaps N] [--full] [--flap-ms MS]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--build DIR] [--flaps N] [--events N] [--full] [--flap-ms MS]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -55,6 +60,7 @@ show() { awk -v v="$1" -v unit="$2" 'BEGIN { if (v < 0) print "n/a"; else printf
 linkdown() { vf_at_ms 3000 vf_link_down rail0; vf_at_ms 6000 vf_link_up rail0; }
 blackhole() { vf_at_ms 3000 vf_blackhole rail0; vf_at_ms 6000 vf_unblackhole rail0; }
 flapping() { vf_at_ms 1500 vf_flap_count "$flaps" "$flap_ms" rail0; }
+alternating() { vf_at_ms 1500 vf_alternate_count "$events" "$flap_ms"; }
 
 run "rail0 down 3 s" 10 large linkdown
 d1=$VF_DIR
@@ -63,13 +69,15 @@ d2=$VF_DIR
 # The injector's own overhead (ip, date) stretches each flap by a few ms: a quarter more time covers it.
 run "$flaps flaps of rail0" $((flaps * flap_ms * 5 / 2000 + 5)) mixed flapping
 d3=$VF_DIR
+run "$events faults alternating between rail0 and rail1" $((events * flap_ms * 5 / 2000 + 5)) mixed alternating
+d4=$VF_DIR
 
 first_error() { cat "$1"/result.r*.json | sed -n 's/.*"first_error":"\([^"]\+\)".*/\1/p' | head -n 1; }
 note_switch() { [ "$(worst "$1" path_switches)" -gt 0 ] 2>/dev/null || echo " (no path switch seen)"; }
 cat <<TABLE
 Fault benchmark: 2 ranks in network namespaces on one host, rails = veth pairs, UCX tcp (VCCL_UCX_TLS=tcp),
 VCCL_FAILOVER=$VCCL_FAILOVER VCCL_FAILOVER_TIMEOUT_MS=$VCCL_FAILOVER_TIMEOUT_MS VCCL_FAILBACK_INTERVAL_MS=$VCCL_FAILBACK_INTERVAL_MS,
-commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), \`contrib/bench-fault.sh --flaps $flaps --flap-ms $flap_ms\`
+commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), \`contrib/bench-fault.sh --flaps $flaps --events $events --flap-ms $flap_ms\`
 
 | Metric | Value | How |
 |---|---|---|
@@ -85,6 +93,11 @@ commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(da
 | Flap events detected (median detection) | $(least "$d3" detected) ($(show "$(worst "$d3" detect_median_ms)" ms)) | per flap: active path left rail0 before it came back (the rank that saw fewer; slower median) |
 | Wrong elements over the flaps | $(total "$d3" wrong) | every element of every allreduce and send/recv checked |
 | Errors over the flaps | $(total "$d3" errors) | first: $(first_error "$d3") |
+| Rail faults applied, alternating rails | $(awk '$1 == "fault"' "$d4/timeline" | wc -l) of $events | the rail in use down ${flap_ms} ms, up, ${flap_ms} ms to reconnect, then the other rail |
+| Path switches seen | $(least "$d4" path_switches) | telemetry: changes of the path carrying traffic (the rank that saw fewer) |
+| Longest stall over the rail faults | $(show "$(worst "$d4" max_stall_ms)" ms) | longest gap between completed operations |
+| Wrong elements over the rail faults | $(total "$d4" wrong) | every element of every allreduce and send/recv checked |
+| Errors over the rail faults | $(total "$d4" errors) | first: $(first_error "$d4") |
 TABLE
 for d in "${dirs[@]}"; do rm -rf "$d"; done
 echo "(run log: $log)"

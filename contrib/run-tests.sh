@@ -13,6 +13,13 @@ mkdir -p test-results
 make -j"${JOBS:-2}" check TESTS= >check.out 2>&1 && make -j1 check >>check.out 2>&1
 rc=$?
 tail -n 30 check.out
+# A failed test's own log says why; CI keeps only this output, so show the end of each.
+shopt -s globstar nullglob
+for trs in tests/**/*.trs; do
+    grep -q '^:test-result: \(FAIL\|ERROR\)' "$trs" || continue
+    echo "==== last lines of ${trs%.trs}.log"
+    tail -n "${FAILED_LOG_LINES:-40}" "${trs%.trs}.log" | cut -c1-400
+done
 "$top/contrib/ci/summarize-tests.sh" "$build"
 src=$?
 [ $rc -eq 0 ] && [ $src -eq 0 ]

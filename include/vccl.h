@@ -112,12 +112,15 @@ typedef struct {
     const char* netName; /**< network devices for this communicator (overrides VCCL_NET_DEVICES) */
     const char* commName; /**< a name shown in logs and telemetry */
     int splitShare;     /**< reserved: must be 0 or undefined */
+    int telemetry;      /**< 1: record flow telemetry for this communicator, 0: not; undefined: VCCL_TELEMETRY.
+                             A caller built against a header without this field passes a smaller size and
+                             gets the default. */
 } vcclConfig_t;
 
 #define VCCL_CONFIG_INITIALIZER                                                                   \
     {                                                                                             \
         sizeof(vcclConfig_t), VCCL_CONFIG_MAGIC, VCCL_VERSION_CODE, VCCL_CONFIG_UNDEF_INT,        \
-            VCCL_CONFIG_UNDEF_INT, NULL, NULL, VCCL_CONFIG_UNDEF_INT                              \
+            VCCL_CONFIG_UNDEF_INT, NULL, NULL, VCCL_CONFIG_UNDEF_INT, VCCL_CONFIG_UNDEF_INT       \
     }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -294,7 +297,8 @@ typedef struct {
  * Copies the calling rank's telemetry of comm's paths (every path that carried traffic or changed state,
  * ordered by peer, then path) into peers[0..maxPeers-1] and writes the number of such paths to *nPeers,
  * which may exceed maxPeers (call with maxPeers 0 and peers NULL to size the array). Lock free: may be
- * called from any thread while operations run. vcclInvalidUsage when telemetry is off (VCCL_TELEMETRY=0).
+ * called from any thread while operations run. vcclInvalidUsage when telemetry is off for comm
+ * (VCCL_TELEMETRY=0, or vcclConfig_t.telemetry=0 at creation).
  */
 VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTelemetryPeer* peers, int maxPeers, int* nPeers);
 

@@ -14,7 +14,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
     if (nPeers == nullptr) return set_last_error(vcclInvalidArgument, "%s: nPeers is NULL", fn);
     if (maxPeers < 0) return set_last_error(vcclInvalidArgument, "%s: maxPeers %d is negative", fn, maxPeers);
     if (maxPeers > 0 && peers == nullptr) return set_last_error(vcclInvalidArgument, "%s: peers is NULL", fn);
-    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "%s: telemetry is off (VCCL_TELEMETRY=0)", fn);
+    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "%s: telemetry is off for this communicator (VCCL_TELEMETRY=0 or vcclConfig_t.telemetry=0)", fn);
     std::vector<telemetry::PathStats> paths = comm->telemetry->snapshot();
     for (size_t i = 0; i < paths.size() && i < size_t(maxPeers); ++i) {
         const telemetry::PathStats& s = paths[i];

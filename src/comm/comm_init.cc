@@ -44,7 +44,19 @@ vcclResult_t comm_check_config(const vcclConfig_t* config) {
     if (config->maxCtas != VCCL_CONFIG_UNDEF_INT && config->maxCtas <= 0) {
         return set_last_error(vcclInvalidArgument, "vcclConfig_t.maxCtas=%d must be positive", config->maxCtas);
     }
+    int telemetry = config_telemetry(config);
+    if (telemetry != VCCL_CONFIG_UNDEF_INT && telemetry != 0 && telemetry != 1) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t.telemetry=%d must be 0 or 1", telemetry);
+    }
     return vcclSuccess;
+}
+
+int config_telemetry(const vcclConfig_t* config) {
+    // A caller compiled against a version without the field passes a smaller struct: the field is not there.
+    if (config == nullptr || config->size < offsetof(vcclConfig_t, telemetry) + sizeof(int)) {
+        return VCCL_CONFIG_UNDEF_INT;
+    }
+    return config->telemetry;
 }
 
 namespace {
@@ -177,7 +189,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         }
     }
     options.tls = env::get_str(env::kUcxTls);
-    if (env::get_bool(env::kTelemetry)) {
+    int telemetry = config_telemetry(config);
+    if (telemetry == VCCL_CONFIG_UNDEF_INT ? env::get_bool(env::kTelemetry) : telemetry == 1) {
         VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(
             telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &comm->telemetry));
         options.telemetry = comm->telemetry.get();

@@ -11,6 +11,8 @@ namespace vccl {
 
 /* Validates a caller's vcclConfig_t (NULL is valid); done before any bootstrap traffic. */
 vcclResult_t comm_check_config(const vcclConfig_t* config);
+/* config->telemetry where the caller's struct has the field, else VCCL_CONFIG_UNDEF_INT. */
+int config_telemetry(const vcclConfig_t* config);
 vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config);
 /* vcclCommShrink: `members` are comm's ranks that remain, ascending (the caller among them). */
 vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool abort_pending, vcclComm_t* out,

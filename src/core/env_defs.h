@@ -38,8 +38,9 @@ VCCL_ENV_DEF(kFailoverTimeoutMs, "VCCL_FAILOVER_TIMEOUT_MS", Int, "250",
              "Silence on the active path (no acknowledgement, no data) before the backup is probed; the path is "
              "left only if the peer answers on the backup")
 VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
-             "Probe interval of a failed primary path; traffic returns after 3 answered probes and a hold time "
-             "that doubles each time the primary fails again (flapping)")
+             "Reconnect interval of a failed path; once the primary answers, it is probed every quarter of this "
+             "and traffic returns after 3 answered probes in a row and a hold time (this interval, doubling each "
+             "time the primary fails again, up to 16x: flapping)")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",

@@ -7,7 +7,8 @@
 # vf_check ok|remote-error     judges both ranks' results and exits 0 (pass) or 1 (fail).
 #
 # Settings (environment): VF_WORKER (the binary), MPIRUN, VF_HARD_TIMEOUT (s, whole job), VF_MAX_STALL_MS
-# (longest allowed gap between completed operations), VF_KEEP=1 keeps the run folder. The failover variables
+# (longest allowed gap between completed operations), VF_MIN_SWITCHES (fewest path switches each rank's
+# telemetry must see), VF_KEEP=1 keeps the run folder. The failover variables
 # are given values suited to short runs; a caller's own values win.
 VF_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$VF_HERE/netns.sh"
@@ -188,12 +189,15 @@ vf_check() {
         first_ms=$(vf_field $r first_error_ms)
         stall=$(vf_field $r max_stall_ms)
         echo "fault test: rank $r: $(vf_field $r iterations) operations, $wrong wrong elements, $sums bad checksums," \
-            "$errors errors, longest stall $stall ms, detection $(vf_field $r detect_ms) ms," \
+            "$errors errors, longest stall $stall ms (from +$(vf_field $r max_stall_from_ms) ms), detection $(vf_field $r detect_ms) ms," \
             "failback $(vf_field $r failback_ms) ms, bandwidth healthy/faulted/repaired" \
             "$(vf_field $r bw_healthy_gbs)/$(vf_field $r bw_faulted_gbs)/$(vf_field $r bw_repaired_gbs) GB/s," \
             "paths [$(vf_field $r paths)]"
         if [ "$(vf_field $r faults)" != 0 ] && [ "$(vf_field $r path_switches)" = 0 ]; then
             echo "fault test: rank $r: telemetry never showed traffic leave path 0 (no failover happened)"
+        fi
+        if [ -n "${VF_MIN_SWITCHES:-}" ] && [ "$(vf_field $r path_switches)" -lt "$VF_MIN_SWITCHES" ] 2>/dev/null; then
+            vf_fail "rank $r: telemetry saw $(vf_field $r path_switches) path switches, expected at least $VF_MIN_SWITCHES"
         fi
         [ "${wrong:-1}" = 0 ] || vf_fail "rank $r: $wrong wrong elements"
         [ "${sums:-1}" = 0 ] || vf_fail "rank $r: $sums send/recv payloads with a wrong checksum"

@@ -397,8 +397,11 @@ int main(int argc, char** argv) {
 
     // --- analysis ---
     std::vector<TelemetryWatch::Change> changes = watch.changes();
-    int64_t max_stall = 0, prev = started;
-    for (const Op& op : ops) max_stall = std::max(max_stall, op.end - prev), prev = op.end;
+    int64_t max_stall = 0, max_stall_start = started, prev = started;
+    for (const Op& op : ops) {
+        if (op.end - prev > max_stall) max_stall = op.end - prev, max_stall_start = prev;
+        prev = op.end;
+    }
     const int64_t fault0 = tl.faults.empty() ? -1 : tl.faults.front();
 
     // The stall that the first fault caused: last completion before it to the first completion after it.
@@ -456,14 +459,14 @@ int main(int argc, char** argv) {
              "{\"rank\":%d,\"nranks\":%d,\"mode\":\"%s\",\"run_ms\":%.1f,\"iterations\":%" PRIu64 ",\"allreduces\":%" PRIu64
              ",\"sendrecvs\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"checksum_mismatches\":%" PRIu64
              ",\"errors\":%" PRIu64 ",\"first_error_code\":%d,\"first_error\":\"%s\",\"first_error_ms\":%.1f"
-             ",\"max_stall_ms\":%.1f,\"stall_at_fault_ms\":%.1f,\"bw_healthy_gbs\":%.3f,\"bw_faulted_gbs\":%.3f"
+             ",\"max_stall_ms\":%.1f,\"max_stall_from_ms\":%.1f,\"stall_at_fault_ms\":%.1f,\"bw_healthy_gbs\":%.3f,\"bw_faulted_gbs\":%.3f"
              ",\"bw_repaired_gbs\":%.3f,\"faults\":%zu,\"repairs\":%zu,\"telemetry\":%s,\"path_switches\":%zu"
              ",\"state_changes\":%" PRIu64 ",\"detected\":%zu,\"detect_ms\":%.1f,\"detect_median_ms\":%.1f"
              ",\"failed_back\":%zu,\"failback_ms\":%.1f,\"failback_median_ms\":%.1f,\"paths\":\"%s\"}",
              rank, nranks, opt.mode.c_str(), ms(finished - started), n_ar + n_p2p, n_ar, n_p2p, wrong,
              checksum_mismatches, errors, first_error_code, json_escape(first_error).c_str(),
              first_error_t < 0 ? -1.0 : ms(first_error_t - (fault0 >= 0 ? fault0 : started)), ms(max_stall),
-             stall_at_fault, bw_healthy, bw_faulted, bw_repaired, tl.faults.size(), tl.repairs.size(),
+             ms(max_stall_start - started), stall_at_fault, bw_healthy, bw_faulted, bw_repaired, tl.faults.size(), tl.repairs.size(),
              watch.available() ? "true" : "false", changes.size(), watch.state_changes(), detect.size(),
              detect0 >= 0 ? ms(detect0 - fault0) : -1.0, median(detect), failback.size(),
              failback.empty() ? -1.0 : failback.front(), median(failback), watch.final_states().c_str());

@@ -29,6 +29,14 @@ vf_mark() { # vf_mark WORDS...: one timeline line "WORDS... TIME_NS"
     [ -n "$VF_TIMELINE" ] && echo "$* $(vf_now_ns)" >>"$VF_TIMELINE"
     return 0
 }
+# vf_mark_at TIME_NS WORDS...: the same with a time taken earlier. Faults are stamped with the time just
+# before the command that makes them: vccl may react (netlink) before the command has even returned.
+vf_mark_at() {
+    local t=$1
+    shift
+    [ -n "$VF_TIMELINE" ] && echo "$* $t" >>"$VF_TIMELINE"
+    return 0
+}
 
 # Removes namespaces vf<PID>r<N> whose PID is no longer alive (left by runs that were killed).
 vf_cleanup_stale() {
@@ -108,29 +116,46 @@ vf_tx_bytes() { # vf_tx_bytes NS DEV: bytes sent so far by DEV in NS
 
 # --- faults. DEV defaults to rail0. "Both ends" matters: a qdisc only acts on packets a side sends. ---
 
-vf_link_down() { ip -n "$VF_NS0" link set "${1:-rail0}" down && vf_mark fault link-down "${1:-rail0}"; }
-vf_link_up() { ip -n "$VF_NS0" link set "${1:-rail0}" up && vf_mark repair link-up "${1:-rail0}"; }
+vf_link_down() {
+    local t
+    t=$(vf_now_ns)
+    ip -n "$VF_NS0" link set "${1:-rail0}" down && vf_mark_at "$t" fault link-down "${1:-rail0}"
+}
+vf_link_up() {
+    local t
+    t=$(vf_now_ns)
+    ip -n "$VF_NS0" link set "${1:-rail0}" up && vf_mark_at "$t" repair link-up "${1:-rail0}"
+}
 
 # Silent loss: the link stays up (no netlink event, no carrier loss) and every packet is dropped, both ways.
 vf_blackhole() {
+    local t
+    t=$(vf_now_ns)
     tc -n "$VF_NS0" qdisc replace dev "${1:-rail0}" root pfifo limit 0 &&
-        tc -n "$VF_NS1" qdisc replace dev "${1:-rail0}" root pfifo limit 0 && vf_mark fault blackhole "${1:-rail0}"
+        tc -n "$VF_NS1" qdisc replace dev "${1:-rail0}" root pfifo limit 0 &&
+        vf_mark_at "$t" fault blackhole "${1:-rail0}"
 }
 vf_unblackhole() {
+    local t
+    t=$(vf_now_ns)
     tc -n "$VF_NS0" qdisc del dev "${1:-rail0}" root 2>/dev/null
     tc -n "$VF_NS1" qdisc del dev "${1:-rail0}" root 2>/dev/null
-    vf_mark repair unblackhole "${1:-rail0}"
+    vf_mark_at "$t" repair unblackhole "${1:-rail0}"
 }
 
 vf_slow() {
+    local t
+    t=$(vf_now_ns)
     tc -n "$VF_NS0" qdisc replace dev "${1:-rail0}" root tbf rate 100mbit burst 32kbit latency 100ms &&
         tc -n "$VF_NS1" qdisc replace dev "${1:-rail0}" root tbf rate 100mbit burst 32kbit latency 100ms &&
-        vf_mark fault slow "${1:-rail0}"
+        vf_mark_at "$t" fault slow "${1:-rail0}"
 }
 vf_unslow() {
+    local t
+    t=$(vf_now_ns)
     tc -n "$VF_NS0" qdisc del dev "${1:-rail0}" root 2>/dev/null
     tc -n "$VF_NS1" qdisc del dev "${1:-rail0}" root 2>/dev/null
-    vf_mark repair unslow "${1:-rail0}"
+    vf_mark_at "$t" repair unslow "${1:-rail0}"
 }
 
 # vf_flap SECONDS [PERIOD_MS] [DEV]: rail down and up, one change every PERIOD_MS (default 200), for SECONDS;
@@ -160,11 +185,34 @@ vf_flap_count() {
     done
 }
 
+# vf_alternate_count N [PERIOD_MS]: N faults that each hit the rail carrying traffic: rail0 down, up again
+# PERIOD_MS later; once both of its ends report carrier again (the kernel's linkwatch takes up to a second
+# on veth) PERIOD_MS more to reconnect, then the same for rail1, and so on. Every fault forces a real switch
+# (the other rail is healthy by then), so N faults are N failovers, unlike flapping one rail, after which
+# vccl's failback hold keeps traffic on the backup. Stops early like vf_flap.
+vf_alternate_count() {
+    local i period=${2:-100} dev
+    for i in $(seq "$1"); do
+        [ -n "${VF_STOP_FILE:-}" ] && [ -e "$VF_STOP_FILE" ] && break
+        dev=rail$(((i - 1) % 2))
+        vf_link_down "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+        vf_link_up "$dev"
+        vf_wait_running "$VF_NS0" "$dev" && vf_wait_running "$VF_NS1" "$dev"
+        sleep "$(vf_ms_to_s "$period")"
+    done
+}
+
 vf_both_down() {
-    ip -n "$VF_NS0" link set rail0 down && ip -n "$VF_NS0" link set rail1 down && vf_mark fault both-down rail0,rail1
+    local t
+    t=$(vf_now_ns)
+    ip -n "$VF_NS0" link set rail0 down && ip -n "$VF_NS0" link set rail1 down &&
+        vf_mark_at "$t" fault both-down rail0,rail1
 }
 vf_both_up() {
-    ip -n "$VF_NS0" link set rail0 up && ip -n "$VF_NS0" link set rail1 up && vf_mark repair both-up rail0,rail1
+    local t
+    t=$(vf_now_ns)
+    ip -n "$VF_NS0" link set rail0 up && ip -n "$VF_NS0" link set rail1 up && vf_mark_at "$t" repair both-up rail0,rail1
 }
 
 vf_ms_to_s() { printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)); }

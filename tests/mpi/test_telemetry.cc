@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -124,6 +125,34 @@ TEST(Telemetry, ReportsBytesSentAndReceived) {
             << "sent " << sent << " (want " << want_sent << ") received " << recvd << " (want " << want_recv << ")";
     }
     EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+}
+
+/* vcclConfig_t.telemetry turns telemetry on or off per communicator, over VCCL_TELEMETRY; bad values are
+ * refused; a caller built against the older, smaller struct (no such field) gets the environment's choice. */
+TEST(Telemetry, ConfigFieldChoosesPerCommunicator) {
+    vcclComm_t on = nullptr, off = nullptr, old_caller = nullptr, bad = nullptr;
+    vcclConfig_t c_on = VCCL_CONFIG_INITIALIZER, c_off = VCCL_CONFIG_INITIALIZER, c_bad = VCCL_CONFIG_INITIALIZER;
+    c_on.telemetry = 1;
+    c_off.telemetry = 0;
+    c_bad.telemetry = 2;
+    vcclConfig_t c_old = VCCL_CONFIG_INITIALIZER;
+    c_old.telemetry = 0;                                          // beyond the size below: must be ignored
+    c_old.size = offsetof(vcclConfig_t, splitShare) + sizeof(int); // the struct as older callers know it
+    EXPECT_ALL_RANKS(vcclCommInitMPI(&bad, MPI_COMM_WORLD, &c_bad) == vcclInvalidArgument && bad == nullptr);
+    ASSERT_ALL_RANKS(vcclCommInitMPI(&on, MPI_COMM_WORLD, &c_on) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclCommInitMPI(&off, MPI_COMM_WORLD, &c_off) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclCommInitMPI(&old_caller, MPI_COMM_WORLD, &c_old) == vcclSuccess);
+    float in = 1.0f, out = 0.0f;
+    for (vcclComm_t c : {on, off, old_caller}) {
+        EXPECT_ALL_RANKS(vcclAllReduce(&in, &out, 1, vcclFloat, vcclSum, c, nullptr) == vcclSuccess &&
+                         out == float(world_size()));
+    }
+    int n = -1;
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(on, nullptr, 0, &n) == vcclSuccess && n >= (world_size() > 1 ? 1 : 0));
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(off, nullptr, 0, &n) == vcclInvalidUsage);
+    // This test runs with telemetry on by default (VCCL_TELEMETRY unset): the old caller gets it.
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(old_caller, nullptr, 0, &n) == vcclSuccess);
+    for (vcclComm_t c : {on, off, old_caller}) EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
 }
 
 TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {

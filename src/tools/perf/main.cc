@@ -66,16 +66,19 @@ std::vector<std::string> rank_lines(const Options& o, int rank, int nranks, int 
     return lines;
 }
 
-vcclComm_t create_comm(const Options& o, int rank, int nranks) {
+/* telemetry: -1 leaves it to VCCL_TELEMETRY, 0/1 sets it for this communicator. */
+vcclComm_t create_comm(const Options& o, int rank, int nranks, int telemetry = -1) {
     vcclComm_t comm = nullptr;
+    vcclConfig_t config = VCCL_CONFIG_INITIALIZER;
+    if (telemetry >= 0) config.telemetry = telemetry;
     if (o.bootstrap == Bootstrap::Mpi) {
-        check_vccl(vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr), "vcclCommInitMPI", nullptr);
+        check_vccl(vcclCommInitMPI(&comm, MPI_COMM_WORLD, &config), "vcclCommInitMPI", nullptr);
     } else {
         vcclUniqueId id;
         memset(&id, 0, sizeof(id));
         if (rank == 0) check_vccl(vcclGetUniqueId(&id), "vcclGetUniqueId", nullptr);
         check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast of the unique id");
-        check_vccl(vcclCommInitRank(&comm, nranks, id, rank), "vcclCommInitRank", nullptr);
+        check_vccl(vcclCommInitRankConfig(&comm, nranks, id, rank, &config), "vcclCommInitRankConfig", nullptr);
     }
     int count = 0, me = 0;
     check_vccl(vcclCommCount(comm, &count), "vcclCommCount", comm);
@@ -133,9 +136,15 @@ void check_nccl(int rc, const std::string& error) {
     if (rc != 0) die("NCCL baseline", error);
 }
 
-/* One baseline operation (MPI on host buffers, NCCL on the stream). */
+/* The second communicator of --baseline telemetry-off (telemetry off; the measured one has it on). */
+vcclComm_t g_telemetry_off_comm = nullptr;
+
+/* One baseline operation (MPI on host buffers, NCCL on the stream, vccl without telemetry). */
 void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream) {
-    if (o.baseline == Baseline::Nccl) {
+    if (o.baseline == Baseline::TelemetryOff) {
+        check_vccl(run_vccl(o, shape, cb, g_telemetry_off_comm, rank, nranks, stream), "baseline (telemetry off)",
+                   g_telemetry_off_comm);
+    } else if (o.baseline == Baseline::Nccl) {
         std::string error;
         check_nccl(run_nccl(o, shape, cb, rank, nranks, stream, &error), error);
     } else {
@@ -208,7 +217,9 @@ int run(int argc, char** argv, int rank, int nranks) {
     rc = select_device(o, rank, &device);
     if (rc >= 0) return rc;
     std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
-    vcclComm_t comm = create_comm(o, rank, nranks);
+    bool compare_telemetry = o.baseline == Baseline::TelemetryOff;
+    vcclComm_t comm = create_comm(o, rank, nranks, compare_telemetry ? 1 : -1);
+    if (compare_telemetry) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
     void* stream = nullptr;
     std::string error;
     if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
@@ -218,7 +229,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
 
     bool baseline = o.baseline != Baseline::None;
-    const char* unsupported = !baseline ? nullptr
+    const char* unsupported = !baseline || compare_telemetry ? nullptr
                               : o.baseline == Baseline::Mpi ? mpi_baseline_unsupported(o)
                                                             : nccl_baseline_unsupported(o);
     if (o.baseline == Baseline::Nccl && unsupported == nullptr &&
@@ -295,6 +306,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     }
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     nccl_baseline_finalize();
+    if (g_telemetry_off_comm != nullptr) check_vccl(vcclCommDestroy(g_telemetry_off_comm), "vcclCommDestroy", nullptr);
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
     stream_destroy(stream);
     if (total_wrong(rows) > 0) return kExitWrong;

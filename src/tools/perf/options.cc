@@ -162,9 +162,11 @@ void print_usage(FILE* out) {
             "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
             "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
             "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
-            "      --baseline mpi|nccl  also run the collective through MPI (host buffers) or the system's NCCL\n"
-            "                           (device buffers, same stream) on the same buffers and print its\n"
-            "                           time, bus bandwidth and the ratio vccl/baseline\n"
+            "      --baseline mpi|nccl|telemetry-off\n"
+            "                           also run the collective through MPI (host buffers), the system's NCCL\n"
+            "                           (device buffers, same stream) or a second vccl communicator with\n"
+            "                           telemetry off (the first one then has it on) on the same buffers and\n"
+            "                           print its time, bus bandwidth and the ratio vccl/baseline\n"
             "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
             "\n"
             "Soak mode (COLLECTIVE optional: all of them by default, or 'all', or one name):\n"
@@ -302,7 +304,8 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         case kOptBaseline:
             if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;
             else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
-            else return fail("baseline (--baseline mpi|nccl)", optarg);
+            else if (strcasecmp(optarg, "telemetry-off") == 0) o.baseline = Baseline::TelemetryOff;
+            else return fail("baseline (--baseline mpi|nccl|telemetry-off)", optarg);
             break;
         case kOptSoak: {
             char* end = nullptr;

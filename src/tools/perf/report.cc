@@ -14,7 +14,19 @@ const char* kAverageNames[] = {"rank 0", "mean", "min", "max"};
 
 const char* memory_name(Memory m) { return m == Memory::Host ? "host" : "cuda"; }
 const char* bootstrap_name(Bootstrap b) { return b == Bootstrap::Mpi ? "mpi" : "tcp"; }
-const char* baseline_name(Baseline b) { return b == Baseline::Mpi ? "mpi" : b == Baseline::Nccl ? "nccl" : "none"; }
+const char* baseline_name(Baseline b) {
+    switch (b) {
+    case Baseline::Mpi: return "mpi";
+    case Baseline::Nccl: return "nccl";
+    case Baseline::TelemetryOff: return "telemetry-off";
+    case Baseline::None: break;
+    }
+    return "none";
+}
+
+const char* ratio_label(Baseline b) {
+    return b == Baseline::Mpi ? "v/mpi" : b == Baseline::Nccl ? "v/nccl" : "on/off";
+}
 
 /* nccl-tests prints times with two decimals below 10 ms and none above. */
 void format_time(char* out, size_t len, double us) {
@@ -111,7 +123,7 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
     if (mpi) fprintf(out, "  %7s  %6s  %6s", "time", "busbw", "ratio");
     fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
-    if (mpi) fprintf(out, "  %7s  %6s  %6s", "(us)", "(GB/s)", o.baseline == Baseline::Mpi ? "v/mpi" : "v/nccl");
+    if (mpi) fprintf(out, "  %7s  %6s  %6s", "(us)", "(GB/s)", ratio_label(o.baseline));
     fprintf(out, "\n");
     fflush(out);
 }

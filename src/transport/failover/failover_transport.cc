@@ -8,10 +8,14 @@
  * receiver acknowledges the whole message: until then the sender can resend it.
  *
  * Detection, fastest first: netlink link events (link_monitor.h); endpoint errors of the path's UCX
- * transport; silent loss: no acknowledgement of an envelope (sender) or no chunk arriving for a matched
- * message (receiver) for VCCL_FAILOVER_TIMEOUT_MS. A timeout alone does not switch: a busy peer also
- * stops answering. The suspecting side probes the other path; only a peer that answers there while the
- * active path stays silent proves the path, not the peer, is at fault.
+ * transport; silent loss, judged per direction because a path can fail one way only: no acknowledgement of
+ * an envelope (sender) or nothing at all arriving on the path while a matched message lacks chunks
+ * (receiver) for VCCL_FAILOVER_TIMEOUT_MS. Only what arrives from the peer counts as a sign of life: local
+ * send completions do not (TCP takes data into its buffers whether or not the wire delivers it). A timeout
+ * alone does not switch: a busy peer also stops answering. The suspecting side probes the other path; only
+ * a peer that answers there while the active path stays silent proves the path, not the peer, is at fault.
+ * A sender also asks, in the probe, how long the peer has received nothing from it on the active path:
+ * acknowledgements can queue behind the peer's own bulk data, and data still arriving means the path works.
  *
  * Recovery is receiver driven: the side that switches reposts its receives on the new path and sends a
  * RESUME naming, per unfinished incoming message, the first chunk it lacks; the peer switches too (if it
@@ -164,11 +168,12 @@ struct PeerState {
     // Health.
     bool path_lost[kPaths] = {false, false};
     uint64_t stall_since = 0;  // active path silent since
-    uint64_t last_activity_ns[kPaths] = {0, 0}; // last completion of anything to or from the peer, per path
+    uint64_t last_rx_ns[kPaths] = {0, 0}; // last receive completed from the peer, per path (envelope, chunk, control)
     uint64_t probe_nonce = 0;
     int probe_path = -1;
     uint64_t probe_sent_ns = 0;
     bool probe_answered = false;
+    uint32_t probe_peer_idle_ms = kNeverReceived; // from the reply: the peer's silence from us on our active path
     uint64_t unusable_since = 0; // no usable path since
     std::string lost_cause;      // the active path was lost (path_lost): settle() switches
     // Failback.
@@ -396,7 +401,6 @@ void FailoverTransport::poll_sends(int peer) {
             record_done(peer, m->path, telemetry::Dir::Send, len, m->post_ns[i], m->ttag, st == vcclSuccess);
             paths_[m->path]->release(r);
             m->reqs[i] = nullptr;
-            if (st == vcclSuccess) p.last_activity_ns[m->path] = now_ns();
             if (st != vcclSuccess) path_lost(peer, m->path, std::string("poll_sends: ") + last_error_message());
         }
     }
@@ -487,7 +491,7 @@ void FailoverTransport::poll_envelopes(int peer) {
             return; // the switch reposted the slots
         }
         done.push_back(kv.first);
-        p.last_activity_ns[s->path] = now_ns();
+        p.last_rx_ns[s->path] = now_ns();
         envelope_arrived(peer, kv.first, s->buf.data(), len);
     }
     for (uint32_t id : done) p.env_slots.erase(id);
@@ -611,7 +615,7 @@ void FailoverTransport::poll_chunks(int peer) {
                 m->received++;
             }
             m->last_progress_ns = now_ns();
-            p.last_activity_ns[m->path] = m->last_progress_ns;
+            p.last_rx_ns[m->path] = m->last_progress_ns;
         }
         for (size_t d = 0; d < m->draining.size();) {
             InMsg::Draining& dr = m->draining[d];
@@ -674,7 +678,7 @@ void FailoverTransport::poll_control(int peer) {
                 continue;
             }
             Control c = slot.msg;
-            p.last_activity_ns[path] = now_ns();
+            p.last_rx_ns[path] = now_ns();
             post_control(peer, path, s);
             if (len >= kControlHeader && c.magic == kControlMagic) on_control(peer, path, c, len);
         }
@@ -746,11 +750,20 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
         memset(&r, 0, kControlHeader);
         r.type = uint32_t(ControlType::kProbeReply);
         r.nonce = c.nonce;
+        r.path = c.path;
+        r.upto = kNeverReceived;
+        if (c.path < uint32_t(kPaths) && p.last_rx_ns[c.path] != 0) {
+            uint64_t idle_ms = (now_ns() - std::min(now_ns(), p.last_rx_ns[c.path])) / 1000000;
+            r.upto = uint32_t(std::min<uint64_t>(idle_ms, kNeverReceived - 1));
+        }
         send_control(peer, path, r, kControlHeader);
         break;
     }
     case ControlType::kProbeReply:
-        if (c.nonce == p.probe_nonce && path == p.probe_path) p.probe_answered = true;
+        if (c.nonce == p.probe_nonce && path == p.probe_path) {
+            p.probe_answered = true;
+            p.probe_peer_idle_ms = c.upto;
+        }
         if (c.nonce == p.failback_nonce && path == 0) p.failback_answered = true;
         break;
     }
@@ -940,10 +953,12 @@ void FailoverTransport::probe(int peer, int path, uint64_t now) {
     p.probe_path = path;
     p.probe_sent_ns = now;
     p.probe_answered = false;
+    p.probe_peer_idle_ms = kNeverReceived;
     Control c;
     memset(&c, 0, kControlHeader);
     c.type = uint32_t(ControlType::kProbe);
     c.nonce = p.probe_nonce;
+    c.path = uint32_t(p.active);
     send_control(peer, path, c, kControlHeader);
 }
 
@@ -971,40 +986,61 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     } else {
         p.unusable_since = 0;
     }
-    // Silent loss on the active path: work is pending on it, yet nothing to or from the peer has completed
-    // there for the timeout. (Acknowledgements alone are no measure: they queue behind bulk data.)
-    bool pending = false;
-    for (auto& mp : p.out) pending = pending || (mp->posted && !mp->env_acked);
-    for (auto& kv : p.in) pending = pending || (kv.second->matched && kv.second->received < kv.second->env.nchunks);
-    uint64_t last = std::max(p.last_activity_ns[p.active], p.switch_started_ns);
+    // Silent loss on the active path, per direction (see the top of this file).
+    // Outbound: the oldest envelope still unacknowledged was posted over the timeout ago, and no
+    // acknowledgement has arrived since.
+    uint64_t out_ref = 0;
+    size_t unacked = 0, stalled = 0;
     for (auto& mp : p.out) {
-        if (mp->posted) last = std::max(last, mp->sent_ns);
-        break;
+        if (!mp->posted || mp->env_acked) continue;
+        if (unacked++ == 0) out_ref = mp->sent_ns;
     }
-    // `last` may be later than `now` (activity recorded since `now` was read): not silent then.
-    bool silent = !p.awaiting_resume && pending && now > last && now - last > timeout;
+    out_ref = std::max({out_ref, p.last_ack_ns, p.switch_started_ns});
+    // Inbound: a matched message lacks chunks, and nothing at all has arrived on the path for the timeout.
+    uint64_t in_ref = std::max(p.last_rx_ns[p.active], p.switch_started_ns);
+    for (auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        if (!m->matched || m->received >= m->env.nchunks) continue;
+        stalled++;
+        in_ref = std::max(in_ref, m->last_progress_ns); // a receive posted late gets its own timeout
+    }
+    // A reference may be later than `now` (recorded since `now` was read): not silent then.
+    bool out_silent = !p.awaiting_resume && unacked > 0 && now > out_ref && now - out_ref > timeout;
+    bool in_silent = !p.awaiting_resume && stalled > 0 && now > in_ref && now - in_ref > timeout;
+    bool silent = out_silent || in_silent;
     if (p.awaiting_resume && now > p.switch_started_ns && now - p.switch_started_ns > timeout) silent = true; // our RESUME may be lost
     if (silent) {
         if (p.stall_since == 0) p.stall_since = now;
         int other = 1 - p.active;
         if (p.probe_path == other && p.probe_answered) {
+            // Only unacknowledged envelopes, while the peer still receives from us on the active path: the
+            // acknowledgements are late (queued behind the peer's data), the path works.
+            bool peer_receives = !in_silent && p.probe_peer_idle_ms != kNeverReceived &&
+                                 uint64_t(p.probe_peer_idle_ms) * 1000000ull < timeout / 2;
             if (p.awaiting_resume) {
                 send_resume(peer); // the peer answers on the other path: it may not have our RESUME
                 p.switch_started_ns = now;
+            } else if (peer_receives) {
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: %zu envelope(s) unacknowledged for %.1f ms, but the "
+                          "peer received from us on path %d %u ms ago: staying", rank_, peer, unacked,
+                          double(now - out_ref) / 1e6, p.active, p.probe_peer_idle_ms);
+                p.stall_since = 0;
+                p.probe_answered = false; // ask again once the timeout has passed
             } else {
-                size_t unacked = 0, stalled = 0;
-                for (auto& mp : p.out) unacked += mp->posted && !mp->env_acked;
-                for (auto& kv : p.in) stalled += kv.second->matched && kv.second->received < kv.second->env.nchunks;
-                VCCL_INFO(kLogNet, "failover: rank %d -> %d: path %d silent %.1f ms: %zu envelope(s) unacknowledged, "
-                          "%zu message(s) without data; last activity %.1f ms ago",
-                          rank_, peer, p.active, double(now - last) / 1e6, unacked, stalled,
-                          double(now - p.last_activity_ns[p.active]) / 1e6);
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: path %d silent: %zu envelope(s) unacknowledged for "
+                          "%.1f ms, %zu message(s) without data, nothing received for %.1f ms, the peer heard "
+                          "nothing from us for %s ms",
+                          rank_, peer, p.active, unacked, unacked ? double(now - out_ref) / 1e6 : 0.0, stalled,
+                          p.last_rx_ns[p.active] ? double(now - std::min(now, p.last_rx_ns[p.active])) / 1e6 : -1.0,
+                          p.probe_peer_idle_ms == kNeverReceived ? "ever"
+                                                                 : std::to_string(p.probe_peer_idle_ms).c_str());
                 p.path_lost[p.active] = true;
                 switch_path(peer, other, p.epoch + 1,
-                            "no acknowledgement for " + std::to_string(fo_.timeout_ms) +
-                                " ms while path " + std::to_string(other) + " answers");
+                            std::string(in_silent ? "no data arriving" : "no acknowledgement") + " for " +
+                                std::to_string(fo_.timeout_ms) + " ms while path " + std::to_string(other) +
+                                " answers");
             }
-            p.probe_path = -1;
+            if (!peer_receives) p.probe_path = -1;
         } else if (usable(peer, other) && (p.probe_path != other || now - p.probe_sent_ns > timeout)) {
             probe(peer, other, now);
         }
@@ -1019,18 +1055,29 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
         p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
     }
-    if (now < p.next_failback_ns) return;
-    p.next_failback_ns = now + ms_to_ns(fo_.failback_ms);
-    // Closed or broken paths other than the active one are reconnected (both ranks), so they can carry
-    // probes and, later, traffic.
-    for (int path = 0; path < kPaths; ++path) {
-        if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
-        if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
-        for (int s = 0; s < kControlSlots; ++s) post_control(peer, path, s);
-        if (path != 0 || rank_ > peer) p.path_lost[path] = false; // the primary: the lower rank decides
+    // Closed or broken paths other than the active one are reconnected (both ranks) every interval, so they
+    // can carry probes and, later, traffic. A link that comes back up is tried at once (progress()).
+    if (now >= p.next_reconnect_ns) {
+        p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
+        for (int path = 0; path < kPaths; ++path) {
+            if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
+            if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
+            for (int s = 0; s < kControlSlots; ++s) post_control(peer, path, s);
+            // Usable again, the primary too: if the active path fails, moving to a reconnected primary beats
+            // stalling. Only the voluntary move back (failback, below) waits for probes and the hold time.
+            p.path_lost[path] = false;
+            p.good_probes = 0;
+        }
     }
-    // Failback to the primary: the lower rank of the pair decides, after answered probes and a hold time.
-    if (p.active == 0 || rank_ > peer || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) return;
+    // Failback to the primary: the lower rank of the pair decides, after kFailbackProbes probes in a row each
+    // answered before the next one (a quarter interval apart) and a hold time that grows with flapping.
+    if (now < p.next_failback_ns) return;
+    p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
+    if (p.active == 0 || rank_ > peer || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
+        p.good_probes = 0;
+        p.failback_nonce = 0;
+        return;
+    }
     if (p.failback_nonce != 0 && p.failback_answered) {
         p.good_probes++;
     } else if (p.failback_nonce != 0) {
@@ -1049,6 +1096,7 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     memset(&c, 0, kControlHeader);
     c.type = uint32_t(ControlType::kProbe);
     c.nonce = p.failback_nonce;
+    c.path = uint32_t(p.active);
     send_control(peer, 0, c, kControlHeader);
 }
 
@@ -1094,8 +1142,9 @@ void FailoverTransport::progress() {
         flush_acks(r);
         if (links_changed) {
             for (int path = 0; path < kPaths; ++path) {
-                if (links_.up(path) && path != p.active && p.path_lost[path] && path != 0) p.path_lost[path] = false;
+                if (links_.up(path) && path != p.active && p.path_lost[path]) p.path_lost[path] = false;
             }
+            p.next_reconnect_ns = 0; // a link that came back is reconnected at the next health check
         }
     }
     if (now >= next_health_ns_) {
@@ -1189,6 +1238,7 @@ vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOpti
                                        const FailoverOptions& fo, std::unique_ptr<Transport>* out) {
     TransportOptions path_options = options;
     path_options.peer_errors_everywhere = fo.every_peer;
+    path_options.nonblocking_connect = true; // paths are reconnected from the progress thread while a link is faulty
     // The primary records the peers it serves directly; the failover layer records the rest per path.
     path_options.unrecorded_peers.assign(size_t(bootstrap->nranks()), true);
     for (int r = 0; r < bootstrap->nranks(); ++r) {

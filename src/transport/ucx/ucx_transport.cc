@@ -264,6 +264,7 @@ private:
     std::vector<Peer> peers_;
     unsigned idle_polls_ = 0;
     int orphans_ = 0; // released requests UCX has not finished with yet
+    std::vector<std::vector<char>> scratch_keep_; // buffers of receives given up at close (discard_unexpected)
     telemetry::Telemetry* telemetry_ = nullptr;
     std::vector<char> addresses_; // every rank's worker address, `address_slot_` bytes each (reconnect)
     size_t address_slot_ = 0;
@@ -273,6 +274,7 @@ private:
 
     vcclResult_t connect(int r);
     void close_endpoint(int r);
+    void discard_unexpected(Deadline deadline);
 };
 
 void ep_error_cb(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -299,6 +301,11 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     if (!options.tls.empty()) status = ucx_check(ucp_config_modify(config, "TLS", options.tls.c_str()), "setting TLS");
     if (status == vcclSuccess && !options.net_devices.empty()) {
         status = ucx_check(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()), "setting NET_DEVICES");
+    }
+    if (status == vcclSuccess && options.nonblocking_connect &&
+        ucp_config_modify(config, "CONN_NB", "y") != UCS_OK) {
+        // Not fatal: a UCX without the option (or without tcp) never blocks a reconnect on tcp.
+        VCCL_INFO(kLogNet, "ucx: this UCX does not take TCP_CONN_NB; tcp reconnects may block while a link is faulty");
     }
     if (status == vcclSuccess) {
         ucp_params_t params;
@@ -405,6 +412,38 @@ vcclResult_t UcxTransport::reconnect(int r) {
     return st;
 }
 
+/* Receives and drops the messages no receive ever matched: copies a failover path resent after a switch,
+ * or sends of a peer that ended with an error. Left in the worker, each makes UCX print a warning at
+ * destroy ("unexpected tag-receive descriptor ... was not matched"); with UCX 1.13 after many endpoint
+ * reconnects those lines carried gigabytes of indentation and took minutes to write. Bounded: at most
+ * 100,000 messages and a fifth of the time left (200 ms at most). */
+void UcxTransport::discard_unexpected(Deadline deadline) {
+    Deadline mine = Deadline::after_ms(std::min(deadline.remaining_ms(1000) / 5, 200));
+    std::vector<char> scratch;
+    for (int n = 0; n < 100000 && !mine.expired(); ++n) {
+        ucp_tag_recv_info_t info;
+        ucp_tag_message_h msg = ucp_tag_probe_nb(worker_, 0, 0, 1, &info);
+        if (msg == nullptr) break;
+        if (scratch.size() < info.length) scratch.resize(info.length);
+        ucp_request_param_t param;
+        memset(&param, 0, sizeof(param));
+        param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+        param.datatype = ucp_dt_make_contig(1);
+        ucs_status_ptr_t sp = ucp_tag_msg_recv_nbx(worker_, scratch.data(), info.length, msg, &param);
+        if (sp == nullptr || UCS_PTR_IS_ERR(sp)) continue;
+        while (ucp_request_check_status(sp) == UCS_INPROGRESS && !mine.expired()) ucp_worker_progress(worker_);
+        if (ucp_request_check_status(sp) == UCS_INPROGRESS) {
+            // Out of time (a large message from a slow or gone peer): give it up. UCX may still write into
+            // `scratch` until the worker is destroyed, so the buffer lives as long as this transport.
+            ucp_request_cancel(worker_, sp);
+            ucp_request_free(sp);
+            scratch_keep_.push_back(std::move(scratch));
+            break;
+        }
+        ucp_request_free(sp);
+    }
+}
+
 vcclResult_t UcxTransport::close(Deadline deadline) {
     if (worker_ == nullptr) return vcclSuccess;
     // Every operation of the communicator has completed by now (or was orphaned by an error), so nothing
@@ -424,6 +463,7 @@ vcclResult_t UcxTransport::close(Deadline deadline) {
             ++orphans_; // the flush request still belongs to UCX: keep the worker alive below
         }
     }
+    discard_unexpected(deadline);
     std::vector<void*> closing;
     for (Peer& p : peers_) {
         if (p.ep == nullptr) continue;
