@@ -69,7 +69,8 @@ d2=$VF_DIR
 # The injector's own overhead (ip, date) stretches each flap by a few ms: a quarter more time covers it.
 run "$flaps flaps of rail0" $((flaps * flap_ms * 5 / 2000 + 5)) mixed flapping
 d3=$VF_DIR
-run "$events faults alternating between rail0 and rail1" $((events * flap_ms * 5 / 2000 + 5)) mixed alternating
+# Each event also waits for carrier on both ends of the repaired rail (tens of ms on veth): 3 periods each.
+run "$events faults alternating between rail0 and rail1" $((events * flap_ms * 3 / 1000 + 5)) mixed alternating
 d4=$VF_DIR
 
 first_error() { cat "$1"/result.r*.json | sed -n 's/.*"first_error":"\([^"]\+\)".*/\1/p' | head -n 1; }

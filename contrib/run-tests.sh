@@ -15,8 +15,14 @@ rc=$?
 tail -n 30 check.out
 # A failed test's own log says why; CI keeps only this output, so show the end of each.
 shopt -s globstar nullglob
+crash_re='Assertion|terminate called|what\(\):|double free|corrupted|free\(\):|Fatal|Signal:|Signal code|\[ ?[0-9]\] |ERROR: [A-Za-z]*Sanitizer|runtime error:'
 for trs in tests/**/*.trs; do
     grep -q '^:test-result: \(FAIL\|ERROR\)' "$trs" || continue
+    # The cause of a crash is printed before its backtrace, often more than 40 lines up.
+    if grep -q -E "$crash_re" "${trs%.trs}.log"; then
+        echo "==== crash lines of ${trs%.trs}.log"
+        grep -m 20 -B 2 -E "$crash_re" "${trs%.trs}.log" | cut -c1-400
+    fi
     echo "==== last lines of ${trs%.trs}.log"
     tail -n "${FAILED_LOG_LINES:-40}" "${trs%.trs}.log" | cut -c1-400
 done

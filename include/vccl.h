@@ -11,6 +11,9 @@
  *    stream's prior work and returns when the result is in place.
  *  - Every operation takes a stream argument compatible with cudaStream_t. With host buffers and a NULL
  *    stream the call completes before it returns (the output buffer holds the result).
+ *  - CUDA graphs: a call on a stream that is being captured returns vcclInvalidUsage (with a message from
+ *    vcclGetLastError) and enqueues nothing; vccl's transfers are driven from the host when the call is
+ *    made, so a replay could not repeat them. Issue vccl calls outside the capture.
  *  - All ranks of a communicator must call collectives in the same order with matching arguments.
  *
  * Errors: every function returns a vcclResult_t. Output parameters are written only on success.

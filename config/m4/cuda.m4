@@ -5,7 +5,7 @@ AC_DEFUN([VCCL_CHECK_CUDA], [
               [], [with_cuda=check])
   vccl_have_cuda=0
   vccl_cuda_summary="no"
-  CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""; NVCC=""
+  CUDA_CPPFLAGS=""; CUDA_LDFLAGS=""; CUDA_LIBS=""; NVCC=""; CUPTI_FOUND=0; CUPTI_LIBS=""
   AS_IF([test "x$with_cuda" != xno], [
     AS_CASE(["$with_cuda"], [yes|check], [vccl_cuda_dir=/usr/local/cuda], [vccl_cuda_dir="$with_cuda"])
     vccl_save_CPPFLAGS="$CPPFLAGS"; vccl_save_LDFLAGS="$LDFLAGS"; vccl_save_LIBS="$LIBS"
@@ -20,6 +20,11 @@ AC_DEFUN([VCCL_CHECK_CUDA], [
       CUDA_LIBS="-lcudart_static -ldl -lrt -lpthread"
       AC_PATH_PROG([NVCC], [nvcc], [], [$vccl_cuda_dir/bin:$PATH])
       vccl_cuda_summary="yes ($vccl_cuda_dir)"
+      # CUPTI (optional): tests/gpu counts kernel launches with it.
+      AS_IF([test -f "$vccl_cuda_dir/include/cupti.h" && test -f "$vccl_cuda_dir/lib64/libcupti.so"], [
+        CUPTI_FOUND=1
+        CUPTI_LIBS="-L$vccl_cuda_dir/lib64 -lcupti -Wl,-rpath,$vccl_cuda_dir/lib64"
+        vccl_cuda_summary="$vccl_cuda_summary, CUPTI"])
       AS_IF([test -z "$NVCC"], [
         AS_IF([test "x$with_cuda" = xcheck],
               [AC_MSG_WARN([nvcc not found: building without CUDA]); vccl_have_cuda=0; vccl_cuda_summary="no (nvcc missing)"
@@ -36,4 +41,6 @@ AC_DEFUN([VCCL_CHECK_CUDA], [
   AC_SUBST([CUDA_LDFLAGS])
   AC_SUBST([CUDA_LIBS])
   AC_SUBST([NVCC])
+  AC_SUBST([CUPTI_FOUND])
+  AC_SUBST([CUPTI_LIBS])
 ])

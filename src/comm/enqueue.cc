@@ -89,6 +89,12 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
 } // namespace
 
 vcclResult_t enqueue(const Op& op) {
+    if (op.stream != nullptr) {
+        const char* call = op.kind == OpKind::Collective ? coll_name(op.coll.coll)
+                           : op.kind == OpKind::Send     ? "send"
+                                                         : "recv";
+        VCCL_RETURN_IF_ERROR(stream_check_not_capturing(op.stream, call));
+    }
     if (group_active()) {
         group_add(op);
         return vcclSuccess;

@@ -235,6 +235,24 @@ private:
         memcpy(&handle, desc.handle, sizeof(handle));
         void* ptr = nullptr;
         cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+        if (err != cudaSuccess) {
+            // Small cudaMalloc allocations share 2 MiB blocks, and CUDA maps an exported block only once per
+            // process: close the mappings of other allocations in the same blocks, then try again.
+            cudaGetLastError();
+            auto first_block = [](uint64_t a) { return a >> 21; };
+            auto last_block = [](uint64_t a, uint64_t n) { return (a + (n > 0 ? n - 1 : 0)) >> 21; };
+            for (size_t i = 0; i < list.size();) {
+                bool shared = first_block(list[i].alloc_base) <= last_block(desc.alloc_base, desc.alloc_size) &&
+                              first_block(desc.alloc_base) <= last_block(list[i].alloc_base, list[i].alloc_size);
+                if (shared) {
+                    cudaIpcCloseMemHandle(list[i].ptr);
+                    list.erase(list.begin() + long(i));
+                } else {
+                    ++i;
+                }
+            }
+            err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+        }
         if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);
         Mapping m;
         memcpy(m.handle, desc.handle, sizeof(m.handle));

@@ -36,6 +36,28 @@ vcclResult_t stream_synchronize(vcclStream_t stream) {
 #endif
 }
 
+vcclResult_t stream_check_not_capturing(vcclStream_t stream, const char* call) {
+#if VCCL_HAVE_CUDA
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    // Also catches the legacy NULL stream while another stream captures in global mode (CUDA reports
+    // cudaErrorStreamCaptureImplicit then).
+    cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture);
+    if (err == cudaErrorStreamCaptureImplicit) capture = cudaStreamCaptureStatusActive;
+    else if (err != cudaSuccess) cudaGetLastError(); // no device: nothing can be capturing
+    if (capture != cudaStreamCaptureStatusNone) {
+        return set_last_error(vcclInvalidUsage,
+                              "%s: the stream is being captured into a CUDA graph; vccl calls cannot be captured "
+                              "(their transfers are driven from the host when the call is made): call it outside "
+                              "the capture",
+                              call);
+    }
+#else
+    (void)stream;
+    (void)call;
+#endif
+    return vcclSuccess;
+}
+
 std::vector<std::string> device_busids() {
     std::vector<std::string> ids;
 #if VCCL_HAVE_CUDA

@@ -15,6 +15,11 @@ MemType mem_type_of(const void* ptr);
 /* Waits for the stream's work (a no-op for NULL). Without CUDA a non-NULL stream is an invalid argument. */
 vcclResult_t stream_synchronize(vcclStream_t stream);
 
+/* vcclInvalidUsage when the stream is being captured into a CUDA graph: vccl's transfers are driven by the
+ * host proxy when the call is made, so a graph replay could not repeat them. vcclSuccess otherwise (NULL
+ * stream, builds without CUDA). */
+vcclResult_t stream_check_not_capturing(vcclStream_t stream, const char* call);
+
 /* PCI bus ids of every GPU this process can see, in CUDA order; empty without CUDA or without GPUs. */
 std::vector<std::string> device_busids();
 

@@ -1,12 +1,14 @@
 /*
- * Reduction kernels. One grid-stride kernel per (type, op); each thread reads one element of every source,
- * combines them in the accumulation type (float for fp16/bf16, the type itself otherwise) and writes once.
- * Compact on purpose: the grid is bounded by max_ctas so concurrent compute keeps most of the GPU.
+ * Reduction kernels. Per (type, op) a grid-stride kernel over 16-byte packs (the aligned bulk) and a scalar
+ * one (the remainder, or everything when a pointer is unaligned); each thread reads one pack or element of
+ * every source, combines them in the accumulation type (float for fp16/bf16, the type itself otherwise) and
+ * writes once. Compact on purpose: the grid is bounded by max_ctas so concurrent compute keeps most of the GPU.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "device/reduce_kernels.h"
@@ -56,8 +58,85 @@ __global__ void reduce_kernel(void* dst, Sources srcs, int nsrcs, size_t count, 
     }
 }
 
+/* The same reduction on 16-byte packs: 128-bit loads and stores, kUnroll packs per thread in flight, so that
+ * a grid of VCCL_MAX_CTAS blocks keeps enough bytes in flight to approach memory bandwidth (the scalar kernel
+ * above reads about 0.4 TB/s at 32 blocks). Every pointer must be 16-byte aligned. */
+template <typename T> struct alignas(16) Pack {
+    static constexpr int kElems = 16 / int(sizeof(T));
+    T v[kElems];
+};
+
+/* Packs per thread in flight: 4, or 2 for 1-byte types, whose 16-element packs would otherwise need more
+ * registers than a 512-thread block may have (the launch then fails). */
+template <typename T> struct Unroll { static constexpr int value = Pack<T>::kElems > 8 ? 2 : 4; };
+constexpr int kPackThreads = 512;
+
+template <typename T, int Op>
+__global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst, Sources srcs, int nsrcs, size_t npacks,
+                                                                   int divide_by) {
+    using A = typename Acc<T>::type;
+    constexpr int E = Pack<T>::kElems;
+    constexpr int kUnroll = Unroll<T>::value;
+    size_t stride = size_t(gridDim.x) * blockDim.x;
+    for (size_t base = size_t(blockIdx.x) * blockDim.x + threadIdx.x; base < npacks; base += stride * kUnroll) {
+        A acc[kUnroll][E];
+        Pack<T> in[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            size_t k = base + size_t(u) * stride;
+            if (k < npacks) in[u] = static_cast<const Pack<T>*>(srcs.ptr[0])[k];
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[u][e] = load<T>(in[u].v, e);
+        }
+        for (int s = 1; s < nsrcs; ++s) {
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                size_t k = base + size_t(u) * stride;
+                if (k < npacks) in[u] = static_cast<const Pack<T>*>(srcs.ptr[s])[k];
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+                for (int e = 0; e < E; ++e) acc[u][e] = combine<A, Op>(acc[u][e], load<T>(in[u].v, e));
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+            size_t k = base + size_t(u) * stride;
+            if (k >= npacks) continue;
+            Pack<T> out;
+#pragma unroll
+            for (int e = 0; e < E; ++e) {
+                A v = acc[u][e];
+                if (Op == vcclAvg && divide_by > 0) v = v / A(divide_by);
+                store<T>(out.v, e, v);
+            }
+            dst[k] = out;
+        }
+    }
+}
+
 template <typename T>
-cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by, int blocks,
+cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vcclRedOp_t op, int divide_by, int blocks,
+                         cudaStream_t stream) {
+    const int threads = kPackThreads;
+    auto* d = static_cast<Pack<T>*>(dst);
+    switch (op) {
+    case vcclSum: reduce_pack_kernel<T, vcclSum><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    case vcclProd: reduce_pack_kernel<T, vcclProd><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    case vcclMax: reduce_pack_kernel<T, vcclMax><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    case vcclMin: reduce_pack_kernel<T, vcclMin><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    case vcclAvg: reduce_pack_kernel<T, vcclAvg><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by, int blocks,
                         cudaStream_t stream) {
     const int threads = 512;
     switch (op) {
@@ -71,6 +150,34 @@ cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRe
     return cudaGetLastError();
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+/* Packs for the 16-byte-aligned bulk, the scalar kernel for the remainder (or for everything when some
+ * pointer is not aligned). */
+template <typename T>
+cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by,
+                        int max_ctas, cudaStream_t stream) {
+    const size_t threads = 512;
+    const size_t per_pack = size_t(Pack<T>::kElems);
+    bool aligned = aligned16(dst);
+    for (int i = 0; i < n; ++i) aligned = aligned && aligned16(s.ptr[i]);
+    size_t npacks = aligned ? count / per_pack : 0;
+    if (npacks > 0) {
+        const size_t per_block = size_t(kPackThreads) * Unroll<T>::value;
+        size_t want = (npacks + per_block - 1) / per_block;
+        int blocks = int(std::min<size_t>(std::max<size_t>(want, 1), size_t(max_ctas)));
+        cudaError_t err = launch_packs<T>(dst, s, n, npacks, op, divide_by, blocks, stream);
+        if (err != cudaSuccess) return err;
+    }
+    size_t done = npacks * per_pack, rest = count - done;
+    if (rest == 0) return cudaSuccess;
+    Sources tail = {};
+    for (int i = 0; i < n; ++i) tail.ptr[i] = static_cast<const T*>(s.ptr[i]) + done;
+    size_t want = (rest + threads - 1) / threads;
+    int blocks = int(std::min<size_t>(std::max<size_t>(want, 1), size_t(max_ctas)));
+    return launch_scalar<T>(static_cast<T*>(dst) + done, tail, n, rest, op, divide_by, blocks, stream);
+}
+
 } // namespace
 
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
@@ -79,23 +186,20 @@ vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t
     if (nsrcs < 1 || nsrcs > kMaxReduceSources) return vcclInternalError;
     Sources s = {};
     for (int i = 0; i < nsrcs; ++i) s.ptr[i] = srcs[i];
-    const size_t threads = 512;
-    size_t want = (count + threads - 1) / threads;
-    int blocks = int(want < size_t(max_ctas) ? want : size_t(max_ctas));
-    if (blocks < 1) blocks = 1;
+    if (max_ctas < 1) max_ctas = 1;
     cudaStream_t cs = static_cast<cudaStream_t>(stream);
     cudaError_t err;
     switch (type) {
-    case vcclInt8: err = launch_type<int8_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclUint8: err = launch_type<uint8_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclInt32: err = launch_type<int32_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclUint32: err = launch_type<uint32_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclInt64: err = launch_type<int64_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclUint64: err = launch_type<uint64_t>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclFloat16: err = launch_type<__half>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclBfloat16: err = launch_type<__nv_bfloat16>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclFloat32: err = launch_type<float>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
-    case vcclFloat64: err = launch_type<double>(dst, s, nsrcs, count, op, divide_by, blocks, cs); break;
+    case vcclInt8: err = launch_type<int8_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclUint8: err = launch_type<uint8_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclInt32: err = launch_type<int32_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclUint32: err = launch_type<uint32_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclInt64: err = launch_type<int64_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclUint64: err = launch_type<uint64_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclFloat16: err = launch_type<__half>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclBfloat16: err = launch_type<__nv_bfloat16>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclFloat32: err = launch_type<float>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
+    case vcclFloat64: err = launch_type<double>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
     default: return vcclInvalidArgument;
     }
     return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;

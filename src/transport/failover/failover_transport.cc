@@ -1061,6 +1061,16 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
         for (int path = 0; path < kPaths; ++path) {
             if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
+            // A link that just came back must stay up a while first, longer while it flaps: a connection
+            // attempt cut by the next drop blocks a reconnect (UCX's blocking tcp connect) or, with UCX
+            // 1.13's non-blocking connect, crashed the process in the library (seen in fault-flap runs).
+            uint64_t settle = std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000)
+                              << std::min(std::max(links_.flap_streak(path) - 2, 0), 4);
+            uint64_t stable = links_.stable_for_ns(path, now);
+            if (stable < settle) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + (settle - stable));
+                continue;
+            }
             if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
             for (int s = 0; s < kControlSlots; ++s) post_control(peer, path, s);
             // Usable again, the primary too: if the active path fails, moving to a reconnected primary beats

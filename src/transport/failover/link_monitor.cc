@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "core/clock.h"
 #include "core/log.h"
 
 namespace vccl {
@@ -51,6 +52,8 @@ LinkMonitor::LinkMonitor(const std::vector<std::string>& devices) {
         names_.push_back(name);
         ifindex_.push_back(name.empty() ? 0 : int(if_nametoindex(name.c_str())));
         up_.push_back(name.empty() ? true : query_up(name));
+        changed_ns_.push_back(0);
+        streak_.push_back(0);
     }
     bool any = false;
     for (const std::string& n : names_) any = any || !n.empty();
@@ -75,6 +78,12 @@ LinkMonitor::~LinkMonitor() {
     if (fd_ >= 0) ::close(fd_);
 }
 
+void LinkMonitor::note_change(size_t i) {
+    uint64_t now = now_ns();
+    streak_[i] = changed_ns_[i] != 0 && now - changed_ns_[i] < 2000000000ull ? streak_[i] + 1 : 1;
+    changed_ns_[i] = now;
+}
+
 bool LinkMonitor::poll() {
     if (fd_ < 0) return false;
     bool changed = false;
@@ -86,7 +95,10 @@ bool LinkMonitor::poll() {
             for (size_t i = 0; i < names_.size(); ++i) {
                 if (names_[i].empty()) continue;
                 bool now = query_up(names_[i]);
-                changed = changed || now != up_[i];
+                if (now != up_[i]) {
+                    changed = true;
+                    note_change(i);
+                }
                 up_[i] = now;
             }
             continue;
@@ -101,6 +113,7 @@ bool LinkMonitor::poll() {
                 if (now != up_[i]) {
                     up_[i] = now;
                     changed = true;
+                    note_change(i);
                 }
             }
         }

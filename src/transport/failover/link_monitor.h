@@ -7,6 +7,7 @@
 #ifndef VCCL_TRANSPORT_FAILOVER_LINK_MONITOR_H_
 #define VCCL_TRANSPORT_FAILOVER_LINK_MONITOR_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,15 @@ public:
     bool poll();
     /* False once the watched device of `path` lost its carrier or went down; true when unknown. */
     bool up(int path) const { return up_[size_t(path)]; }
+    /* Nanoseconds (now_ns clock) since the watched device of `path` last changed state; a large value when it
+     * never changed since the monitor started. */
+    uint64_t stable_for_ns(int path, uint64_t now) const {
+        uint64_t t = changed_ns_[size_t(path)];
+        return now > t ? now - t : 0;
+    }
+    /* State changes of that device in a row, each within 2 s of the one before: 1 after a single drop or
+     * return, more while it flaps. */
+    int flap_streak(int path) const { return streak_[size_t(path)]; }
     const std::string& device(int path) const { return names_[size_t(path)]; }
 
 private:
@@ -34,6 +44,9 @@ private:
     std::vector<std::string> names_; // watched netdev per path, empty: none
     std::vector<int> ifindex_;
     std::vector<bool> up_;
+    std::vector<uint64_t> changed_ns_; // when up_ last changed (0: never)
+    std::vector<int> streak_;
+    void note_change(size_t i);
 };
 
 } // namespace failover

@@ -1,0 +1,5 @@
+#!/bin/sh
+# Listed in tests/gpu/Makefile.inc: test_gpu on 2 ranks sharing GPU 0.
+VTEST_GPU_SHARE=1
+export VTEST_GPU_SHARE
+exec "$(dirname "$0")/run-gpu-test.sh" 2 "${top_builddir:-.}/tests/gpu/test_gpu" "$@"

@@ -1,0 +1,523 @@
+/*
+ * Device-memory tests (run by `make check-gpu` on a GPU machine; tests/gpu/run-gpu-test.sh skips them
+ * where no GPU is usable):
+ *  - every collective on cudaMalloc'd buffers: every datatype and op for the reductions, counts 0, 1, odd and
+ *    not divisible by the number of ranks, in place and out of place, against a reference computed here on
+ *    the host, with guard zones around every output that must stay untouched;
+ *  - send/recv of odd sizes around a ring, sends posted before receives and after them in one group;
+ *  - stream order: a slow kernel writes the send buffer right before vcclSend on the same stream, and a kernel
+ *    reads the receive buffer right after vcclRecv, with no synchronisation in between;
+ *  - no kernel launch and no host function during send/recv (CUPTI callbacks on the driver API count them;
+ *    the counter is first shown to see the reduction kernel of an AllReduce);
+ *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing.
+ * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
+ */
+#include <cuda_runtime_api.h>
+#if VTEST_HAVE_CUPTI
+#include <cupti.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <sstream>
+
+#include "gpu_kernels.h"
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+
+namespace {
+
+const vcclDataType_t kTypes[] = {vcclInt8,  vcclUint8,    vcclInt32,   vcclUint32,  vcclInt64,
+                                 vcclUint64, vcclFloat16, vcclBfloat16, vcclFloat32, vcclFloat64};
+const vcclRedOp_t kOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
+const size_t kCounts[] = {0, 1, 7, 1031, 65537};
+const size_t kGuard = 256; // bytes of guard zone on each side of a device buffer
+const unsigned char kGuardByte = 0xA5;
+
+/* VTEST_VERBOSE=1: every case is printed before it runs (to find one that hangs). */
+bool verbose() {
+    static const bool v = getenv("VTEST_VERBOSE") != nullptr && atoi(getenv("VTEST_VERBOSE")) != 0;
+    return v;
+}
+
+std::string cuda_str(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
+
+/* Picks this rank's GPU once (before any communicator exists). */
+int my_device() {
+    static int device = -1;
+    if (device >= 0) return device;
+    MPI_Comm local;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+    int local_rank = 0;
+    MPI_Comm_rank(local, &local_rank);
+    MPI_Comm_free(&local);
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) count = 1;
+    const char* share = getenv("VTEST_GPU_SHARE");
+    device = share != nullptr && atoi(share) != 0 ? 0 : local_rank % count;
+    cudaSetDevice(device);
+    return device;
+}
+
+vcclComm_t gpu_comm() {
+    static vcclComm_t comm = nullptr;
+    static bool tried = false;
+    if (!tried) {
+        tried = true;
+        my_device();
+        comm = make_comm(CommKind::Mpi);
+        if (comm != nullptr) on_finalize([] { vcclCommDestroy(comm); });
+    }
+    return comm;
+}
+
+/* A device buffer of `bytes` between two guard zones. */
+struct DevBuf {
+    char* base = nullptr;
+    size_t bytes = 0;
+    explicit DevBuf(size_t n) : bytes(n) {
+        if (cudaMalloc(reinterpret_cast<void**>(&base), n + 2 * kGuard) != cudaSuccess) base = nullptr;
+        if (base != nullptr) cudaMemset(base, kGuardByte, n + 2 * kGuard);
+    }
+    ~DevBuf() {
+        if (base != nullptr) cudaFree(base);
+    }
+    DevBuf(const DevBuf&) = delete;
+    DevBuf& operator=(const DevBuf&) = delete;
+    char* ptr() const { return base + kGuard; }
+    void upload(const std::vector<char>& h) const { cudaMemcpy(ptr(), h.data(), h.size(), cudaMemcpyHostToDevice); }
+    std::vector<char> download() const {
+        std::vector<char> h(bytes);
+        cudaMemcpy(h.data(), ptr(), bytes, cudaMemcpyDeviceToHost);
+        return h;
+    }
+    bool guards_intact() const {
+        std::vector<unsigned char> g(kGuard);
+        for (size_t off : {size_t(0), kGuard + bytes}) {
+            cudaMemcpy(g.data(), base + off, kGuard, cudaMemcpyDeviceToHost);
+            for (unsigned char c : g) {
+                if (c != kGuardByte) return false;
+            }
+        }
+        return true;
+    }
+};
+
+struct Stream {
+    cudaStream_t s = nullptr;
+    Stream() { cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking); }
+    ~Stream() {
+        if (s != nullptr) cudaStreamDestroy(s);
+    }
+};
+
+/* Reduction input of rank r at index i: small integers, exact in every type (Prod: mostly 1, some 2 and -1). */
+int64_t red_input(int r, size_t i, vcclDataType_t t, vcclRedOp_t op) {
+    uint64_t h = uint64_t(r) * 31u + uint64_t(i) * 7u + uint64_t(t) * 3u;
+    if (op == vcclProd) {
+        if (h % 11u == 0) return 2;
+        if (!is_unsigned(t) && (i + size_t(r)) % 7u == 0) return -1;
+        return 1;
+    }
+    return is_unsigned(t) ? int64_t(h % 16u) : int64_t(h % 17u) - 8;
+}
+
+/* Expected element i of a reduction over n ranks, as a double (integer division for integer Avg). */
+double red_expected(int n, size_t i, vcclDataType_t t, vcclRedOp_t op) {
+    int64_t acc = red_input(0, i, t, op);
+    for (int r = 1; r < n; ++r) {
+        int64_t v = red_input(r, i, t, op);
+        if (op == vcclSum || op == vcclAvg) acc += v;
+        if (op == vcclProd) acc *= v;
+        if (op == vcclMax) acc = std::max(acc, v);
+        if (op == vcclMin) acc = std::min(acc, v);
+    }
+    if (op != vcclAvg) return double(acc);
+    if (is_float(t)) return double(acc) / n;
+    return double(acc / n);
+}
+
+/* Compares element i of buf against the expected value (exact for integers, a few ulps for Avg in floats). */
+bool element_ok(const void* buf, size_t i, vcclDataType_t t, double want, std::string* why) {
+    std::vector<char> tmp(8);
+    store_double(tmp.data(), 0, t, want); // wrap/round the reference to the type first
+    double w = load(tmp.data(), 0, t), got = load(buf, i, t);
+    double tol = is_float(t) && w != 0 ? 2 * type_ulp(t, w) : 0;
+    if (std::fabs(got - w) <= tol) return true;
+    std::ostringstream o;
+    o << "element " << i << ": got " << got << ", want " << w;
+    *why = o.str();
+    return false;
+}
+
+enum class Red { AllReduce, ReduceScatter, Reduce };
+const char* red_name(Red c) {
+    return c == Red::AllReduce ? "AllReduce" : c == Red::ReduceScatter ? "ReduceScatter" : "Reduce";
+}
+
+/* One reduction collective call on device buffers; returns an empty string when the result is right. */
+std::string run_reduction(vcclComm_t comm, cudaStream_t s, Red coll, vcclDataType_t t, vcclRedOp_t op,
+                          size_t count, bool in_place, int root) {
+    int rank = world_rank(), n = world_size();
+    size_t ts = type_size(t);
+    // Elements this rank sends and receives.
+    size_t in_count = coll == Red::ReduceScatter ? count * size_t(n) : count;
+    size_t out_count = count;
+    std::vector<char> in(in_count * ts);
+    for (size_t i = 0; i < in_count; ++i) store_int(in.data(), i, t, red_input(rank, i, t, op));
+    DevBuf send(in.size()), recv(out_count * ts);
+    if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
+    send.upload(in);
+    const char* sendp = send.ptr();
+    char* recvp = recv.ptr();
+    if (in_place) {
+        // NCCL's in-place forms: the same buffer, and for ReduceScatter the output is this rank's block.
+        recvp = send.ptr() + (coll == Red::ReduceScatter ? size_t(rank) * count * ts : 0);
+    }
+    vcclResult_t rc = coll == Red::AllReduce       ? vcclAllReduce(sendp, recvp, count, t, op, comm, s)
+                      : coll == Red::ReduceScatter ? vcclReduceScatter(sendp, recvp, count, t, op, comm, s)
+                                                   : vcclReduce(sendp, recvp, count, t, op, root, comm, s);
+    if (rc != vcclSuccess) return std::string("call failed: ") + result_str(rc) + ": " + vcclGetLastError(comm);
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (ce != cudaSuccess) return "stream: " + cuda_str(ce);
+    if (!send.guards_intact() || !recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> got = in_place ? send.download() : recv.download();
+    size_t base = in_place && coll == Red::ReduceScatter ? size_t(rank) * count : 0;
+    bool check = coll != Red::Reduce || rank == root;
+    std::string why;
+    for (size_t i = 0; check && i < count; ++i) {
+        size_t global = coll == Red::ReduceScatter ? size_t(rank) * count + i : i;
+        if (!element_ok(got.data(), base + i, t, red_expected(n, global, t, op), &why)) return why;
+    }
+    if (!in_place) { // the input must be unchanged
+        std::vector<char> after = send.download();
+        if (after != in) return "the send buffer was modified";
+    }
+    if (coll == Red::Reduce && rank != root && !in_place) {
+        std::vector<char> untouched = recv.download();
+        for (char c : untouched) {
+            if (static_cast<unsigned char>(c) != kGuardByte) return "Reduce wrote the receive buffer of a non-root rank";
+        }
+    }
+    return "";
+}
+
+class GpuReduction : public ::testing::TestWithParam<Red> {};
+
+TEST_P(GpuReduction, EveryTypeOpCountInAndOutOfPlace) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    Red coll = GetParam();
+    std::vector<int> roots = {0};
+    if (coll == Red::Reduce && world_size() > 1) roots.push_back(world_size() - 1);
+    int cases = 0;
+    std::string first_failure;
+    for (int root : roots) {
+        for (vcclDataType_t t : kTypes) {
+            for (vcclRedOp_t op : kOps) {
+                for (size_t count : kCounts) {
+                    for (bool in_place : {false, true}) {
+                        if (verbose()) {
+                            fprintf(stderr, "[rank %d] %s %s %s count %zu%s root %d\n", world_rank(), red_name(coll),
+                                    type_name(t), op_name(op), count, in_place ? " in place" : "", root);
+                        }
+                        std::string why = run_reduction(comm, s.s, coll, t, op, count, in_place, root);
+                        if (verbose() && !why.empty()) fprintf(stderr, "[rank %d]   %s\n", world_rank(), why.c_str());
+                        ++cases;
+                        if (!why.empty() && first_failure.empty()) {
+                            std::ostringstream o;
+                            o << red_name(coll) << " " << type_name(t) << " " << op_name(op) << " count " << count
+                              << (in_place ? " in place" : " out of place") << " root " << root << ": " << why;
+                            first_failure = o.str();
+                        }
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure) << cases << " cases";
+}
+
+INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, Red::ReduceScatter, Red::Reduce),
+                         [](const ::testing::TestParamInfo<Red>& i) { return std::string(red_name(i.param)); });
+
+/* Byte pattern of rank r's data at byte i (data movement collectives). */
+char data_byte(int r, size_t i) { return char((r * 131 + int(i % 251) * 7 + int(i / 251)) & 0xff); }
+
+enum class Move { AllGather, Broadcast, AlltoAll };
+const char* move_name(Move c) {
+    return c == Move::AllGather ? "AllGather" : c == Move::Broadcast ? "Broadcast" : "AlltoAll";
+}
+
+std::string run_move(vcclComm_t comm, cudaStream_t s, Move coll, vcclDataType_t t, size_t count, bool in_place,
+                     int root) {
+    int rank = world_rank(), n = world_size();
+    size_t ts = type_size(t), block = count * ts;
+    size_t in_bytes = coll == Move::AlltoAll ? block * size_t(n) : block;
+    size_t out_bytes = coll == Move::Broadcast ? block : block * size_t(n);
+    std::vector<char> in(in_bytes);
+    for (size_t i = 0; i < in_bytes; ++i) in[i] = data_byte(rank, i);
+    DevBuf recv(out_bytes), send(in_bytes);
+    if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
+    const char* sendp = send.ptr();
+    if (in_place) {
+        // In place: AllGather's input is this rank's block of the output; Broadcast uses one buffer.
+        std::vector<char> init(out_bytes, 0);
+        size_t at = coll == Move::AllGather ? size_t(rank) * block : 0;
+        std::copy(in.begin(), in.end(), init.begin() + ptrdiff_t(at));
+        recv.upload(init);
+        sendp = recv.ptr() + at;
+    } else {
+        send.upload(in);
+    }
+    vcclResult_t rc = coll == Move::AllGather  ? vcclAllGather(sendp, recv.ptr(), count, t, comm, s)
+                      : coll == Move::Broadcast ? vcclBroadcast(sendp, recv.ptr(), count, t, root, comm, s)
+                                                : vcclAlltoAll(sendp, recv.ptr(), count, t, comm, s);
+    if (rc != vcclSuccess) return std::string("call failed: ") + result_str(rc) + ": " + vcclGetLastError(comm);
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (ce != cudaSuccess) return "stream: " + cuda_str(ce);
+    if (!send.guards_intact() || !recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> got = recv.download();
+    for (size_t i = 0; i < out_bytes; ++i) {
+        char want;
+        if (coll == Move::AllGather) want = data_byte(int(i / block), i % block);
+        else if (coll == Move::Broadcast) want = data_byte(root, i);
+        else want = data_byte(int(i / block), size_t(rank) * block + i % block); // block `rank` of sender i/block
+        if (got[i] != want) return "byte " + std::to_string(i) + " differs";
+    }
+    if (!in_place && send.download() != in) return "the send buffer was modified";
+    return "";
+}
+
+class GpuMove : public ::testing::TestWithParam<Move> {};
+
+TEST_P(GpuMove, CountsTypesInAndOutOfPlace) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    Move coll = GetParam();
+    std::vector<int> roots = {0};
+    if (coll == Move::Broadcast && world_size() > 1) roots.push_back(world_size() - 1);
+    std::string first_failure;
+    int cases = 0;
+    for (int root : roots) {
+        for (vcclDataType_t t : {vcclUint8, vcclFloat16, vcclInt32, vcclFloat64}) {
+            for (size_t count : kCounts) {
+                for (bool in_place : {false, true}) {
+                    if (in_place && coll == Move::AlltoAll) continue; // not defined in place (as in NCCL)
+                    if (verbose()) {
+                        fprintf(stderr, "[rank %d] %s %s count %zu%s root %d\n", world_rank(), move_name(coll),
+                                type_name(t), count, in_place ? " in place" : "", root);
+                    }
+                    std::string why = run_move(comm, s.s, coll, t, count, in_place, root);
+                    if (verbose() && !why.empty()) fprintf(stderr, "[rank %d]   %s\n", world_rank(), why.c_str());
+                    ++cases;
+                    if (!why.empty() && first_failure.empty()) {
+                        first_failure = std::string(move_name(coll)) + " " + type_name(t) + " count " +
+                                        std::to_string(count) + (in_place ? " in place" : "") + " root " +
+                                        std::to_string(root) + ": " + why;
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure) << cases << " cases";
+}
+
+INSTANTIATE_TEST_SUITE_P(Colls, GpuMove, ::testing::Values(Move::AllGather, Move::Broadcast, Move::AlltoAll),
+                         [](const ::testing::TestParamInfo<Move>& i) { return std::string(move_name(i.param)); });
+
+/* Ring exchange of `bytes` inside one group; recv_first posts the receive before the send. */
+std::string ring_exchange(vcclComm_t comm, cudaStream_t s, size_t bytes, bool recv_first) {
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<char> in(bytes);
+    for (size_t i = 0; i < bytes; ++i) in[i] = data_byte(rank, i);
+    DevBuf send(bytes), recv(bytes);
+    if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
+    send.upload(in);
+    vcclResult_t rc = vcclGroupStart();
+    vcclResult_t a, b;
+    if (recv_first) {
+        a = vcclRecv(recv.ptr(), bytes, vcclUint8, prev, comm, s);
+        b = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s);
+    } else {
+        a = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s);
+        b = vcclRecv(recv.ptr(), bytes, vcclUint8, prev, comm, s);
+    }
+    vcclResult_t e = vcclGroupEnd();
+    for (vcclResult_t r : {rc, a, b, e}) {
+        if (r != vcclSuccess) return std::string("call failed: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (ce != cudaSuccess) return "stream: " + cuda_str(ce);
+    if (!recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> got = recv.download();
+    for (size_t i = 0; i < bytes; ++i) {
+        if (got[i] != data_byte(prev, i)) return "byte " + std::to_string(i) + " differs";
+    }
+    return "";
+}
+
+TEST(GpuP2p, RingOddSizesEitherOrder) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    Stream s;
+    std::string first_failure;
+    for (size_t bytes : {size_t(0), size_t(1), size_t(7), size_t(4099), size_t(1 << 20) + 3, size_t(16 << 20) + 5}) {
+        for (bool recv_first : {false, true}) {
+            std::string why = ring_exchange(comm, s.s, bytes, recv_first);
+            if (!why.empty() && first_failure.empty()) {
+                first_failure = std::to_string(bytes) + " bytes" + (recv_first ? " (receive posted first)" : "") +
+                                ": " + why;
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* A slow kernel fills the send buffer right before vcclSend, a kernel reads the receive buffer right after
+ * vcclRecv; nothing synchronises in between. Any ordering gap shows as stale data. */
+TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    const int iters = 6;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(4097), size_t(1 << 20) + 1}) {
+        size_t bytes = elems * 4;
+        DevBuf send(bytes), recv(bytes), out(bytes * iters);
+        ASSERT_ALL_RANKS(send.base != nullptr && recv.base != nullptr && out.base != nullptr);
+        cudaMemset(recv.ptr(), 0, bytes);
+        cudaDeviceSynchronize();
+        MPI_Barrier(MPI_COMM_WORLD);
+        auto* sp = reinterpret_cast<uint32_t*>(send.ptr());
+        auto* rp = reinterpret_cast<uint32_t*>(recv.ptr());
+        std::string why;
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            uint32_t seed = uint32_t(1000 * it + 10 * rank + 1);
+            cudaError_t ce = vt_slow_fill(sp, elems, seed, 2000, s.s); // 2 ms before the data is there
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t a = vcclSend(sp, elems * 4, vcclUint8, next, comm, s.s);
+            vcclResult_t b = vcclRecv(rp, elems * 4, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            cudaError_t ce2 = vt_add_one(reinterpret_cast<uint32_t*>(out.ptr()) + size_t(it) * elems, rp, elems, s.s);
+            if (ce != cudaSuccess || ce2 != cudaSuccess) why = "kernel launch: " + cuda_str(ce != cudaSuccess ? ce : ce2);
+            for (vcclResult_t r : {g, a, b, e}) {
+                if (r != vcclSuccess && why.empty()) why = std::string("call failed: ") + result_str(r);
+            }
+        }
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+        std::vector<char> got = out.download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            uint32_t seed = uint32_t(1000 * it + 10 * prev + 1);
+            for (size_t i = 0; i < elems; ++i) {
+                if (g[size_t(it) * elems + i] != vt_pattern(i, seed) + 1u) {
+                    why = "iteration " + std::to_string(it) + " element " + std::to_string(i) + " is stale";
+                    break;
+                }
+            }
+        }
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(bytes) + " bytes: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+#if VTEST_HAVE_CUPTI
+std::atomic<int> g_launches{0}, g_host_functions{0};
+
+void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void* data) {
+    const auto* info = static_cast<const CUpti_CallbackData*>(data);
+    if (info->callbackSite != CUPTI_API_ENTER || info->functionName == nullptr) return;
+    const char* f = info->functionName;
+    if (strncmp(f, "cuLaunchHostFunc", 16) == 0) ++g_host_functions;
+    else if (strncmp(f, "cuLaunch", 8) == 0 || strncmp(f, "cuGraphLaunch", 13) == 0) ++g_launches;
+}
+
+TEST(GpuP2p, NoKernelNoHostFunctionDuringSendRecv) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    CUpti_SubscriberHandle sub;
+    bool subscribed = cuptiSubscribe(&sub, reinterpret_cast<CUpti_CallbackFunc>(on_driver_call), nullptr) ==
+                      CUPTI_SUCCESS;
+    ASSERT_ALL_RANKS_WHY(subscribed, std::string("cuptiSubscribe failed"));
+    cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    Stream s;
+    // The counter must see libvccl's own launches: an AllReduce on device memory runs a reduction kernel.
+    DevBuf a(4096), b(4096);
+    cudaMemset(a.ptr(), 0, 4096);
+    cudaDeviceSynchronize();
+    g_launches = 0;
+    vcclResult_t rc = vcclAllReduce(a.ptr(), b.ptr(), 1024, vcclFloat32, vcclSum, comm, s.s);
+    cudaStreamSynchronize(s.s);
+    int seen = g_launches.load();
+    EXPECT_ALL_RANKS_WHY(rc == vcclSuccess && seen > 0,
+                         "AllReduce returned " + result_str(rc) + ", " + std::to_string(seen) + " launches counted")
+        << "the launch counter does not see libvccl's kernels, so the check below would prove nothing";
+    std::string first_failure;
+    for (size_t bytes : {size_t(8), size_t(4096), size_t(1 << 20), size_t(64 << 20)}) {
+        DevBuf send(bytes), recv(bytes);
+        cudaDeviceSynchronize();
+        g_launches = 0;
+        g_host_functions = 0;
+        int rank = world_rank(), n = world_size();
+        for (int it = 0; it < 10; ++it) {
+            vcclGroupStart();
+            vcclSend(send.ptr(), bytes, vcclUint8, (rank + 1) % n, comm, s.s);
+            vcclRecv(recv.ptr(), bytes, vcclUint8, (rank + n - 1) % n, comm, s.s);
+            if (vcclGroupEnd() != vcclSuccess && first_failure.empty()) first_failure = "vcclGroupEnd failed";
+        }
+        cudaStreamSynchronize(s.s);
+        if ((g_launches != 0 || g_host_functions != 0) && first_failure.empty()) {
+            first_failure = std::to_string(bytes) + " bytes: " + std::to_string(g_launches.load()) + " kernel launches, " +
+                            std::to_string(g_host_functions.load()) + " host functions in 10 send/recv";
+        }
+    }
+    cuptiUnsubscribe(sub);
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+#endif
+
+TEST(GpuGraph, CaptureIsRefusedAndEnqueuesNothing) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    DevBuf a(4096), b(4096);
+    cudaDeviceSynchronize();
+    std::string why;
+    if (cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) why = "cudaStreamBeginCapture failed";
+    vcclResult_t r1 = vcclAllReduce(a.ptr(), b.ptr(), 1024, vcclFloat32, vcclSum, comm, s.s);
+    std::string msg = vcclGetLastError(comm);
+    vcclResult_t r2 = vcclSend(a.ptr(), 16, vcclUint8, (world_rank() + 1) % world_size(), comm, s.s);
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(s.s, &graph);
+    size_t nodes = 0;
+    if (graph != nullptr) {
+        cudaGraphGetNodes(graph, nullptr, &nodes);
+        cudaGraphDestroy(graph);
+    }
+    if (why.empty() && (r1 != vcclInvalidUsage || r2 != vcclInvalidUsage)) {
+        why = "calls on a capturing stream returned " + result_str(r1) + " and " + result_str(r2);
+    }
+    if (why.empty() && msg.find("graph") == std::string::npos) why = "the error message does not mention the graph: " + msg;
+    if (why.empty() && (end != cudaSuccess || nodes != 0)) {
+        why = "the capture was disturbed: " + cuda_str(end) + ", " + std::to_string(nodes) + " nodes";
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    // The communicator still works afterwards.
+    std::string after = run_reduction(comm, s.s, Red::AllReduce, vcclFloat32, vcclSum, 1031, false, 0);
+    EXPECT_ALL_RANKS_WHY(after.empty(), after);
+}
+
+} // namespace
