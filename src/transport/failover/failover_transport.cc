@@ -47,6 +47,7 @@
 #include "core/status.h"
 #include "telemetry/telemetry.h"
 #include "transport/failover/link_monitor.h"
+#include "transport/failover/rail_probe.h"
 #include "transport/failover/wire.h"
 #include "transport/transport.h"
 
@@ -208,6 +209,10 @@ public:
     const char* name() const override { return "ucx+failover"; }
 
     vcclResult_t start();
+    /* Collective, before start(): the rail probe's address exchange. */
+    vcclResult_t init_rail_probe(Bootstrap* bootstrap) {
+        return probe_.init(bootstrap, {links_.device(0), links_.device(1)});
+    }
 
     vcclResult_t isend(int peer, uint64_t tag, const void* buf, size_t bytes, MemType mem, bool sync,
                        TransportRequest** out) override;
@@ -272,6 +277,7 @@ private:
     int rank_, nranks_;
     telemetry::Telemetry* telemetry_;
     LinkMonitor links_;
+    RailProbe probe_; // is a broken path's rail answering? (asked before reconnecting it)
     std::unique_ptr<Transport> paths_[kPaths];
     std::string devices_[kPaths];
     std::vector<std::unique_ptr<PeerState>> peers_; // not movable: requests point into them
@@ -1061,14 +1067,30 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
         for (int path = 0; path < kPaths; ++path) {
             if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
-            // A link that just came back must stay up a while first, longer while it flaps: a connection
-            // attempt cut by the next drop blocks a reconnect (UCX's blocking tcp connect) or, with UCX
-            // 1.13's non-blocking connect, crashed the process in the library (seen in fault-flap runs).
-            uint64_t settle = std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000)
+            // A link that just came back must stay up a while first, longer while it flaps (a connect cut by
+            // the next drop blocks this thread), unless the active path is down too and this is the way out.
+            bool way_out = !links_.up(p.active) || p.path_lost[p.active];
+            uint64_t settle = std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 2, 1000000)
                               << std::min(std::max(links_.flap_streak(path) - 2, 0), 4);
             uint64_t stable = links_.stable_for_ns(path, now);
-            if (stable < settle) {
+            if (!way_out && stable < settle) {
                 p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + (settle - stable));
+                continue;
+            }
+            // And its rail must answer (rail_probe.h): UCX's tcp connect blocks while a rail drops packets.
+            RailProbe::Result reach = probe_.poll(path, peer, now, ms_to_ns(fo_.failback_ms) / 2);
+            if (reach != RailProbe::Result::Pending) {
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: rail of path %d %s", rank_, peer, path,
+                          reach == RailProbe::Result::Reachable     ? "answers: reconnecting"
+                          : reach == RailProbe::Result::Unreachable ? "does not answer"
+                                                                    : "cannot be probed: reconnecting");
+            }
+            if (reach == RailProbe::Result::Pending) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + 1000000);
+                continue;
+            }
+            if (reach == RailProbe::Result::Unreachable) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + ms_to_ns(fo_.failback_ms) / 4);
                 continue;
             }
             if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
@@ -1248,7 +1270,10 @@ vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOpti
                                        const FailoverOptions& fo, std::unique_ptr<Transport>* out) {
     TransportOptions path_options = options;
     path_options.peer_errors_everywhere = fo.every_peer;
-    path_options.nonblocking_connect = true; // paths are reconnected from the progress thread while a link is faulty
+    // UCX's non-blocking tcp connect (TCP_CONN_NB) is left off: with UCX 1.13 a link dropping during such a
+    // connect, or a forced close after one, crashed the process inside libuct (fault-flap and fault-slow
+    // runs). Blocking connects are made safe instead by asking the rail first (rail_probe.h).
+    path_options.nonblocking_connect = false;
     // The primary records the peers it serves directly; the failover layer records the rest per path.
     path_options.unrecorded_peers.assign(size_t(bootstrap->nranks()), true);
     for (int r = 0; r < bootstrap->nranks(); ++r) {
@@ -1262,6 +1287,7 @@ vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOpti
     VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap, path_options, &backup));
     auto t = std::make_unique<failover::FailoverTransport>(std::move(primary), std::move(backup), fo, options,
                                                            bootstrap->rank(), bootstrap->nranks());
+    VCCL_RETURN_IF_ERROR(t->init_rail_probe(bootstrap));
     VCCL_RETURN_IF_ERROR(t->start());
     *out = std::move(t);
     return vcclSuccess;
