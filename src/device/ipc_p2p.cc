@@ -200,6 +200,18 @@ private:
         return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + size_t(region) * nranks_ + index);
     }
 
+    /* Unmaps and forgets every mapping of `list` that `pred` selects. */
+    template <typename Pred> static void close_mappings_if(std::vector<Mapping>& list, Pred pred) {
+        for (size_t i = 0; i < list.size();) {
+            if (pred(list[i])) {
+                cudaIpcCloseMemHandle(list[i].ptr);
+                list.erase(list.begin() + long(i));
+            } else {
+                ++i;
+            }
+        }
+    }
+
     /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). */
     vcclResult_t map(int peer, const P2pDescriptor& desc, void** base) {
         auto& list = mappings_[peer];
@@ -213,16 +225,9 @@ private:
         }
         // The peer freed an allocation and made a new one over its range: the old mapping is stale (its
         // last transfer completed before the peer could free it), and CUDA refuses to map the range twice.
-        for (size_t i = 0; i < list.size();) {
-            bool overlap = list[i].alloc_base < desc.alloc_base + desc.alloc_size &&
-                           desc.alloc_base < list[i].alloc_base + list[i].alloc_size;
-            if (overlap) {
-                cudaIpcCloseMemHandle(list[i].ptr);
-                list.erase(list.begin() + long(i));
-            } else {
-                ++i;
-            }
-        }
+        close_mappings_if(list, [&](const Mapping& m) {
+            return m.alloc_base < desc.alloc_base + desc.alloc_size && desc.alloc_base < m.alloc_base + m.alloc_size;
+        });
         if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
             size_t oldest = 0;
             for (size_t i = 1; i < list.size(); ++i) {
@@ -241,16 +246,10 @@ private:
             cudaGetLastError();
             auto first_block = [](uint64_t a) { return a >> 21; };
             auto last_block = [](uint64_t a, uint64_t n) { return (a + (n > 0 ? n - 1 : 0)) >> 21; };
-            for (size_t i = 0; i < list.size();) {
-                bool shared = first_block(list[i].alloc_base) <= last_block(desc.alloc_base, desc.alloc_size) &&
-                              first_block(desc.alloc_base) <= last_block(list[i].alloc_base, list[i].alloc_size);
-                if (shared) {
-                    cudaIpcCloseMemHandle(list[i].ptr);
-                    list.erase(list.begin() + long(i));
-                } else {
-                    ++i;
-                }
-            }
+            close_mappings_if(list, [&](const Mapping& m) {
+                return first_block(m.alloc_base) <= last_block(desc.alloc_base, desc.alloc_size) &&
+                       first_block(desc.alloc_base) <= last_block(m.alloc_base, m.alloc_size);
+            });
             err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
         }
         if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);

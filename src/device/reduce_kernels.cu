@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "device/reduce_kernels.h"
 
@@ -70,6 +71,7 @@ template <typename T> struct alignas(16) Pack {
  * registers than a 512-thread block may have (the launch then fails). */
 template <typename T> struct Unroll { static constexpr int value = Pack<T>::kElems > 8 ? 2 : 4; };
 constexpr int kPackThreads = 512;
+constexpr int kScalarThreads = 512;
 
 template <typename T, int Op>
 __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst, Sources srcs, int nsrcs, size_t npacks,
@@ -119,53 +121,56 @@ __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst,
     }
 }
 
-template <typename T>
-cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vcclRedOp_t op, int divide_by, int blocks,
-                         cudaStream_t stream) {
-    const int threads = kPackThreads;
-    auto* d = static_cast<Pack<T>*>(dst);
+/* Calls launch(std::integral_constant<int, OP>) for the run-time op, so each kernel is instantiated per op. */
+template <typename Launch> cudaError_t for_op(vcclRedOp_t op, Launch&& launch) {
     switch (op) {
-    case vcclSum: reduce_pack_kernel<T, vcclSum><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
-    case vcclProd: reduce_pack_kernel<T, vcclProd><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
-    case vcclMax: reduce_pack_kernel<T, vcclMax><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
-    case vcclMin: reduce_pack_kernel<T, vcclMin><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
-    case vcclAvg: reduce_pack_kernel<T, vcclAvg><<<blocks, threads, 0, stream>>>(d, s, n, npacks, divide_by); break;
+    case vcclSum: launch(std::integral_constant<int, vcclSum>()); break;
+    case vcclProd: launch(std::integral_constant<int, vcclProd>()); break;
+    case vcclMax: launch(std::integral_constant<int, vcclMax>()); break;
+    case vcclMin: launch(std::integral_constant<int, vcclMin>()); break;
+    case vcclAvg: launch(std::integral_constant<int, vcclAvg>()); break;
     default: return cudaErrorInvalidValue;
     }
     return cudaGetLastError();
 }
 
 template <typename T>
+cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vcclRedOp_t op, int divide_by, int blocks,
+                         cudaStream_t stream) {
+    auto* d = static_cast<Pack<T>*>(dst);
+    return for_op(op, [&](auto o) {
+        reduce_pack_kernel<T, decltype(o)::value><<<blocks, kPackThreads, 0, stream>>>(d, s, n, npacks, divide_by);
+    });
+}
+
+template <typename T>
 cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by, int blocks,
-                        cudaStream_t stream) {
-    const int threads = 512;
-    switch (op) {
-    case vcclSum: reduce_kernel<T, vcclSum><<<blocks, threads, 0, stream>>>(dst, s, n, count, divide_by); break;
-    case vcclProd: reduce_kernel<T, vcclProd><<<blocks, threads, 0, stream>>>(dst, s, n, count, divide_by); break;
-    case vcclMax: reduce_kernel<T, vcclMax><<<blocks, threads, 0, stream>>>(dst, s, n, count, divide_by); break;
-    case vcclMin: reduce_kernel<T, vcclMin><<<blocks, threads, 0, stream>>>(dst, s, n, count, divide_by); break;
-    case vcclAvg: reduce_kernel<T, vcclAvg><<<blocks, threads, 0, stream>>>(dst, s, n, count, divide_by); break;
-    default: return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
+                          cudaStream_t stream) {
+    return for_op(op, [&](auto o) {
+        reduce_kernel<T, decltype(o)::value><<<blocks, kScalarThreads, 0, stream>>>(dst, s, n, count, divide_by);
+    });
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 /* Packs for the 16-byte-aligned bulk, the scalar kernel for the remainder (or for everything when some
  * pointer is not aligned). */
+/* Blocks for `items` at `per_block` each, at least 1 and at most max_ctas. */
+int grid_blocks(size_t items, size_t per_block, int max_ctas) {
+    return int(std::min<size_t>(std::max<size_t>((items + per_block - 1) / per_block, 1), size_t(max_ctas)));
+}
+
+/* Packs for the 16-byte-aligned bulk, the scalar kernel for the remainder (or for everything when some
+ * pointer is not aligned). */
 template <typename T>
 cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by,
                         int max_ctas, cudaStream_t stream) {
-    const size_t threads = 512;
     const size_t per_pack = size_t(Pack<T>::kElems);
     bool aligned = aligned16(dst);
     for (int i = 0; i < n; ++i) aligned = aligned && aligned16(s.ptr[i]);
     size_t npacks = aligned ? count / per_pack : 0;
     if (npacks > 0) {
-        const size_t per_block = size_t(kPackThreads) * Unroll<T>::value;
-        size_t want = (npacks + per_block - 1) / per_block;
-        int blocks = int(std::min<size_t>(std::max<size_t>(want, 1), size_t(max_ctas)));
+        int blocks = grid_blocks(npacks, size_t(kPackThreads) * Unroll<T>::value, max_ctas);
         cudaError_t err = launch_packs<T>(dst, s, n, npacks, op, divide_by, blocks, stream);
         if (err != cudaSuccess) return err;
     }
@@ -173,9 +178,8 @@ cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRe
     if (rest == 0) return cudaSuccess;
     Sources tail = {};
     for (int i = 0; i < n; ++i) tail.ptr[i] = static_cast<const T*>(s.ptr[i]) + done;
-    size_t want = (rest + threads - 1) / threads;
-    int blocks = int(std::min<size_t>(std::max<size_t>(want, 1), size_t(max_ctas)));
-    return launch_scalar<T>(static_cast<T*>(dst) + done, tail, n, rest, op, divide_by, blocks, stream);
+    return launch_scalar<T>(static_cast<T*>(dst) + done, tail, n, rest, op, divide_by,
+                            grid_blocks(rest, kScalarThreads, max_ctas), stream);
 }
 
 } // namespace

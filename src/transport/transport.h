@@ -48,10 +48,6 @@ struct TransportOptions {
     /* Use peer error handling on every endpoint, also to ranks on this host (failover paths must learn of
      * a dead connection; the cost is UCX preferring TCP over shared memory on one host). */
     bool peer_errors_everywhere = false;
-    /* Connections are set up without blocking the calling thread (UCX's tcp transport connects blocking by
-     * default: a reconnect to a peer behind a blackholed link then holds the progress thread for seconds,
-     * stalling the healthy path too). Failover paths set it. */
-    bool nonblocking_connect = false;
 };
 
 using telemetry::TransferTag;

@@ -43,6 +43,20 @@ bool verbose() {
     return v;
 }
 
+/* Bookkeeping of a sweep of cases: counts them, keeps the first failure with its case label, and under
+ * VTEST_VERBOSE prints each label before the case runs and each failure at once. */
+struct Sweep {
+    int cases = 0;
+    std::string first_failure;
+    template <typename F> void run(const std::string& label, F&& one_case) {
+        if (verbose()) fprintf(stderr, "[rank %d] %s\n", world_rank(), label.c_str());
+        std::string why = one_case();
+        if (verbose() && !why.empty()) fprintf(stderr, "[rank %d]   %s\n", world_rank(), why.c_str());
+        ++cases;
+        if (!why.empty() && first_failure.empty()) first_failure = label + ": " + why;
+    }
+};
+
 std::string cuda_str(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
 /* Picks this rank's GPU once (before any communicator exists). */
@@ -214,32 +228,23 @@ TEST_P(GpuReduction, EveryTypeOpCountInAndOutOfPlace) {
     Red coll = GetParam();
     std::vector<int> roots = {0};
     if (coll == Red::Reduce && world_size() > 1) roots.push_back(world_size() - 1);
-    int cases = 0;
-    std::string first_failure;
+    Sweep sweep;
     for (int root : roots) {
         for (vcclDataType_t t : kTypes) {
             for (vcclRedOp_t op : kOps) {
                 for (size_t count : kCounts) {
                     for (bool in_place : {false, true}) {
-                        if (verbose()) {
-                            fprintf(stderr, "[rank %d] %s %s %s count %zu%s root %d\n", world_rank(), red_name(coll),
-                                    type_name(t), op_name(op), count, in_place ? " in place" : "", root);
-                        }
-                        std::string why = run_reduction(comm, s.s, coll, t, op, count, in_place, root);
-                        if (verbose() && !why.empty()) fprintf(stderr, "[rank %d]   %s\n", world_rank(), why.c_str());
-                        ++cases;
-                        if (!why.empty() && first_failure.empty()) {
-                            std::ostringstream o;
-                            o << red_name(coll) << " " << type_name(t) << " " << op_name(op) << " count " << count
-                              << (in_place ? " in place" : " out of place") << " root " << root << ": " << why;
-                            first_failure = o.str();
-                        }
+                        std::ostringstream label;
+                        label << red_name(coll) << " " << type_name(t) << " " << op_name(op) << " count " << count
+                              << (in_place ? " in place" : " out of place") << " root " << root;
+                        sweep.run(label.str(),
+                                  [&] { return run_reduction(comm, s.s, coll, t, op, count, in_place, root); });
                     }
                 }
             }
         }
     }
-    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure) << cases << " cases";
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 }
 
 INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, Red::ReduceScatter, Red::Reduce),
@@ -302,30 +307,21 @@ TEST_P(GpuMove, CountsTypesInAndOutOfPlace) {
     Move coll = GetParam();
     std::vector<int> roots = {0};
     if (coll == Move::Broadcast && world_size() > 1) roots.push_back(world_size() - 1);
-    std::string first_failure;
-    int cases = 0;
+    Sweep sweep;
     for (int root : roots) {
         for (vcclDataType_t t : {vcclUint8, vcclFloat16, vcclInt32, vcclFloat64}) {
             for (size_t count : kCounts) {
                 for (bool in_place : {false, true}) {
                     if (in_place && coll == Move::AlltoAll) continue; // not defined in place (as in NCCL)
-                    if (verbose()) {
-                        fprintf(stderr, "[rank %d] %s %s count %zu%s root %d\n", world_rank(), move_name(coll),
-                                type_name(t), count, in_place ? " in place" : "", root);
-                    }
-                    std::string why = run_move(comm, s.s, coll, t, count, in_place, root);
-                    if (verbose() && !why.empty()) fprintf(stderr, "[rank %d]   %s\n", world_rank(), why.c_str());
-                    ++cases;
-                    if (!why.empty() && first_failure.empty()) {
-                        first_failure = std::string(move_name(coll)) + " " + type_name(t) + " count " +
+                    std::string label = std::string(move_name(coll)) + " " + type_name(t) + " count " +
                                         std::to_string(count) + (in_place ? " in place" : "") + " root " +
-                                        std::to_string(root) + ": " + why;
-                    }
+                                        std::to_string(root);
+                    sweep.run(label, [&] { return run_move(comm, s.s, coll, t, count, in_place, root); });
                 }
             }
         }
     }
-    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure) << cases << " cases";
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 }
 
 INSTANTIATE_TEST_SUITE_P(Colls, GpuMove, ::testing::Values(Move::AllGather, Move::Broadcast, Move::AlltoAll),

@@ -1065,11 +1065,11 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     // can carry probes and, later, traffic. A link that comes back up is tried at once (progress()).
     if (now >= p.next_reconnect_ns) {
         p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
+        // A link that just came back must stay up a while first, longer while it flaps (a connect cut by the
+        // next drop blocks this thread), unless the active path is down too and this is the way out.
+        bool way_out = !links_.up(p.active) || p.path_lost[p.active];
         for (int path = 0; path < kPaths; ++path) {
             if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
-            // A link that just came back must stay up a while first, longer while it flaps (a connect cut by
-            // the next drop blocks this thread), unless the active path is down too and this is the way out.
-            bool way_out = !links_.up(p.active) || p.path_lost[p.active];
             uint64_t settle = std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 2, 1000000)
                               << std::min(std::max(links_.flap_streak(path) - 2, 0), 4);
             uint64_t stable = links_.stable_for_ns(path, now);
@@ -1270,10 +1270,9 @@ vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOpti
                                        const FailoverOptions& fo, std::unique_ptr<Transport>* out) {
     TransportOptions path_options = options;
     path_options.peer_errors_everywhere = fo.every_peer;
-    // UCX's non-blocking tcp connect (TCP_CONN_NB) is left off: with UCX 1.13 a link dropping during such a
+    // UCX's non-blocking tcp connect (TCP_CONN_NB) is not used: with UCX 1.13 a link dropping during such a
     // connect, or a forced close after one, crashed the process inside libuct (fault-flap and fault-slow
     // runs). Blocking connects are made safe instead by asking the rail first (rail_probe.h).
-    path_options.nonblocking_connect = false;
     // The primary records the peers it serves directly; the failover layer records the rest per path.
     path_options.unrecorded_peers.assign(size_t(bootstrap->nranks()), true);
     for (int r = 0; r < bootstrap->nranks(); ++r) {

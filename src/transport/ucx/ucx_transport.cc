@@ -302,11 +302,6 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     if (status == vcclSuccess && !options.net_devices.empty()) {
         status = ucx_check(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()), "setting NET_DEVICES");
     }
-    if (status == vcclSuccess && options.nonblocking_connect &&
-        ucp_config_modify(config, "CONN_NB", "y") != UCS_OK) {
-        // Not fatal: a UCX without the option (or without tcp) never blocks a reconnect on tcp.
-        VCCL_INFO(kLogNet, "ucx: this UCX does not take TCP_CONN_NB; tcp reconnects may block while a link is faulty");
-    }
     if (status == vcclSuccess) {
         ucp_params_t params;
         memset(&params, 0, sizeof(params));
