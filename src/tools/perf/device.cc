@@ -43,7 +43,11 @@ void device_free(void* p) {
 }
 
 bool device_copy(void* dst, const void* src, size_t bytes, std::string* error) {
-    return ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy", error);
+    /* A cudaMemcpy from pageable memory may return before its DMA has landed, and the benchmark's stream
+     * is non-blocking (it does not wait for the legacy stream that DMA runs on): wait for the device so the
+     * next operation reads what was written. */
+    return ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy", error) &&
+           ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize", error);
 }
 
 bool stream_create(void** stream, std::string* error) {

@@ -171,6 +171,43 @@ double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb
     return (MPI_Wtime() - t0) / o.iters;
 }
 
+/* --concurrent-gemm: the GEMM alone, beside `iters` vccl operations and beside as many baseline ones (all
+ * ranks at once, after a barrier each). Fills the row's gemm_* fields. */
+void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank, int nranks,
+                  void* stream, bool with_baseline, Row* row) {
+    std::string error;
+    double solo = 0;
+    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (!gemm_solo(&solo, &error)) die("GEMM", error);
+    auto mean = [&](double v) {
+        double sum = 0;
+        check_mpi(MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+        return sum / nranks;
+    };
+    auto lowest = [&](double v) {
+        double m = 0;
+        check_mpi(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+        return m;
+    };
+    auto highest = [&](double v) { return -lowest(-v); };
+    row->gemm_solo = mean(solo);
+    for (int pass = 0; pass < (with_baseline ? 2 : 1); ++pass) {
+        std::function<void()> transfer = [&] {
+            for (int i = 0; i < o.iters; ++i) {
+                if (pass == 0) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
+                else run_baseline(o, shape, cb, rank, nranks, stream);
+            }
+        };
+        double tflops = 0, ms = 0;
+        check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        if (!gemm_during(stream, transfer, &tflops, &ms, &error)) die("GEMM", error);
+        double pct = solo > 0 ? 100.0 * tflops / solo : 0;
+        (pass == 0 ? row->gemm_vccl : row->gemm_base) = mean(tflops);
+        (pass == 0 ? row->gemm_vccl_min_pct : row->gemm_base_min_pct) = lowest(pct);
+        (pass == 0 ? row->gemm_vccl_transfer_ms : row->gemm_base_transfer_ms) = highest(ms) / o.iters;
+    }
+}
+
 void fill_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {
     std::string error;
     if (!buf.fill(o, shape, rank, nranks, in_place, &error)) die("filling buffers", error);
@@ -195,6 +232,8 @@ int validate(const Options& o, int rank, int nranks) {
     std::string msg;
     if (o.baseline == Baseline::Nccl && o.memory != Memory::Cuda) {
         error = "--baseline nccl needs device buffers: add -m cuda";
+    } else if (o.gemm_n > 0 && o.memory != Memory::Cuda) {
+        error = "--concurrent-gemm needs device buffers: add -m cuda";
     } else if (coll_has_root(o.coll) && o.root >= nranks) {
         msg = "root " + std::to_string(o.root) + " (-r) is not a rank: the job has " + std::to_string(nranks) +
               " ranks";
@@ -227,6 +266,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     Shape largest = make_shape(o.coll, o.max_bytes, o.dtype, nranks);
     Buffers buf(o.memory, o.dtype);
     if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
+    if (o.gemm_n > 0) {
+        int ok = gemm_init(o.gemm_n, &error) ? 1 : 0, all_ok = 0;
+        check_mpi(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+        if (!ok) die("GEMM", error);
+        if (!all_ok) die("GEMM", "another rank could not set up the GEMM");
+    }
 
     bool baseline = o.baseline != Baseline::None;
     const char* unsupported = !baseline || compare_telemetry ? nullptr
@@ -284,6 +329,10 @@ int run(int argc, char** argv, int rank, int nranks) {
                 }
                 row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
             }
+            if (o.gemm_n > 0) {
+                measure_gemm(o, shape, call_buffers(o.coll, buf, shape, rank, false), comm, rank, nranks, stream,
+                             o.baseline == Baseline::Nccl && row.mpi_supported, &row);
+            }
             if (rank == 0) print_row(stdout, o, row);
             rows.push_back(row);
         }
@@ -306,6 +355,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     }
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     nccl_baseline_finalize();
+    gemm_finalize();
     if (g_telemetry_off_comm != nullptr) check_vccl(vcclCommDestroy(g_telemetry_off_comm), "vcclCommDestroy", nullptr);
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
     stream_destroy(stream);

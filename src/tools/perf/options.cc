@@ -91,6 +91,7 @@ int finish_soak_options(int argc, char** argv, bool verbose, bool max_given, Opt
     }
     if (o->memory != Memory::Host) return usage("runs on host memory only (-m host)");
     if (o->baseline != Baseline::None) return usage("has no baseline");
+    if (o->gemm_n > 0) return usage("has no --concurrent-gemm");
     if (o->bootstrap != Bootstrap::Mpi) return usage("creates its communicators with vcclCommInitMPI only");
     if (!max_given) o->max_bytes = size_t(1) << 20;
     if (o->max_bytes < 8) return usage("the largest size (-e) must be at least 8 bytes");
@@ -168,6 +169,11 @@ void print_usage(FILE* out) {
             "                           telemetry off (the first one then has it on) on the same buffers and\n"
             "                           print its time, bus bandwidth and the ratio vccl/baseline\n"
             "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
+            "      --concurrent-gemm[=N]\n"
+            "                           (-m cuda) after each size, run an N x N x N bf16 GEMM (cuBLAS, default\n"
+            "                           N 8192) on a stream of its own, alone and then while -n operations of\n"
+            "                           the collective run (and the NCCL baseline's, with --baseline nccl), and\n"
+            "                           print the GEMM's TFLOP/s during the transfer against alone\n"
             "\n"
             "Soak mode (COLLECTIVE optional: all of them by default, or 'all', or one name):\n"
             "      --soak SECONDS       run random collectives, datatypes, ops, roots and sizes (0, 1, odd, up to\n"
@@ -186,7 +192,7 @@ void print_usage(FILE* out) {
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
     enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-           kOptMaxFd, kOptProgress };
+           kOptMaxFd, kOptProgress, kOptGemm };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -210,6 +216,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"max-rss-growth", required_argument, nullptr, kOptMaxRss},
         {"max-fd-growth", required_argument, nullptr, kOptMaxFd},
         {"progress", required_argument, nullptr, kOptProgress},
+        {"concurrent-gemm", optional_argument, nullptr, kOptGemm},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
@@ -336,6 +343,12 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         case kOptProgress:
             if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("progress interval (--progress SECONDS)", optarg);
             o.soak_progress = int(v);
+            break;
+        case kOptGemm:
+            /* 64 <= N keeps cuBLAS on tensor-core kernels; N <= 32768 keeps the three matrices under 6 GiB */
+            if (optarg == nullptr) o.gemm_n = 8192;
+            else if (!parse_int(optarg, 64, 32768, &v)) return fail("GEMM size (--concurrent-gemm=N, 64..32768)", optarg);
+            else o.gemm_n = int(v);
             break;
         case 'h':
             if (verbose) print_usage(stdout);

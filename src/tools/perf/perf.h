@@ -8,6 +8,7 @@
  *   report.cc    timing aggregation across ranks, the table, footer and JSON output
  *   main.cc      MPI start-up, communicator creation, the size loop
  *   soak.cc      --soak: random mixed collectives for a duration, communicator churn, leak check
+ *   gemm.cc      --concurrent-gemm: a cuBLAS GEMM beside the transfer, its throughput against running alone
  */
 #ifndef VCCL_TOOLS_PERF_PERF_H_
 #define VCCL_TOOLS_PERF_PERF_H_
@@ -16,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,7 @@ struct Options {
     long max_rss_growth_kb = 16384;   // --max-rss-growth KB per rank after warm-up
     long max_fd_growth = 0;           // --max-fd-growth N per rank after warm-up
     int soak_progress = 60;           // --progress SECONDS between progress lines (0: none)
+    int gemm_n = 0;                   // --concurrent-gemm[=N]: N x N x N bf16 GEMM beside the transfer; 0: off
 };
 
 /* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
@@ -166,6 +169,18 @@ const char* nccl_baseline_unsupported(const Options& opts);
 int run_nccl(const Options& opts, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream,
              std::string* error);
 
+/* ---- gemm.cc ---- (all return false with a message in *error on failure) */
+
+/* Loads cuBLAS, allocates three N x N bf16 matrices and a stream of its own on the current device. */
+bool gemm_init(int n, std::string* error);
+/* GEMMs back to back, alone: TFLOP/s. */
+bool gemm_solo(double* tflops, std::string* error);
+/* GEMMs back to back on their stream while `enqueue_transfer` queues work on `transfer_stream`: the GEMM's
+ * TFLOP/s inside the transfer's window and the window's length. */
+bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, double* tflops,
+                 double* transfer_ms, std::string* error);
+void gemm_finalize();
+
 /* ---- soak.cc ---- */
 
 /* The --soak run (collective over MPI_COMM_WORLD); returns the exit code, the same on every rank. */
@@ -187,6 +202,11 @@ struct Row {
     bool has_mpi = false;        // baseline requested
     bool mpi_supported = false;  // and possible for this type/op
     Measure mpi;
+    /* --concurrent-gemm, averaged over ranks (TFLOP/s); *_min_pct: the lowest rank's share of its solo
+     * throughput; negative: not measured */
+    double gemm_solo = -1;
+    double gemm_vccl = -1, gemm_vccl_min_pct = -1, gemm_vccl_transfer_ms = -1;
+    double gemm_base = -1, gemm_base_min_pct = -1, gemm_base_transfer_ms = -1;
 };
 
 /* Reduces one rank's time across ranks per opts.average (collective over comm). */

@@ -147,6 +147,15 @@ void print_row(FILE* out, const Options& o, const Row& row) {
         }
     }
     fprintf(out, "\n");
+    if (row.gemm_solo >= 0) {
+        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s; during vccl %.1f (lowest rank %.1f%% of alone, "
+                     "transfer %.3f ms/op)", o.gemm_n, o.gemm_n, o.gemm_n, row.gemm_solo, row.gemm_vccl,
+                row.gemm_vccl_min_pct, row.gemm_vccl_transfer_ms);
+        if (row.gemm_base >= 0)
+            fprintf(out, "; during %s %.1f (lowest rank %.1f%%, transfer %.3f ms/op)", baseline_name(o.baseline),
+                    row.gemm_base, row.gemm_base_min_pct, row.gemm_base_transfer_ms);
+        fprintf(out, "\n");
+    }
     fflush(out);
 }
 
@@ -207,6 +216,16 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
             json_measure(f, r.mpi);
         } else if (r.has_mpi) {
             fprintf(f, ", \"%s\": null", baseline_name(o.baseline));
+        }
+        if (r.gemm_solo >= 0) {
+            fprintf(f, ", \"gemm\": {\"n\": %d, \"solo_tflops\": %.3f, \"vccl_tflops\": %.3f, \"vccl_min_pct\": %.3f, "
+                       "\"vccl_transfer_ms\": %.4f", o.gemm_n, r.gemm_solo, r.gemm_vccl, r.gemm_vccl_min_pct,
+                    r.gemm_vccl_transfer_ms);
+            if (r.gemm_base >= 0)
+                fprintf(f, ", \"%s_tflops\": %.3f, \"%s_min_pct\": %.3f, \"%s_transfer_ms\": %.4f",
+                        baseline_name(o.baseline), r.gemm_base, baseline_name(o.baseline), r.gemm_base_min_pct,
+                        baseline_name(o.baseline), r.gemm_base_transfer_ms);
+            fprintf(f, "}");
         }
         fprintf(f, "}");
     }

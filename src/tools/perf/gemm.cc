@@ -1,0 +1,250 @@
+/* vccl-perf --concurrent-gemm: how much a transfer slows a GEMM that runs beside it on the same GPU.
+ *
+ * Training overlaps gradient communication with compute; a communication library that takes SMs (NCCL's
+ * copy kernels) or memory bandwidth away from the GEMM costs step time even when the transfer itself is
+ * hidden. We measure it directly: a square bf16 GEMM (cuBLAS, fp32 accumulate) runs back to back on a
+ * stream of its own, once alone and once while the transfer runs on the benchmark's stream. Every GEMM
+ * and both ends of the transfer are bracketed by CUDA events, so the GEMM work done inside the transfer's
+ * window is known exactly (a GEMM that straddles an end counts with the fraction that overlaps, assuming
+ * it progresses evenly). cuBLAS is loaded with dlopen: vccl-perf does not link it and runs without it
+ * unless this option is given.
+ */
+#include "config.h"
+#include "tools/perf/perf.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#if VCCL_HAVE_CUDA && __has_include(<cublas_v2.h>)
+#define VPERF_HAVE_CUBLAS_HEADER 1
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#else
+#define VPERF_HAVE_CUBLAS_HEADER 0
+#endif
+
+namespace vperf {
+
+#if VPERF_HAVE_CUBLAS_HEADER
+
+namespace {
+
+/* GEMMs in flight on the GEMM stream at once: enough that the GPU never idles between two of them
+ * while this thread polls, few enough that the GEMM stops soon after the transfer does. */
+constexpr int kInFlight = 3;
+/* GEMMs timed alone. */
+constexpr int kSoloGemms = 20;
+/* A window holds at most this many GEMMs (their events are created once). */
+constexpr int kMaxGemms = 4096;
+
+struct Cublas {
+    void* lib = nullptr;
+    decltype(&cublasCreate_v2) create = nullptr;
+    decltype(&cublasDestroy_v2) destroy = nullptr;
+    decltype(&cublasSetStream_v2) set_stream = nullptr;
+    /* spelled out: the C++ header overloads cublasGemmEx */
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                              const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+};
+
+struct GemmState {
+    Cublas blas;
+    cublasHandle_t handle = nullptr;
+    cudaStream_t stream = nullptr;
+    int n = 0;
+    void* a = nullptr;
+    void* b = nullptr;
+    void* c = nullptr;
+    std::vector<cudaEvent_t> begin, end; // per GEMM of a window
+    cudaEvent_t origin = nullptr, transfer_begin = nullptr, transfer_end = nullptr;
+} g;
+
+bool cuda_ok(cudaError_t e, const char* what, std::string* error) {
+    if (e == cudaSuccess) return true;
+    *error = std::string("--concurrent-gemm: ") + what + ": " + cudaGetErrorString(e);
+    return false;
+}
+
+bool load_cublas(std::string* error) {
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+        g.blas.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+        if (g.blas.lib != nullptr) break;
+    }
+    if (g.blas.lib == nullptr) {
+        *error = "--concurrent-gemm: cuBLAS not found (libcublas.so.13/.12); put the CUDA toolkit's lib64 on "
+                 "LD_LIBRARY_PATH";
+        return false;
+    }
+    g.blas.create = reinterpret_cast<decltype(g.blas.create)>(dlsym(g.blas.lib, "cublasCreate_v2"));
+    g.blas.destroy = reinterpret_cast<decltype(g.blas.destroy)>(dlsym(g.blas.lib, "cublasDestroy_v2"));
+    g.blas.set_stream = reinterpret_cast<decltype(g.blas.set_stream)>(dlsym(g.blas.lib, "cublasSetStream_v2"));
+    g.blas.gemm_ex = reinterpret_cast<decltype(g.blas.gemm_ex)>(dlsym(g.blas.lib, "cublasGemmEx"));
+    if (!g.blas.create || !g.blas.destroy || !g.blas.set_stream || !g.blas.gemm_ex) {
+        *error = "--concurrent-gemm: the cuBLAS found lacks cublasCreate_v2/cublasSetStream_v2/cublasGemmEx";
+        return false;
+    }
+    return true;
+}
+
+bool enqueue_gemm(int i, std::string* error) {
+    const float alpha = 1.0f, beta = 0.0f;
+    if (!cuda_ok(cudaEventRecord(g.begin[size_t(i)], g.stream), "cudaEventRecord", error)) return false;
+    cublasStatus_t s = g.blas.gemm_ex(g.handle, CUBLAS_OP_N, CUBLAS_OP_N, g.n, g.n, g.n, &alpha, g.a, CUDA_R_16BF,
+                                      g.n, g.b, CUDA_R_16BF, g.n, &beta, g.c, CUDA_R_16BF, g.n, CUBLAS_COMPUTE_32F,
+                                      CUBLAS_GEMM_DEFAULT);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        *error = "--concurrent-gemm: cublasGemmEx failed with status " + std::to_string(int(s));
+        return false;
+    }
+    return cuda_ok(cudaEventRecord(g.end[size_t(i)], g.stream), "cudaEventRecord", error);
+}
+
+/* Milliseconds from the window's origin event to `e`. */
+double at_ms(cudaEvent_t e) {
+    float ms = 0;
+    cudaEventElapsedTime(&ms, g.origin, e);
+    return ms;
+}
+
+double flops_per_gemm() { return 2.0 * double(g.n) * double(g.n) * double(g.n); }
+
+/* Waits (polling, so `done` can be watched meanwhile) until GEMM `i` has finished or `done` completes.
+ * Returns true when GEMM `i` finished. */
+bool wait_gemm_or(int i, cudaEvent_t done) {
+    for (;;) {
+        if (cudaEventQuery(g.end[size_t(i)]) == cudaSuccess) return true;
+        if (done != nullptr && cudaEventQuery(done) == cudaSuccess) return false;
+        usleep(20);
+    }
+}
+
+} // namespace
+
+bool gemm_init(int n, std::string* error) {
+    if (!load_cublas(error)) return false;
+    g.n = n;
+    size_t bytes = size_t(n) * size_t(n) * 2;
+    if (!cuda_ok(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking), "cudaStreamCreate", error)) return false;
+    if (!cuda_ok(cudaMalloc(&g.a, bytes), "cudaMalloc", error) || !cuda_ok(cudaMalloc(&g.b, bytes), "cudaMalloc", error) ||
+        !cuda_ok(cudaMalloc(&g.c, bytes), "cudaMalloc", error))
+        return false;
+    /* Values in [-1, 1): a GEMM over zeros draws less power and would run at clocks a real one does not. */
+    std::vector<uint16_t> host(size_t(n) * size_t(n));
+    uint32_t x = 12345;
+    for (uint16_t& v : host) {
+        x = x * 1664525u + 1013904223u;
+        float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof(bits));
+        v = uint16_t(bits >> 16); // bf16: the top half of a float
+    }
+    if (!cuda_ok(cudaMemcpy(g.a, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error) ||
+        !cuda_ok(cudaMemcpy(g.b, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error))
+        return false;
+    if (g.blas.create(&g.handle) != CUBLAS_STATUS_SUCCESS || g.blas.set_stream(g.handle, g.stream) != CUBLAS_STATUS_SUCCESS) {
+        *error = "--concurrent-gemm: cublasCreate/cublasSetStream failed";
+        return false;
+    }
+    g.begin.resize(kMaxGemms);
+    g.end.resize(kMaxGemms);
+    for (int i = 0; i < kMaxGemms; ++i) {
+        if (!cuda_ok(cudaEventCreate(&g.begin[size_t(i)]), "cudaEventCreate", error) ||
+            !cuda_ok(cudaEventCreate(&g.end[size_t(i)]), "cudaEventCreate", error))
+            return false;
+    }
+    for (cudaEvent_t* e : {&g.origin, &g.transfer_begin, &g.transfer_end}) {
+        if (!cuda_ok(cudaEventCreate(e), "cudaEventCreate", error)) return false;
+    }
+    /* Warm-up: cuBLAS picks its kernel and loads it on the first call. */
+    for (int i = 0; i < 3; ++i) {
+        if (!enqueue_gemm(i, error)) return false;
+    }
+    return cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize", error);
+}
+
+bool gemm_solo(double* tflops, std::string* error) {
+    if (!cuda_ok(cudaEventRecord(g.origin, g.stream), "cudaEventRecord", error)) return false;
+    for (int i = 0; i < kSoloGemms; ++i) {
+        if (!enqueue_gemm(i, error)) return false;
+    }
+    if (!cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize", error)) return false;
+    double ms = at_ms(g.end[kSoloGemms - 1]) - at_ms(g.begin[0]);
+    *tflops = ms > 0 ? flops_per_gemm() * kSoloGemms / (ms * 1e-3) / 1e12 : 0;
+    return true;
+}
+
+bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, double* tflops,
+                 double* transfer_ms, std::string* error) {
+    cudaStream_t ts = static_cast<cudaStream_t>(transfer_stream);
+    if (!cuda_ok(cudaEventRecord(g.origin, g.stream), "cudaEventRecord", error)) return false;
+    int issued = 0;
+    /* The GEMM is running before the transfer starts, so the whole window sees it. */
+    for (; issued < kInFlight; ++issued) {
+        if (!enqueue_gemm(issued, error)) return false;
+    }
+    if (!cuda_ok(cudaEventRecord(g.transfer_begin, ts), "cudaEventRecord", error)) return false;
+    enqueue_transfer();
+    if (!cuda_ok(cudaEventRecord(g.transfer_end, ts), "cudaEventRecord", error)) return false;
+    /* Keep kInFlight GEMMs queued until the transfer has finished. */
+    while (issued < kMaxGemms && wait_gemm_or(issued - kInFlight, g.transfer_end)) {
+        if (!enqueue_gemm(issued++, error)) return false;
+    }
+    if (!cuda_ok(cudaEventSynchronize(g.transfer_end), "cudaEventSynchronize", error) ||
+        !cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize", error))
+        return false;
+    double t0 = at_ms(g.transfer_begin), t1 = at_ms(g.transfer_end);
+    if (issued == kMaxGemms && at_ms(g.end[kMaxGemms - 1]) < t1) {
+        *error = "--concurrent-gemm: the transfer outlasted " + std::to_string(kMaxGemms) +
+                 " GEMMs; use fewer iterations (-n) or a larger GEMM (--concurrent-gemm=N)";
+        return false;
+    }
+    double work = 0; // GEMMs' worth of work done inside [t0, t1]
+    for (int i = 0; i < issued; ++i) {
+        double b = at_ms(g.begin[size_t(i)]), e = at_ms(g.end[size_t(i)]);
+        double overlap = std::min(e, t1) - std::max(b, t0);
+        if (overlap > 0 && e > b) work += overlap / (e - b);
+    }
+    double window = t1 - t0;
+    *transfer_ms = window;
+    *tflops = window > 0 ? work * flops_per_gemm() / (window * 1e-3) / 1e12 : 0;
+    return true;
+}
+
+void gemm_finalize() {
+    if (g.stream != nullptr) cudaStreamSynchronize(g.stream);
+    for (cudaEvent_t e : g.begin) cudaEventDestroy(e);
+    for (cudaEvent_t e : g.end) cudaEventDestroy(e);
+    for (cudaEvent_t e : {g.origin, g.transfer_begin, g.transfer_end}) {
+        if (e != nullptr) cudaEventDestroy(e);
+    }
+    if (g.handle != nullptr) g.blas.destroy(g.handle);
+    for (void* p : {g.a, g.b, g.c}) {
+        if (p != nullptr) cudaFree(p);
+    }
+    if (g.stream != nullptr) cudaStreamDestroy(g.stream);
+    g = GemmState();
+}
+
+#else // no CUDA or no cuBLAS header at build time
+
+bool gemm_init(int, std::string* error) {
+    *error = "--concurrent-gemm: vccl-perf was built without CUDA (or without cublas_v2.h)";
+    return false;
+}
+bool gemm_solo(double*, std::string* error) {
+    *error = "--concurrent-gemm: not available";
+    return false;
+}
+bool gemm_during(void*, const std::function<void()>&, double*, double*, std::string* error) {
+    *error = "--concurrent-gemm: not available";
+    return false;
+}
+void gemm_finalize() {}
+
+#endif
+
+} // namespace vperf
