@@ -95,6 +95,7 @@ struct DevBuf {
     explicit DevBuf(size_t n) : bytes(n) {
         if (cudaMalloc(reinterpret_cast<void**>(&base), n + 2 * kGuard) != cudaSuccess) base = nullptr;
         if (base != nullptr) cudaMemset(base, kGuardByte, n + 2 * kGuard);
+        cudaDeviceSynchronize(); // the memset runs on the legacy stream, which the test's stream does not wait for
     }
     ~DevBuf() {
         if (base != nullptr) cudaFree(base);
@@ -102,7 +103,13 @@ struct DevBuf {
     DevBuf(const DevBuf&) = delete;
     DevBuf& operator=(const DevBuf&) = delete;
     char* ptr() const { return base + kGuard; }
-    void upload(const std::vector<char>& h) const { cudaMemcpy(ptr(), h.data(), h.size(), cudaMemcpyHostToDevice); }
+    /* cudaMemcpy from pageable memory may return before its DMA has landed (CUDA's "API synchronization
+     * behavior"), and the test's non-blocking stream does not wait for the legacy stream that DMA runs on:
+     * wait for the device, as an application writing with cudaMemcpy must before using another stream. */
+    void upload(const std::vector<char>& h) const {
+        cudaMemcpy(ptr(), h.data(), h.size(), cudaMemcpyHostToDevice);
+        cudaDeviceSynchronize();
+    }
     std::vector<char> download() const {
         std::vector<char> h(bytes);
         cudaMemcpy(h.data(), ptr(), bytes, cudaMemcpyDeviceToHost);
