@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
 """torch.distributed (backend "nccl") on libvccl-nccl: collective correctness and a tiny DDP run.
 
-Launch with torchrun (torchrun --nproc-per-node 2 torch_test.py) or mpirun -np 2 (the Open MPI environment
-is translated). Which libnccl.so.2 torch uses is decided by the environment: run_torch_test.sh runs this
-twice, once with LD_PRELOAD=<build>/src/nccl_compat/libvccl-nccl.so.2 and once with the real NCCL, and
-compares the losses. Exits 77 (skipped) without torch, CUDA or enough GPUs.
+Modes:
+  distributed (default): launch with torchrun (torchrun --nproc-per-node 2 torch_test.py) or mpirun -np 2
+    (the Open MPI environment is translated). Rank r uses cuda:LOCAL_RANK. Which libnccl.so.2 torch uses is
+    decided by the environment: run_torch_test.sh runs this twice, once with
+    LD_PRELOAD=<build>/src/nccl_compat/libvccl-nccl.so.2 and once with the real NCCL, and compares the losses.
+  distributed with --share-gpu: as above, but every rank uses cuda:0 (several ranks on one GPU). vccl
+    supports that; the real NCCL refuses it ("Duplicate GPU detected").
+  --reference: one process, no torch.distributed. Computes on cuda:0 what the DDP loop of a --world N
+    (default 2) rank run must produce: same model init, every rank's data shard generated as that rank does,
+    per step the gradients of all shards averaged, the same SGD step, the loss averaged over the shards.
+    run_torch_test.sh compares a --share-gpu vccl run against it when only one GPU is available.
+Exits 77 (skipped) without torch, CUDA or enough GPUs.
 
-Options: --steps N (20), --losses FILE (rank 0 writes "step loss ms" lines), --expect-lib SUBSTRING (fail
-unless the libnccl.so.2 mapped into the process has this in its real path).
+Options: --steps N (20), --losses FILE (rank 0, or the reference process, writes "step loss ms" lines),
+--expect-lib SUBSTRING (fail unless the libnccl.so.2 mapped into the process has this in its real path;
+ignored by --reference), --share-gpu, --reference, --world N (ranks to emulate with --reference, 2).
 """
 import argparse
 import os
@@ -35,11 +44,77 @@ def mapped_nccl():
     return sorted(paths)
 
 
+def build_model(torch, dev):
+    """The DDP test model. Built on the CPU right after manual_seed, then moved: the initial weights depend
+    only on the CPU RNG, not on what ran before (collectives, CUDA RNG use)."""
+    torch.manual_seed(1234)
+    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(dev)
+
+
+def make_shard(torch, steps, rank, dev):
+    """Rank `rank`'s training data: its own CPU generator, inputs first, then labels."""
+    gen = torch.Generator(device="cpu").manual_seed(42 + rank)
+    x_all = torch.randn(steps, 64, 256, generator=gen).to(dev)
+    y_all = torch.randint(0, 10, (steps, 64), generator=gen).to(dev)
+    return x_all, y_all
+
+
+def reference(args, torch):
+    """What the DDP loop of main() must produce with args.world ranks, computed in one process on cuda:0
+    without torch.distributed. DDP scales every rank's gradient by 1/world and sums them over the ranks
+    (allreduce); every shard has the same batch size, so that is the average gradient, done here in the
+    same way in rank order. The printed loss is the mean of the per-rank losses (main's all_reduce AVG).
+    Only the order of float additions can differ from a real run (none at all for 2 ranks on one kind of
+    GPU, up to cuBLAS kernel choices)."""
+    world = args.world
+    if world < 1:
+        print("FAIL: --world must be at least 1", flush=True)
+        return 1
+    torch.cuda.set_device(0)
+    dev = torch.device("cuda", 0)
+    print(f"[reference] torch {torch.__version__} on {dev}: {world} rank(s) emulated in one process, "
+          f"no torch.distributed", flush=True)
+    model = build_model(torch, dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    params = list(model.parameters())
+    shards = [make_shard(torch, args.steps, r, dev) for r in range(world)]
+    lines = []
+    for step in range(args.steps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        losses = []
+        grads = None
+        for x_all, y_all in shards:
+            opt.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.cross_entropy(model(x_all[step]), y_all[step])
+            loss.backward()
+            losses.append(loss.detach().clone())
+            scaled = [p.grad * (1.0 / world) for p in params]  # as DDP's reducer does before the allreduce
+            grads = scaled if grads is None else [g + s for g, s in zip(grads, scaled)]
+        for p, g in zip(params, grads):
+            p.grad = g
+        opt.step()
+        global_loss = torch.stack(losses).mean()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        print(f"step {step:3d} loss {global_loss.item():.6f} time {ms:.3f} ms", flush=True)
+        lines.append(f"{step} {global_loss.item():.9g} {ms:.4f}\n")
+    if args.losses:
+        with open(args.losses, "w") as f:
+            f.writelines(lines)
+    print("[reference] done", flush=True)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--losses", default="")
     ap.add_argument("--expect-lib", default="")
+    ap.add_argument("--share-gpu", action="store_true", help="every rank uses cuda:0")
+    ap.add_argument("--reference", action="store_true",
+                    help="one process, no torch.distributed: compute the losses the DDP run must produce")
+    ap.add_argument("--world", type=int, default=2, help="ranks emulated by --reference")
     args = ap.parse_args()
 
     # mpirun: translate Open MPI's environment into torch.distributed's.
@@ -56,28 +131,33 @@ def main():
     except ImportError:
         print("SKIP: torch is not installed", flush=True)
         return SKIP
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
     if not torch.cuda.is_available() or torch.cuda.device_count() < 1:
         print("SKIP: no CUDA GPU visible to torch", flush=True)
         return SKIP
+    if args.reference:
+        return reference(args, torch)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local = int(os.environ.get("LOCAL_RANK", "0"))
     if world < 2:
         print("SKIP: run with 2 ranks (torchrun --nproc-per-node 2 or mpirun -np 2)", flush=True)
         return SKIP
-    if torch.cuda.device_count() <= local:
-        print(f"SKIP: local rank {local} but only {torch.cuda.device_count()} GPU(s)", flush=True)
+    if not args.share_gpu and torch.cuda.device_count() <= local:
+        print(f"SKIP: local rank {local} but only {torch.cuda.device_count()} GPU(s) (--share-gpu puts every "
+              f"rank on cuda:0)", flush=True)
         return SKIP
 
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
+    gpu = 0 if args.share_gpu else local  # the CUDA device index this rank uses
+    torch.cuda.set_device(gpu)
+    dev = torch.device("cuda", gpu)
     try:  # device_id (torch >= 2.3) creates the NCCL communicator eagerly
         dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     except TypeError:
         dist.init_process_group("nccl", rank=rank, world_size=world)
     ver = torch.cuda.nccl.version()
     libs = mapped_nccl()
-    log(f"torch {torch.__version__} nccl version {ver} mapped: {' '.join(libs) or '(none found)'}")
+    shared = " (shared by all ranks)" if args.share_gpu else ""
+    log(f"torch {torch.__version__} nccl version {ver} on {dev}{shared} mapped: {' '.join(libs) or '(none found)'}")
     if args.expect_lib and not any(args.expect_lib in p for p in libs):
         log(f"FAIL: expected a libnccl.so.2 whose path contains '{args.expect_lib}'")
         return 1
@@ -147,14 +227,12 @@ def main():
                       for p in range(world)])
     check("all_to_all_single", a2a_out, want)
 
-    # A tiny DDP training run: 2-layer MLP, fixed seed, every rank its own data shard.
-    torch.manual_seed(1234)
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)).to(dev)
-    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    # A tiny DDP training run: 2-layer MLP, fixed seed, every rank its own data shard. (reference() mirrors
+    # the model and data construction exactly; keep the two in step.)
+    model = build_model(torch, dev)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[gpu])
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
-    gen = torch.Generator(device="cpu").manual_seed(42 + rank)
-    x_all = torch.randn(args.steps, 64, 256, generator=gen).to(dev)
-    y_all = torch.randint(0, 10, (args.steps, 64), generator=gen).to(dev)
+    x_all, y_all = make_shard(torch, args.steps, rank, dev)
     lines = []
     for step in range(args.steps):
         torch.cuda.synchronize()
@@ -179,7 +257,7 @@ def main():
         with open(args.losses, "w") as f:
             f.writelines(lines)
 
-    dist.barrier()
+    dist.barrier(device_ids=[gpu])
     dist.destroy_process_group()
     if failures:
         log(f"{failures} check(s) failed")
