@@ -124,7 +124,7 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
                             bool ok) {
     PathW* p = path_w(peer, path);
     if (p == nullptr) return;
-    uint64_t done = now_ns();
+    uint64_t done = clock_.now_ns();
     PathStats& s = p->stats;
     if (s.outstanding_reqs > 0) s.outstanding_reqs--;
     s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
@@ -167,19 +167,33 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
         r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     }
     r.outstanding = uint32_t(s.outstanding_reqs);
-    publish(peer, path, *p);
+    publish_soon(peer, path, *p, done);
     ring_.append(r);
-    ring_.heartbeat(done);
+}
+
+void Telemetry::publish_held() {
+    uint64_t now = clock_.now_ns();
+    for (size_t slot : held_) {
+        PathW* p = paths_[slot].get();
+        if (p == nullptr || !p->held) continue;
+        publish(int(slot / kMaxPathsPerPeer), int(slot % kMaxPathsPerPeer), *p);
+        p->published_ns = now;
+        p->held = false;
+    }
+    held_.clear();
+    ring_.heartbeat(now);
 }
 
 void Telemetry::path_event(int peer, int path, PathState state) {
     PathW* p = path_w(peer, path);
     if (p == nullptr) return;
-    uint64_t now = now_ns();
+    uint64_t now = clock_.now_ns();
     p->stats.state = uint32_t(state);
     p->stats.last_event_ns = now;
     p->stats.events++;
-    publish(peer, path, *p);
+    publish(peer, path, *p); // events are rare and readers want them at once
+    p->published_ns = now;
+    p->held = false;
     Record r;
     memset(&r, 0, sizeof(r));
     r.post_ns = now;

@@ -25,6 +25,7 @@
 
 #include "core/clock.h"
 #include "core/export.h"
+#include "telemetry/fast_clock.h"
 #include "telemetry/format.h"
 #include "telemetry/ring.h"
 #include "telemetry/window.h"
@@ -69,8 +70,8 @@ public:
         if (p == nullptr) return 0;
         p->stats.outstanding_reqs++;
         p->stats.outstanding_bytes += bytes;
-        uint64_t now = now_ns();
-        publish(peer, path, *p);
+        uint64_t now = clock_.now_ns();
+        publish_soon(peer, path, *p, now);
         (void)dir;
         return now;
     }
@@ -78,6 +79,16 @@ public:
 
     /* A path changed state (failover and failback call this); also recorded in the ring. */
     void path_event(int peer, int path, PathState state);
+
+    /* Writer thread, while it waits (the transports call it from their idle polls): publishes per-path
+     * counters held back by the publication interval, so a transfer that never completes still shows as
+     * outstanding. Cheap when nothing is held back. */
+    void tick() {
+        if (!held_.empty()) publish_held();
+    }
+    /* Writer side (callers hold the communicator's operation lock): publishes everything held back, so a
+     * snapshot taken next is exact. */
+    void publish_held();
 
     /* Readers, any thread. */
     std::vector<PathStats> snapshot() const;
@@ -99,6 +110,8 @@ private:
         PathStats stats;
         double slow_factor = 0; // test_slow_link
         uint64_t slow_real_done = 0, slow_virt_done = 0;
+        uint64_t published_ns = 0; // when stats last went to the ring
+        bool held = false;         // changed since then; listed in held_
         PathW(int w) : tx(w), rx(w) {}
     };
     explicit Telemetry(const Options& options) : options_(options) {}
@@ -111,12 +124,30 @@ private:
     }
     PathW* make_path(int peer, int path);
     void publish(int peer, int path, const PathW& p) { ring_.publish_path(peer * kMaxPathsPerPeer + path, p.stats); }
+    /* Per-path counters go to the ring at most once per kPublishIntervalNs per path: writing the 120-byte
+     * seqlocked slot on every post and completion was most of telemetry's cost for small messages, and
+     * no reader polls faster than that. Changes in between are held (held_) until the next publication,
+     * tick() or publish_held(). The records themselves are appended on every completion. */
+    static constexpr uint64_t kPublishIntervalNs = 50000;
+    void publish_soon(int peer, int path, PathW& p, uint64_t now) {
+        if (now - p.published_ns >= kPublishIntervalNs) {
+            publish(peer, path, p);
+            p.published_ns = now;
+            p.held = false;
+            ring_.heartbeat(now);
+        } else if (!p.held) {
+            p.held = true;
+            held_.push_back(size_t(peer) * kMaxPathsPerPeer + size_t(path));
+        }
+    }
     vcclResult_t open_files();
     void flusher_main();
 
     Options options_;
+    FastClock clock_; // post and completion stamps (writer thread)
     RingWriter ring_;
     std::vector<std::unique_ptr<PathW>> paths_;
+    std::vector<size_t> held_; // slots whose latest counters are not published yet
 
     // Files (VCCL_TELEMETRY_DIR): written by the flusher thread and at destroy, under files_mutex_.
     std::mutex files_mutex_;

@@ -12,6 +12,8 @@
 
 #include "core/env.h"
 
+#include "core/clock.h"
+#include "telemetry/fast_clock.h"
 #include "telemetry/ring.h"
 #include "telemetry/telemetry.h"
 #include "telemetry/window.h"
@@ -100,6 +102,32 @@ bool consistent(const Record& r) {
     uint64_t i = r.coll_seq;
     return r.post_ns == i * 3 && r.done_ns == i * 3 + 1 && r.bytes == (i ^ 0x5555) && r.window_bw == double(i) * 2 &&
            r.peer == int32_t(i % 7) && r.outstanding == uint32_t(i % 13);
+}
+
+/* The telemetry clock must track CLOCK_MONOTONIC closely (records of different ranks are compared) and
+ * never go backwards, through its first (uncalibrated) millisecond and a re-anchoring. */
+TEST(TelemetryClock, TracksMonotonicAndNeverGoesBack) {
+    FastClock clock;
+    printf("telemetry clock: %s\n", clock.uses_tsc() ? "TSC (clocksource tsc)" : "clock_gettime");
+    uint64_t last = 0, worst = 0, readings = 0;
+    uint64_t start = vccl::now_ns();
+    while (vccl::now_ns() - start < 100 * kMs) {
+        uint64_t before = vccl::now_ns();
+        uint64_t t = clock.now_ns();
+        uint64_t after = vccl::now_ns();
+        ASSERT_GE(t, last) << "went backwards after " << readings << " readings";
+        last = t;
+        // Inside [before, after], give or take the mapping's error.
+        uint64_t off = t < before ? before - t : t > after ? t - after : 0;
+        if (off > worst) worst = off;
+        ++readings;
+    }
+    printf("%llu readings over 100 ms, worst distance from clock_gettime %llu ns\n", (unsigned long long)readings,
+           (unsigned long long)worst);
+    EXPECT_LT(worst, 20000u) << "more than 20 us away from CLOCK_MONOTONIC";
+    if (clock.uses_tsc()) {
+        EXPECT_GT(clock.scale(), 0u) << "no scale measured after 100 ms";
+    }
 }
 
 TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
@@ -218,7 +246,13 @@ TEST(Telemetry, CountsOutstandingBytesAndEvents) {
     uint64_t p1 = t->on_post(1, 0, Dir::Send, 1000);
     uint64_t p2 = t->on_post(1, 0, Dir::Recv, 500);
     uint64_t p3 = t->on_post(2, 0, Dir::Send, 300);
+    // Counters go to the ring at most once per 50 us per path: the second post to peer 1 is held back
+    // (unless this thread was descheduled for 50 us in between) until publish_held().
     std::vector<PathStats> s = t->snapshot();
+    ASSERT_EQ(s.size(), 2u);
+    EXPECT_GE(s[0].outstanding_reqs, 1u);
+    t->publish_held();
+    s = t->snapshot();
     ASSERT_EQ(s.size(), 2u);
     EXPECT_EQ(s[0].peer, 1);
     EXPECT_EQ(s[0].outstanding_reqs, 2u);
@@ -227,6 +261,7 @@ TEST(Telemetry, CountsOutstandingBytesAndEvents) {
     t->on_complete(1, 0, Dir::Recv, 500, p2, tag, true);
     t->on_complete(2, 0, Dir::Send, 300, p3, tag, false);
     t->path_event(1, 1, PathState::Standby);
+    t->tick(); // what a transport does while it waits: publishes what was held back
     s = t->snapshot();
     ASSERT_EQ(s.size(), 3u);
     EXPECT_EQ(s[0].bytes_sent, 1000u);

@@ -1152,6 +1152,7 @@ void FailoverTransport::progress() {
     if (now >= next_link_poll_ns_) {
         next_link_poll_ns_ = now + 1000000; // netlink is read once a millisecond, not on every poll
         links_changed = links_.poll();
+        if (telemetry_ != nullptr) telemetry_->tick(); // counters held back by the publication interval
         if (links_changed) {
             for (int path = 0; path < kPaths; ++path) {
                 VCCL_WARN(kLogNet, "failover: rank %d: link %s of path %d is %s", rank_,

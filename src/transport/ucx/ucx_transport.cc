@@ -198,6 +198,7 @@ public:
         } else if (++idle_polls_ >= 64) {
             // Ranks often share cores (oversubscribed jobs, local tests): let a waiting peer run.
             idle_polls_ = 0;
+            if (telemetry_ != nullptr) telemetry_->tick(); // a waiting transfer still shows as outstanding
             sched_yield();
         }
     }
