@@ -27,6 +27,8 @@ Options Options::from_env(int rank, int nranks, uint64_t comm_hash, const std::s
     o.shm = env::get_bool(env::kTelemetryShm);
     o.job = job_name();
     o.dir = env::get_str(env::kTelemetryDir);
+    int64_t sample = env::get_int(env::kTelemetrySample);
+    o.sample = int(sample < 1 ? 1 : sample > 1000000 ? 1000000 : sample);
     int64_t f = env::get_int(env::kTelemetryFlushMs);
     o.flush_ms = int(f < 10 ? 10 : f > 3600000 ? 3600000 : f);
     return o;
@@ -124,10 +126,23 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
                             bool ok) {
     PathW* p = path_w(peer, path);
     if (p == nullptr) return;
-    uint64_t done = clock_.now_ns();
     PathStats& s = p->stats;
     if (s.outstanding_reqs > 0) s.outstanding_reqs--;
     s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
+    if (post_ns == 0) { // counted, not timed (sampling): no clock reading, no record, no window entry
+        if (!ok) {
+            s.failures++;
+        } else if (dir == Dir::Send) {
+            s.bytes_sent += bytes;
+            s.send_completions++;
+        } else {
+            s.bytes_recv += bytes;
+            s.recv_completions++;
+        }
+        hold(peer, path, *p);
+        return;
+    }
+    uint64_t done = clock_.now_ns();
     if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
         // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
         // stretched and queued behind the previous stretched send.

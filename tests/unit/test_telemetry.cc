@@ -291,6 +291,62 @@ TEST(Telemetry, CountsOutstandingBytesAndEvents) {
     t->path_event(0, 7, PathState::Down);
 }
 
+/* Small transfers are timed for one collective in `sample` (by sequence number) and one point-to-point
+ * transfer in `sample` per path; all are counted; large ones are always timed. */
+TEST(Telemetry, SamplesSmallTransfersCountsAll) {
+    Options o;
+    o.rank = 0;
+    o.nranks = 2;
+    o.comm_hash = 0xdef;
+    o.shm = false;
+    o.sample = 4;
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    int timed = 0;
+    for (uint64_t seq = 0; seq < 8; ++seq) { // 8 small allreduce transfers: seq 0 and 4 are timed
+        TransferTag tag;
+        tag.coll = 1;
+        tag.seq = seq;
+        uint64_t post = t->on_post(1, 0, Dir::Send, 64, &tag);
+        timed += post != 0;
+        t->on_complete(1, 0, Dir::Send, 64, post, tag, true);
+    }
+    EXPECT_EQ(timed, 2);
+    TransferTag p2p; // point-to-point: every 4th on the path, starting with the first
+    for (int i = 0; i < 8; ++i) {
+        uint64_t post = t->on_post(1, 0, Dir::Recv, 100, &p2p);
+        EXPECT_EQ(post != 0, i % 4 == 0) << "p2p transfer " << i;
+        t->on_complete(1, 0, Dir::Recv, 100, post, p2p, true);
+    }
+    TransferTag big;
+    big.coll = 1;
+    big.seq = 3; // not a sampled sequence number, but 64 KiB and more is always timed
+    uint64_t post = t->on_post(1, 0, Dir::Send, 1 << 20, &big);
+    EXPECT_NE(post, 0u);
+    t->on_complete(1, 0, Dir::Send, 1 << 20, post, big, true);
+    uint64_t untimed = t->on_post(1, 0, Dir::Send, 64, &big); // seq 3, small: counted only
+    EXPECT_EQ(untimed, 0u);
+    t->on_complete(1, 0, Dir::Send, 64, untimed, big, false);
+    t->publish_held();
+    std::vector<PathStats> s = t->snapshot();
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].send_completions, 9u);
+    EXPECT_EQ(s[0].bytes_sent, 8u * 64 + (1u << 20));
+    EXPECT_EQ(s[0].recv_completions, 8u);
+    EXPECT_EQ(s[0].bytes_recv, 800u);
+    EXPECT_EQ(s[0].failures, 1u);
+    EXPECT_EQ(s[0].outstanding_reqs, 0u);
+    EXPECT_EQ(s[0].outstanding_bytes, 0u);
+    RingReader reader;
+    ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
+    uint64_t next = 0;
+    std::vector<Record> recs = reader.read(&next, nullptr);
+    ASSERT_EQ(recs.size(), 2u + 2u + 1u); // timed ones only
+    EXPECT_EQ(recs[0].coll_seq, 0u);
+    EXPECT_EQ(recs[1].coll_seq, 4u);
+    EXPECT_EQ(recs[4].bytes, uint64_t(1) << 20);
+}
+
 TEST(Telemetry, RingAndFileNames) {
     EXPECT_EQ(ring_name("123", 0xabcdef, 3), "vccl-123-0000000000abcdef-3");
     setenv("VCCL_TELEMETRY_JOB", "my job/1", 1);

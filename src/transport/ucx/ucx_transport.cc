@@ -231,7 +231,7 @@ private:
         if (size_t(req->peer) < unrecorded_peers_.size() && unrecorded_peers_[size_t(req->peer)]) return;
         req->telemetry = telemetry_;
         req->tag = transfer_tag_;
-        req->post_ns = telemetry_->on_post(req->peer, 0, dir, req->bytes);
+        req->post_ns = telemetry_->on_post(req->peer, 0, dir, req->bytes, &req->tag);
     }
 
     vcclResult_t post_result(ucs_status_ptr_t sp, UcxRequest* req, TransportRequest** out) {
