@@ -186,8 +186,8 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     ring_.append(r);
 }
 
-void Telemetry::publish_held() {
-    uint64_t now = clock_.now_ns();
+void Telemetry::publish_held_at(uint64_t now) {
+    held_published_ns_ = now;
     for (size_t slot : held_) {
         PathW* p = paths_[slot].get();
         if (p == nullptr || !p->held) continue;

@@ -89,13 +89,16 @@ public:
 
     /* Writer thread, while it waits (the transports call it from their idle polls): publishes per-path
      * counters held back by the publication interval, so a transfer that never completes still shows as
-     * outstanding. Cheap when nothing is held back. */
+     * outstanding. Keeps to the interval too: small collectives wait a little on every operation, and
+     * publishing on each wait cost as much as the publication interval saves. Cheap when nothing is held. */
     void tick() {
-        if (!held_.empty()) publish_held();
+        if (held_.empty()) return;
+        uint64_t now = clock_.now_ns();
+        if (now - held_published_ns_ >= kPublishIntervalNs) publish_held_at(now);
     }
     /* Writer side (callers hold the communicator's operation lock): publishes everything held back, so a
      * snapshot taken next is exact. */
-    void publish_held();
+    void publish_held() { publish_held_at(clock_.now_ns()); }
 
     /* Readers, any thread. */
     std::vector<PathStats> snapshot() const;
@@ -122,7 +125,10 @@ private:
         bool held = false;         // changed since then; listed in held_
         PathW(int w) : tx(w), rx(w) {}
     };
-    explicit Telemetry(const Options& options) : options_(options) {}
+    explicit Telemetry(const Options& options) : options_(options) {
+        uint64_t n = uint64_t(options.sample);
+        if (n > 1 && (n & (n - 1)) == 0) sample_mask_ = n - 1;
+    }
     vcclResult_t init();
     PathW* path_w(int peer, int path) {
         if (unsigned(peer) >= unsigned(options_.nranks) || unsigned(path) >= unsigned(kMaxPathsPerPeer)) return nullptr;
@@ -160,8 +166,9 @@ private:
     static constexpr uint64_t kSampleBelowBytes = 65536;
     bool sampled(PathW& p, uint64_t bytes, const TransferTag& tag) {
         if (options_.sample <= 1 || bytes >= kSampleBelowBytes) return true;
-        if (tag.coll != 0) return tag.seq % uint64_t(options_.sample) == 0;
-        return p.p2p_posts++ % uint64_t(options_.sample) == 0;
+        uint64_t n = tag.coll != 0 ? tag.seq : p.p2p_posts++;
+        // A mask for powers of two (the default): a 64-bit division costs as much as the rest of this path.
+        return sample_mask_ != 0 ? (n & sample_mask_) == 0 : n % uint64_t(options_.sample) == 0;
     }
     vcclResult_t open_files();
     void flusher_main();
@@ -171,6 +178,9 @@ private:
     RingWriter ring_;
     std::vector<std::unique_ptr<PathW>> paths_;
     std::vector<size_t> held_; // slots whose latest counters are not published yet
+    uint64_t held_published_ns_ = 0; // last publish_held_at
+    uint64_t sample_mask_ = 0;       // options_.sample - 1 when that is a power of two above 1, else 0
+    void publish_held_at(uint64_t now);
 
     // Files (VCCL_TELEMETRY_DIR): written by the flusher thread and at destroy, under files_mutex_.
     std::mutex files_mutex_;
