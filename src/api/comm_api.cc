@@ -108,3 +108,18 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommUserRank(const vcclComm_t comm, int*
 extern "C" VCCL_EXPORT vcclResult_t vcclGroupStart(void) { return group_start(); }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclGroupEnd(void) { return group_end(); }
+
+namespace vccl {
+namespace testing {
+
+/* Test hook (tests/gpu): this rank's next direct device send fails after the descriptors were exchanged, as
+ * a failed IPC mapping would, leaving the receiver's stream waiting until the receiver aborts or destroys. */
+VCCL_EXPORT vcclResult_t fail_next_direct_send(vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_direct_send"));
+    if (!comm->ipc) return set_last_error(vcclInvalidUsage, "fail_next_direct_send: no direct device path");
+    comm->ipc->test_fail_next_send();
+    return vcclSuccess;
+}
+
+} // namespace testing
+} // namespace vccl

@@ -287,6 +287,12 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     {
         // An operation running on another thread sees `aborted` and ends within milliseconds.
         std::lock_guard<std::mutex> lock(comm->op_mutex);
+        // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
+        // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
+        if (comm->ipc) {
+            int64_t t = comm->settings.op_timeout_ms;
+            comm->ipc->release_waits(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+        }
         if (comm->transport) {
             status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
             comm->transport.reset();

@@ -1,10 +1,13 @@
 #include "device/ipc_p2p.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "bootstrap/bootstrap.h"
 #include "config.h"
+#include "core/clock.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
@@ -30,6 +33,8 @@ public:
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
+    int release_waits(int64_t) override { return 0; }
+    void test_fail_next_send() override {}
 private:
     static vcclResult_t unreachable() {
         return set_last_error(vcclInternalError, "direct device transfer to an unreachable peer");
@@ -109,6 +114,7 @@ class CudaIpcP2p final : public IpcP2p {
 public:
     ~CudaIpcP2p() override {
         DeviceScope scope(device_);
+        if (stream_blocked_) return; // cudaFree and cudaIpcCloseMemHandle would wait for it: leave all mapped
         for (auto& per_peer : mappings_) {
             for (Mapping& m : per_peer) cudaIpcCloseMemHandle(m.ptr);
         }
@@ -116,6 +122,7 @@ public:
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
         if (flags_ != nullptr) cudaFree(flags_);
+        if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
         cudaGetLastError();
     }
 
@@ -159,6 +166,10 @@ public:
 
     vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream) override {
         DeviceScope scope(device_);
+        if (fail_next_send_) {
+            fail_next_send_ = false;
+            return set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer);
+        }
         void* base = nullptr;
         VCCL_RETURN_IF_ERROR(map(peer, desc, &base));
         uint32_t s = ++send_seq_[peer];
@@ -181,6 +192,9 @@ public:
         if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (done)", res);
         return vcclSuccess;
     }
+
+    int release_waits(int64_t wait_ms) override;
+    void test_fail_next_send() override { fail_next_send_ = true; }
 
 private:
     enum Region { kReady = 0, kDone = 1 };
@@ -273,7 +287,88 @@ private:
     std::vector<uint32_t> send_seq_, recv_seq_;
     std::vector<std::vector<Mapping>> mappings_;
     uint64_t clock_ = 0;
+    uint32_t* flags_host_ = nullptr; // pinned copy of flags_ for release_waits (pageable would block)
+    bool stream_blocked_ = false;    // release_waits could not unblock a stream: keep everything mapped
+    bool fail_next_send_ = false;    // test hook
+
+    /* This rank's READY[p] and DONE[p] as they should end: the last sequence number each wait was given. */
+    uint32_t expected(Region region, int peer) const { return region == kReady ? send_seq_[peer] : recv_seq_[peer]; }
+    /* Reads flags_ into flags_host_ on `s`; false when the copy did not finish by `deadline_ns`. */
+    bool read_flags(cudaStream_t s, uint64_t deadline_ns);
+    /* Flags (region, peer) whose waits are not satisfied in flags_host_. */
+    std::vector<std::pair<Region, int>> unsatisfied() const;
 };
+
+bool CudaIpcP2p::read_flags(cudaStream_t s, uint64_t deadline_ns) {
+    if (cudaMemcpyAsync(flags_host_, flags_, 2 * sizeof(uint32_t) * size_t(nranks_), cudaMemcpyDeviceToHost, s) !=
+        cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(s);
+        if (e == cudaSuccess) return true;
+        if (e != cudaErrorNotReady || now_ns() >= deadline_ns) {
+            cudaGetLastError();
+            return false;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+}
+
+std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied() const {
+    std::vector<std::pair<Region, int>> out;
+    for (int p = 0; p < nranks_; ++p) {
+        for (Region region : {kReady, kDone}) {
+            // The waits compare cyclically (CU_STREAM_WAIT_VALUE_GEQ): so does this.
+            uint32_t have = flags_host_[size_t(region) * size_t(nranks_) + size_t(p)];
+            if (int32_t(have - expected(region, p)) < 0) out.emplace_back(region, p);
+        }
+    }
+    return out;
+}
+
+int CudaIpcP2p::release_waits(int64_t wait_ms) {
+    if (flags_ == nullptr || flags_host_ == nullptr) return 0;
+    DeviceScope scope(device_);
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        stream_blocked_ = true; // cannot check: assume the worst rather than hang in cudaFree
+        VCCL_WARN(kLogDevice, "rank %d: no stream to check pending device transfers at destroy; flags left allocated",
+                  rank_);
+        return -1;
+    }
+    uint64_t wait_until = now_ns() + uint64_t(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+    std::vector<std::pair<Region, int>> left;
+    for (;;) {
+        if (read_flags(s, now_ns() + 1000000000ull)) {
+            left = unsatisfied();
+        } else { // the copy itself is stuck or failed: treat every flag as pending
+            left.clear();
+            for (int p = 0; p < nranks_; ++p) left.insert(left.end(), {{kReady, p}, {kDone, p}});
+        }
+        if (left.empty() || now_ns() >= wait_until) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    int written = 0;
+    if (!left.empty()) {
+        for (const auto& f : left) {
+            if (driver().write_value(static_cast<CUstream>(s), flag_addr(rank_, f.first, f.second),
+                                     expected(f.first, f.second), CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
+                ++written;
+            }
+        }
+        bool landed = read_flags(s, now_ns() + 1000000000ull) && unsatisfied().empty();
+        stream_blocked_ = !landed;
+        VCCL_WARN(kLogDevice, "rank %d: %zu device transfer(s) of this communicator were still waiting for a peer at %s; "
+                  "%s (their data is not valid)", rank_, left.size(), wait_ms > 0 ? "destroy" : "abort",
+                  landed ? "released them" : "could not release them within 1 s: flags left allocated");
+    }
+    cudaStreamDestroy(s);
+    cudaGetLastError();
+    return written;
+}
 
 vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
     rank_ = bootstrap->rank();
@@ -290,7 +385,9 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     memset(&mine, 0, sizeof(mine));
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
         cudaMalloc(reinterpret_cast<void**>(&flags_), 2 * sizeof(uint32_t) * nranks_) == cudaSuccess &&
-        cudaMemset(flags_, 0, 2 * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) {
+        cudaMemset(flags_, 0, 2 * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), 2 * sizeof(uint32_t) * nranks_, cudaHostAllocDefault) ==
+            cudaSuccess) {
         cudaIpcMemHandle_t handle;
         if (cudaIpcGetMemHandle(&handle, flags_) == cudaSuccess) {
             memcpy(mine.handle, &handle, sizeof(handle));

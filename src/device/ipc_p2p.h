@@ -19,6 +19,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/export.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -63,7 +64,25 @@ public:
     virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream) = 0;
     /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
+
+    /* At destroy: a stream of this rank may still wait on a READY or DONE that a peer will never write (the
+     * peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for every enqueued
+     * wait to be satisfied (0: not at all, as vcclCommAbort does), then satisfies the rest by writing this
+     * rank's own flags from a private stream, so no stream stays blocked on a communicator that is gone; the
+     * data of those transfers is not valid. Returns how many flags it had to write. Bounded: a flag write
+     * that does not land within a second leaves the flags allocated (freeing them would wait for the
+     * blocked stream) and is logged. */
+    virtual int release_waits(int64_t wait_ms) = 0;
+
+    /* Test hook (vccl::testing::fail_next_direct_send): the next post_send fails after the descriptors were
+     * exchanged and before anything is enqueued, which leaves the receiver's stream waiting. */
+    virtual void test_fail_next_send() = 0;
 };
+
+namespace testing {
+/* Test hook reachable from tests/gpu (exported by libvccl.map): see IpcP2p::test_fail_next_send. */
+VCCL_EXPORT vcclResult_t fail_next_direct_send(vcclComm_t comm);
+} // namespace testing
 
 } // namespace vccl
 

@@ -9,7 +9,9 @@
  *    reads the receive buffer right after vcclRecv, with no synchronisation in between;
  *  - no kernel launch and no host function during send/recv (CUPTI callbacks on the driver API count them;
  *    the counter is first shown to see the reduction kernel of an AllReduce);
- *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing.
+ *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
+ *  - a stream left waiting by a peer that failed mid-transfer is released by vcclCommAbort and, after
+ *    VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  */
 #include <cuda_runtime_api.h>
@@ -17,16 +19,26 @@
 #include <cupti.h>
 #endif
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
+#include <thread>
 
 #include "gpu_kernels.h"
 #include "mpi_gtest_main.h"
 #include "test_util.h"
 
 using namespace vtest;
+
+namespace vccl {
+namespace testing {
+vcclResult_t fail_next_direct_send(vcclComm_t comm); // libvccl's test hook
+}
+} // namespace vccl
 
 namespace {
 
@@ -434,6 +446,70 @@ TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
         if (!why.empty() && first_failure.empty()) first_failure = std::to_string(bytes) + " bytes: " + why;
     }
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* What a communicator leaves behind when one rank fails after the descriptors were exchanged (the sender's
+ * direct send fails before it enqueues anything, as a failed IPC mapping would): the receiver's call returned,
+ * its stream waits for a DONE that never comes. vcclCommAbort (at once) or vcclCommDestroy (after
+ * VCCL_OP_TIMEOUT_MS) must release that stream instead of hanging in it. Ranks 0 (receiver) and 1 (sender). */
+std::string failed_sender_case(bool abort, int64_t timeout_ms) {
+    int rank = world_rank();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
+    Stream s;
+    const size_t bytes = 1 << 20;
+    DevBuf buf(bytes);
+    std::string why;
+    if (rank == 1) {
+        if (vccl::testing::fail_next_direct_send(comm) != vcclSuccess) why = "test hook refused";
+        vcclResult_t r = vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s);
+        if (r == vcclSuccess && why.empty()) why = "the failing send returned success";
+    } else if (rank == 0) {
+        vcclResult_t r = vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (r != vcclSuccess) why = "the receive failed on the host: " + result_str(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
+            why = "the receiver's stream was not waiting (direct path not taken?): nothing to release";
+        }
+    }
+    double t0 = MPI_Wtime();
+    vcclResult_t end = abort ? vcclCommAbort(comm) : vcclCommDestroy(comm);
+    double took = MPI_Wtime() - t0;
+    if (end != vcclSuccess && why.empty()) why = std::string(abort ? "abort" : "destroy") + " failed: " + result_str(end);
+    double limit = abort ? 3.0 : double(timeout_ms) / 1000.0 + 3.0;
+    if (rank == 0 && why.empty() && took > limit) {
+        why = std::string(abort ? "abort" : "destroy") + " took " + std::to_string(took) + " s";
+    }
+    // The stream goes on: poll instead of cudaStreamSynchronize, which would hang the test on failure.
+    cudaError_t q = cudaErrorNotReady;
+    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
+        q = cudaStreamQuery(s.s);
+        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (q != cudaSuccess && why.empty()) why = "the stream is still blocked 5 s after the communicator ended: " + cuda_str(q);
+    if (q != cudaSuccess) {
+        fprintf(stderr, "rank %d: %s; exiting without cleanup\n", rank, why.c_str());
+        fflush(stderr);
+        _exit(1); // freeing anything now would wait for the blocked stream
+    }
+    return why;
+}
+
+TEST(GpuFailure, AbortReleasesStreamWaitingForFailedSender) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = failed_sender_case(true, 0);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, DestroyReleasesStreamAfterOpTimeout) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* t = getenv("VCCL_OP_TIMEOUT_MS");
+    int64_t ms = t != nullptr ? atoll(t) : 0;
+    if (ms <= 0 || ms > 30000) GTEST_SKIP() << "needs VCCL_OP_TIMEOUT_MS between 1 and 30000 (np2 scripts set it)";
+    std::string why = failed_sender_case(false, ms);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 #if VTEST_HAVE_CUPTI
