@@ -185,13 +185,17 @@ VCCL_EXPORT vcclResult_t vcclCommShrink(vcclComm_t comm, int* excludeRanksList, 
 
 /**
  * Frees the communicator after its pending operations complete. Local: does not wait for other ranks.
- * Using comm afterwards returns vcclInvalidUsage.
+ * Using comm afterwards returns vcclInvalidUsage. A direct device transfer whose peer never does its part
+ * (it failed after the transfer was set up) is waited for up to VCCL_OP_TIMEOUT_MS, then its stream is
+ * released with the data not valid (logged), so no stream stays blocked on a freed communicator.
  */
 VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm);
 
 /**
  * Stops every pending operation of comm (they end with an error) and frees it. Never blocks for long:
- * returns within about one second even when peers are dead.
+ * returns within about one second even when peers are dead. Streams of this rank waiting on a peer's part
+ * of a direct device transfer are released at once (that data is not valid). When any rank's call fails,
+ * abort (or destroy) the communicator on every rank: a peer whose own call already returned cannot tell.
  */
 VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm);
 

@@ -1,4 +1,5 @@
 /* Communicator entry points: argument checks and mapping to comm/, nothing else. */
+#include <mutex>
 #include <vector>
 #include "api/check.h"
 #include "bootstrap/tcp/tcp_bootstrap.h"
@@ -112,12 +113,14 @@ extern "C" VCCL_EXPORT vcclResult_t vcclGroupEnd(void) { return group_end(); }
 namespace vccl {
 namespace testing {
 
-/* Test hook (tests/gpu): this rank's next direct device send fails after the descriptors were exchanged, as
- * a failed IPC mapping would, leaving the receiver's stream waiting until the receiver aborts or destroys. */
-VCCL_EXPORT vcclResult_t fail_next_direct_send(vcclComm_t comm) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_direct_send"));
-    if (!comm->ipc) return set_last_error(vcclInvalidUsage, "fail_next_direct_send: no direct device path");
-    comm->ipc->test_fail_next_send();
+/* Test hook (tests/gpu): this rank's next direct device send (send != 0) or receive fails after the
+ * descriptors were exchanged, as a failed IPC mapping would, leaving the peer's stream waiting until the
+ * peer aborts or destroys its communicator. */
+vcclResult_t fail_next_direct(vcclComm_t comm, int send) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_direct"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    if (!comm->ipc) return set_last_error(vcclInvalidUsage, "fail_next_direct: no direct device path");
+    comm->ipc->test_fail_next(send != 0);
     return vcclSuccess;
 }
 

@@ -34,7 +34,7 @@ public:
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
     int release_waits(int64_t) override { return 0; }
-    void test_fail_next_send() override {}
+    void test_fail_next(bool) override {}
 private:
     static vcclResult_t unreachable() {
         return set_last_error(vcclInternalError, "direct device transfer to an unreachable peer");
@@ -114,16 +114,22 @@ class CudaIpcP2p final : public IpcP2p {
 public:
     ~CudaIpcP2p() override {
         DeviceScope scope(device_);
-        if (stream_blocked_) return; // cudaFree and cudaIpcCloseMemHandle would wait for it: leave all mapped
+        // A stream release_waits could not unblock would hold cudaFree (it synchronises the device) for ever:
+        // leave everything allocated and mapped. Leaked mappings are not harmless (CUDA maps a peer's block
+        // only once per process, so a later communicator could not map a new buffer at that address), which
+        // is why this is only done when the release did not land.
+        if (stream_blocked_) return;
+        // cudaFree first: it waits for the device, so a copy a release let go has landed before its
+        // mapping is closed.
+        if (flags_ != nullptr) cudaFree(flags_);
         for (auto& per_peer : mappings_) {
             for (Mapping& m : per_peer) cudaIpcCloseMemHandle(m.ptr);
         }
         for (size_t r = 0; r < peer_flags_.size(); ++r) {
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
-        if (flags_ != nullptr) cudaFree(flags_);
         if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
-        cudaGetLastError();
+        cudaGetLastError(); // only our own calls above can have set it
     }
 
     vcclResult_t init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids);
@@ -156,6 +162,10 @@ public:
 
     vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) override {
         DeviceScope scope(device_);
+        if (fail_next_ == FailNext::RecvReady) {
+            fail_next_ = FailNext::None;
+            return set_last_error(vcclInternalError, "direct receive from rank %d failed (test hook)", peer);
+        }
         uint32_t s = ++recv_seq_[peer];
         CUresult res = driver().write_value(static_cast<CUstream>(stream), flag_addr(peer, kReady, rank_), s,
                                             CU_STREAM_WRITE_VALUE_DEFAULT);
@@ -166,16 +176,17 @@ public:
 
     vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream) override {
         DeviceScope scope(device_);
-        if (fail_next_send_) {
-            fail_next_send_ = false;
+        if (fail_next_ == FailNext::Send) {
+            fail_next_ = FailNext::None;
             return set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer);
         }
         void* base = nullptr;
         VCCL_RETURN_IF_ERROR(map(peer, desc, &base));
-        uint32_t s = ++send_seq_[peer];
+        uint32_t s = send_seq_[peer] + 1;
         CUstream cs = static_cast<CUstream>(stream);
         CUresult res = driver().wait_value(cs, flag_addr(rank_, kReady, peer), s, CU_STREAM_WAIT_VALUE_GEQ);
         if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (ready)", res);
+        send_seq_[peer] = s; // counted once the wait is enqueued: release_waits goes by these
         cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
         if (err != cudaSuccess) return cuda_fail("cudaMemcpyAsync to a peer GPU", err);
@@ -190,11 +201,12 @@ public:
         CUresult res = driver().wait_value(static_cast<CUstream>(stream), flag_addr(rank_, kDone, peer), seq,
                                            CU_STREAM_WAIT_VALUE_GEQ);
         if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (done)", res);
+        done_waited_[peer] = seq;
         return vcclSuccess;
     }
 
     int release_waits(int64_t wait_ms) override;
-    void test_fail_next_send() override { fail_next_send_ = true; }
+    void test_fail_next(bool send) override { fail_next_ = send ? FailNext::Send : FailNext::RecvReady; }
 
 private:
     enum Region { kReady = 0, kDone = 1 };
@@ -284,44 +296,58 @@ private:
     uint32_t* flags_ = nullptr;            // this rank's flags: READY[nranks] then DONE[nranks]
     std::vector<uint32_t*> peer_flags_;    // every reachable rank's flags mapped here (own at rank_)
     std::vector<bool> reach_;
-    std::vector<uint32_t> send_seq_, recv_seq_;
+    std::vector<uint32_t> send_seq_, recv_seq_; // READY waits enqueued per peer; READY writes per peer
+    std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
     std::vector<std::vector<Mapping>> mappings_;
     uint64_t clock_ = 0;
-    uint32_t* flags_host_ = nullptr; // pinned copy of flags_ for release_waits (pageable would block)
-    bool stream_blocked_ = false;    // release_waits could not unblock a stream: keep everything mapped
-    bool fail_next_send_ = false;    // test hook
+    static constexpr int kReleaseStreams = 4;
+    static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
+    uint32_t* flags_host_ = nullptr; // pinned: one copy of flags_ per release stream (pageable would block)
+    bool stream_blocked_ = false;    // release_waits could not release a wait: keep everything allocated
+    enum class FailNext { None, Send, RecvReady };
+    FailNext fail_next_ = FailNext::None; // test hook
 
-    /* This rank's READY[p] and DONE[p] as they should end: the last sequence number each wait was given. */
-    uint32_t expected(Region region, int peer) const { return region == kReady ? send_seq_[peer] : recv_seq_[peer]; }
-    /* Reads flags_ into flags_host_ on `s`; false when the copy did not finish by `deadline_ns`. */
-    bool read_flags(cudaStream_t s, uint64_t deadline_ns);
-    /* Flags (region, peer) whose waits are not satisfied in flags_host_. */
-    std::vector<std::pair<Region, int>> unsatisfied() const;
+    /* This rank's READY[p] and DONE[p] as they should end: the last sequence number a wait was enqueued for. */
+    uint32_t expected(Region region, int peer) const { return region == kReady ? send_seq_[peer] : done_waited_[peer]; }
+    /* Reads flags_ on every stream of `streams` (into its own copy) until one read completes; returns that
+     * copy, or nullptr on an error or at `deadline_ns`. Several streams: one of them may share a hardware
+     * queue with a blocked stream (CUDA_DEVICE_MAX_CONNECTIONS) and stay stuck behind it. */
+    const uint32_t* read_flags(const std::vector<cudaStream_t>& streams, uint64_t deadline_ns);
+    /* Flags (region, peer) whose waits are not satisfied in `flags`. */
+    std::vector<std::pair<Region, int>> unsatisfied(const uint32_t* flags) const;
 };
 
-bool CudaIpcP2p::read_flags(cudaStream_t s, uint64_t deadline_ns) {
-    if (cudaMemcpyAsync(flags_host_, flags_, 2 * sizeof(uint32_t) * size_t(nranks_), cudaMemcpyDeviceToHost, s) !=
-        cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
+const uint32_t* CudaIpcP2p::read_flags(const std::vector<cudaStream_t>& streams, uint64_t deadline_ns) {
+    size_t words = 2 * size_t(nranks_);
+    std::vector<char> pending(streams.size(), 0);
     for (;;) {
-        cudaError_t e = cudaStreamQuery(s);
-        if (e == cudaSuccess) return true;
-        if (e != cudaErrorNotReady || now_ns() >= deadline_ns) {
-            cudaGetLastError();
-            return false;
+        for (size_t i = 0; i < streams.size(); ++i) {
+            if (!pending[i]) {
+                if (cudaMemcpyAsync(flags_host_ + i * words, flags_, words * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                                    streams[i]) != cudaSuccess) {
+                    cudaGetLastError();
+                    return nullptr;
+                }
+                pending[i] = 1;
+            }
+            cudaError_t e = cudaStreamQuery(streams[i]);
+            if (e == cudaSuccess) return flags_host_ + i * words;
+            if (e != cudaErrorNotReady) { // a real error (a broken context): nothing to wait for
+                cudaGetLastError();
+                return nullptr;
+            }
         }
+        if (now_ns() >= deadline_ns) return nullptr;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
 }
 
-std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied() const {
+std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied(const uint32_t* flags) const {
     std::vector<std::pair<Region, int>> out;
     for (int p = 0; p < nranks_; ++p) {
         for (Region region : {kReady, kDone}) {
             // The waits compare cyclically (CU_STREAM_WAIT_VALUE_GEQ): so does this.
-            uint32_t have = flags_host_[size_t(region) * size_t(nranks_) + size_t(p)];
+            uint32_t have = flags[size_t(region) * size_t(nranks_) + size_t(p)];
             if (int32_t(have - expected(region, p)) < 0) out.emplace_back(region, p);
         }
     }
@@ -331,42 +357,64 @@ std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied() const 
 int CudaIpcP2p::release_waits(int64_t wait_ms) {
     if (flags_ == nullptr || flags_host_ == nullptr) return 0;
     DeviceScope scope(device_);
-    cudaStream_t s = nullptr;
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    std::vector<cudaStream_t> streams;
+    for (int i = 0; i < kReleaseStreams; ++i) {
+        cudaStream_t st = nullptr;
+        if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) break;
+        streams.push_back(st);
+    }
+    if (streams.empty()) {
         cudaGetLastError();
         stream_blocked_ = true; // cannot check: assume the worst rather than hang in cudaFree
         VCCL_WARN(kLogDevice, "rank %d: no stream to check pending device transfers at destroy; flags left allocated",
                   rank_);
         return -1;
     }
-    uint64_t wait_until = now_ns() + uint64_t(wait_ms > 0 ? wait_ms : 0) * 1000000ull;
+    auto destroy_streams = [&] {
+        for (cudaStream_t st : streams) cudaStreamDestroy(st); // returns at once; resources go when idle
+    };
+    // DONE waits are released at once on abort (wait_ms 0): releasing only lets this rank's own stream go on.
+    // Releasing a READY wait lets this rank's copy land in the peer's buffer before the peer said it may, so
+    // the peer gets a grace period even on abort.
+    const uint64_t start = now_ns();
+    const uint64_t done_until = start + uint64_t(wait_ms) * 1000000ull;
+    const uint64_t ready_until = start + uint64_t(wait_ms > kReadyGraceMs ? wait_ms : kReadyGraceMs) * 1000000ull;
     std::vector<std::pair<Region, int>> left;
     for (;;) {
-        if (read_flags(s, now_ns() + 1000000000ull)) {
-            left = unsatisfied();
-        } else { // the copy itself is stuck or failed: treat every flag as pending
+        const uint32_t* flags = read_flags(streams, now_ns() + 1000000000ull);
+        if (flags == nullptr) { // an error, or the reads are stuck: check nothing more, release everything
             left.clear();
             for (int p = 0; p < nranks_; ++p) left.insert(left.end(), {{kReady, p}, {kDone, p}});
+            break;
         }
-        if (left.empty() || now_ns() >= wait_until) break;
+        left = unsatisfied(flags);
+        uint64_t now = now_ns();
+        bool ready_left = false, done_left = false;
+        for (const auto& f : left) (f.first == kReady ? ready_left : done_left) = true;
+        if ((!ready_left || now >= ready_until) && (!done_left || now >= done_until)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+    if (left.empty()) {
+        destroy_streams();
+        return 0;
+    }
     int written = 0;
-    if (!left.empty()) {
+    for (cudaStream_t st : streams) { // the same writes on every stream: one of them is not stuck
         for (const auto& f : left) {
-            if (driver().write_value(static_cast<CUstream>(s), flag_addr(rank_, f.first, f.second),
+            if (driver().write_value(static_cast<CUstream>(st), flag_addr(rank_, f.first, f.second),
                                      expected(f.first, f.second), CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
                 ++written;
             }
         }
-        bool landed = read_flags(s, now_ns() + 1000000000ull) && unsatisfied().empty();
-        stream_blocked_ = !landed;
-        VCCL_WARN(kLogDevice, "rank %d: %zu device transfer(s) of this communicator were still waiting for a peer at %s; "
-                  "%s (their data is not valid)", rank_, left.size(), wait_ms > 0 ? "destroy" : "abort",
-                  landed ? "released them" : "could not release them within 1 s: flags left allocated");
     }
-    cudaStreamDestroy(s);
-    cudaGetLastError();
+    const uint32_t* after = read_flags(streams, now_ns() + 1000000000ull);
+    bool landed = after != nullptr && unsatisfied(after).empty();
+    stream_blocked_ = !landed;
+    VCCL_WARN(kLogDevice, "rank %d: %zu wait(s) of direct device transfers were still pending at %s; %s (the data of "
+              "those transfers is not valid; a released send may still land in the peer's buffer)", rank_, left.size(),
+              wait_ms > 0 ? "destroy" : "abort",
+              landed ? "released them" : "could not release them within 1 s: flags and mappings stay allocated");
+    destroy_streams();
     return written;
 }
 
@@ -377,6 +425,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     reach_.assign(nranks_, false);
     send_seq_.assign(nranks_, 0);
     recv_seq_.assign(nranks_, 0);
+    done_waited_.assign(nranks_, 0);
     mappings_.resize(nranks_);
 
     // Every rank takes part in both exchanges below, whatever it could set up: they are collective.
@@ -386,7 +435,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
         cudaMalloc(reinterpret_cast<void**>(&flags_), 2 * sizeof(uint32_t) * nranks_) == cudaSuccess &&
         cudaMemset(flags_, 0, 2 * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
-        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), 2 * sizeof(uint32_t) * nranks_, cudaHostAllocDefault) ==
+        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kReleaseStreams * 2 * sizeof(uint32_t) * nranks_,
+                      cudaHostAllocDefault) ==
             cudaSuccess) {
         cudaIpcMemHandle_t handle;
         if (cudaIpcGetMemHandle(&handle, flags_) == cudaSuccess) {

@@ -66,22 +66,24 @@ public:
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
 
     /* At destroy: a stream of this rank may still wait on a READY or DONE that a peer will never write (the
-     * peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for every enqueued
-     * wait to be satisfied (0: not at all, as vcclCommAbort does), then satisfies the rest by writing this
-     * rank's own flags from a private stream, so no stream stays blocked on a communicator that is gone; the
-     * data of those transfers is not valid. Returns how many flags it had to write. Bounded: a flag write
-     * that does not land within a second leaves the flags allocated (freeing them would wait for the
-     * blocked stream) and is logged. */
+     * peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the enqueued
+     * waits to be satisfied (0, as vcclCommAbort passes: DONE waits not at all, READY waits 500 ms, since
+     * releasing one lets this rank's copy land in the peer's buffer early), then satisfies the rest by
+     * writing this rank's own flags from private streams, so no stream stays blocked on a communicator that
+     * is gone; the data of those transfers is not valid. Returns how many flag writes it enqueued; logs what
+     * it did. When a write does not land within a second, the flags and mappings stay allocated (freeing
+     * them would wait for the blocked stream). */
     virtual int release_waits(int64_t wait_ms) = 0;
 
-    /* Test hook (vccl::testing::fail_next_direct_send): the next post_send fails after the descriptors were
-     * exchanged and before anything is enqueued, which leaves the receiver's stream waiting. */
-    virtual void test_fail_next_send() = 0;
+    /* Test hook (vccl::testing::fail_next_direct): the next post_send (send) or post_recv_ready (!send)
+     * fails after the descriptors were exchanged, before it enqueues anything: the peer's stream then waits
+     * for a DONE (or READY) that never comes. */
+    virtual void test_fail_next(bool send) = 0;
 };
 
 namespace testing {
-/* Test hook reachable from tests/gpu (exported by libvccl.map): see IpcP2p::test_fail_next_send. */
-VCCL_EXPORT vcclResult_t fail_next_direct_send(vcclComm_t comm);
+/* Test hook reachable from tests/gpu (exported by libvccl.map): see IpcP2p::test_fail_next. */
+VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
 } // namespace testing
 
 } // namespace vccl

@@ -36,7 +36,7 @@ using namespace vtest;
 
 namespace vccl {
 namespace testing {
-vcclResult_t fail_next_direct_send(vcclComm_t comm); // libvccl's test hook
+vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 }
 } // namespace vccl
 
@@ -448,37 +448,44 @@ TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 
-/* What a communicator leaves behind when one rank fails after the descriptors were exchanged (the sender's
- * direct send fails before it enqueues anything, as a failed IPC mapping would): the receiver's call returned,
- * its stream waits for a DONE that never comes. vcclCommAbort (at once) or vcclCommDestroy (after
- * VCCL_OP_TIMEOUT_MS) must release that stream instead of hanging in it. Ranks 0 (receiver) and 1 (sender). */
-std::string failed_sender_case(bool abort, int64_t timeout_ms) {
+/* What a communicator leaves behind when one rank fails after the descriptors were exchanged, before it
+ * enqueues its part (as a failed IPC mapping would): its peer's call returned, and the peer's stream waits for a
+ * DONE (the sender failed) or a READY (the receiver failed) that never comes. vcclCommAbort or, after
+ * VCCL_OP_TIMEOUT_MS, vcclCommDestroy must release that stream instead of hanging in it. Rank 0 receives from
+ * rank 1; other ranks only take part in creating and ending the communicator. */
+std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms) {
     int rank = world_rank();
     vcclComm_t comm = make_comm(CommKind::Mpi);
     if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
     Stream s;
     const size_t bytes = 1 << 20;
     DevBuf buf(bytes);
+    const int failing = sender_fails ? 1 : 0, waiting = 1 - failing;
     std::string why;
-    if (rank == 1) {
-        if (vccl::testing::fail_next_direct_send(comm) != vcclSuccess) why = "test hook refused";
-        vcclResult_t r = vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s);
-        if (r == vcclSuccess && why.empty()) why = "the failing send returned success";
-    } else if (rank == 0) {
-        vcclResult_t r = vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
-        if (r != vcclSuccess) why = "the receive failed on the host: " + result_str(r);
+    if (rank == 0 || rank == 1) {
+        if (rank == failing && vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0) != vcclSuccess) {
+            why = "test hook refused";
+        }
+        vcclResult_t r = rank == 1 ? vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s)
+                                   : vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (rank == failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
+        if (rank == waiting && r != vcclSuccess) why = "the waiting rank's call failed on the host: " + result_str(r);
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        if (why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
-            why = "the receiver's stream was not waiting (direct path not taken?): nothing to release";
+        if (rank == waiting && why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
+            why = "the stream was not waiting (direct path not taken?): nothing to release";
         }
     }
     double t0 = MPI_Wtime();
     vcclResult_t end = abort ? vcclCommAbort(comm) : vcclCommDestroy(comm);
     double took = MPI_Wtime() - t0;
-    if (end != vcclSuccess && why.empty()) why = std::string(abort ? "abort" : "destroy") + " failed: " + result_str(end);
-    double limit = abort ? 3.0 : double(timeout_ms) / 1000.0 + 3.0;
-    if (rank == 0 && why.empty() && took > limit) {
-        why = std::string(abort ? "abort" : "destroy") + " took " + std::to_string(took) + " s";
+    const char* what = abort ? "abort" : "destroy";
+    if (end != vcclSuccess && why.empty()) why = std::string(what) + " failed: " + result_str(end);
+    if (rank == waiting && why.empty()) {
+        double low = abort ? 0.0 : double(timeout_ms) / 1000.0 - 0.5, high = abort ? 3.0 : double(timeout_ms) / 1000.0 + 3.0;
+        if (took < low || took > high) {
+            why = std::string(what) + " took " + std::to_string(took) + " s, expected " + std::to_string(low) + " to " +
+                  std::to_string(high) + " s";
+        }
     }
     // The stream goes on: poll instead of cudaStreamSynchronize, which would hang the test on failure.
     cudaError_t q = cudaErrorNotReady;
@@ -486,19 +493,27 @@ std::string failed_sender_case(bool abort, int64_t timeout_ms) {
         q = cudaStreamQuery(s.s);
         if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (q != cudaSuccess && why.empty()) why = "the stream is still blocked 5 s after the communicator ended: " + cuda_str(q);
     if (q != cudaSuccess) {
-        fprintf(stderr, "rank %d: %s; exiting without cleanup\n", rank, why.c_str());
+        fprintf(stderr, "rank %d: the stream is still blocked 5 s after %s (%s); exiting without cleanup\n", rank, what,
+                cuda_str(q).c_str());
         fflush(stderr);
         _exit(1); // freeing anything now would wait for the blocked stream
     }
+    MPI_Barrier(MPI_COMM_WORLD); // a released send may still be copying into the peer's buffer: keep it until then
     return why;
 }
 
 TEST(GpuFailure, AbortReleasesStreamWaitingForFailedSender) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_sender_case(true, 0);
+    std::string why = failed_peer_case(true, true, 0);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, AbortReleasesStreamWaitingForFailedReceiver) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = failed_peer_case(false, true, 0);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
@@ -508,7 +523,7 @@ TEST(GpuFailure, DestroyReleasesStreamAfterOpTimeout) {
     const char* t = getenv("VCCL_OP_TIMEOUT_MS");
     int64_t ms = t != nullptr ? atoll(t) : 0;
     if (ms <= 0 || ms > 30000) GTEST_SKIP() << "needs VCCL_OP_TIMEOUT_MS between 1 and 30000 (np2 scripts set it)";
-    std::string why = failed_sender_case(false, ms);
+    std::string why = failed_peer_case(true, false, ms);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
