@@ -194,7 +194,8 @@ VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm);
 /**
  * Stops every pending operation of comm (they end with an error) and frees it. Never blocks for long:
  * returns within about one second even when peers are dead. Streams of this rank waiting on a peer's part
- * of a direct device transfer are released at once (that data is not valid). When any rank's call fails,
+ * of a direct device transfer are released (that data is not valid): at once when waiting for the peer's
+ * data, after 500 ms when waiting for the peer's go-ahead to write into its buffer. When any rank's call fails,
  * abort (or destroy) the communicator on every rank: a peer whose own call already returned cannot tell.
  */
 VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm);
