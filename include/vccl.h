@@ -196,13 +196,14 @@ VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm);
  * returns within about one second even when peers are dead. Streams of this rank waiting on a peer's part
  * of a direct device transfer are released (that data is not valid): at once when waiting for the peer's
  * data, after 500 ms when waiting for the peer's go-ahead to write into its buffer. When any rank's call fails,
- * abort (or destroy) the communicator on every rank: a peer whose own call already returned cannot tell.
+ * abort (or destroy) the communicator on every rank; the others learn of it from vcclCommGetAsyncError.
  */
 VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm);
 
 /**
  * Writes the communicator's asynchronous state into *asyncError: vcclSuccess while healthy, or the error
- * that ended an operation (for example vcclRemoteError when a peer is unreachable, vcclTimeout).
+ * that ended an operation (for example vcclRemoteError when a peer is unreachable or gave up a direct
+ * device transfer with this rank after this rank's call had returned, vcclTimeout).
  */
 VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError);
 

@@ -1,5 +1,6 @@
 /* Communicator entry points: argument checks and mapping to comm/, nothing else. */
 #include <mutex>
+#include <string>
 #include <vector>
 #include "api/check.h"
 #include "bootstrap/tcp/tcp_bootstrap.h"
@@ -88,6 +89,15 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm) {
 extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommGetAsyncError"));
     if (asyncError == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommGetAsyncError: asyncError is NULL");
+    if (comm->async_error.load() == vcclSuccess && comm->ipc) {
+        // A peer that gave up a direct device transfer with this rank after this rank's call had returned.
+        int who = comm->ipc->failed_peer();
+        if (who >= 0) {
+            comm_set_async_error(comm, vcclRemoteError,
+                                 "rank " + std::to_string(who) + " gave up a direct device transfer with this rank "
+                                 "after it was set up (its call failed); the data of that transfer is not valid");
+        }
+    }
     *asyncError = vcclResult_t(comm->async_error.load());
     return vcclSuccess;
 }

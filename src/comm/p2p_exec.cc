@@ -145,15 +145,30 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         direct[i] = IpcP2p::direct(is_recv ? theirs[i] : mine[i], is_recv ? mine[i] : theirs[i]);
     }
     // Stream order on each side: every READY of the batch first, then the sends, then the waits for DONE,
-    // so two ranks exchanging on one stream each never wait on each other.
+    // so two ranks exchanging on one stream each never wait on each other. From here on every peer has
+    // enqueued its part: a failure gives up the transfers not enqueued yet and tells their peers
+    // (IpcP2p::abandon_*), so no peer waits for ever without being told.
     std::vector<uint32_t> seq(n, 0);
+    std::vector<char> ready(n, 0), sent(n, 0);
+    auto give_up_rest = [&](vcclResult_t failed) {
+        for (size_t j = 0; j < n; ++j) {
+            if (!direct[j]) continue;
+            if (ops[j]->kind == OpKind::Recv && !ready[j]) ipc->abandon_recv(ops[j]->peer);
+            if (ops[j]->kind == OpKind::Send && !sent[j]) ipc->abandon_send(ops[j]->peer);
+        }
+        return failed;
+    };
     for (size_t i = 0; i < n; ++i) {
-        if (direct[i] && ops[i]->kind == OpKind::Recv)
-            VCCL_RETURN_IF_ERROR(ipc->post_recv_ready(ops[i]->peer, ops[i]->stream, &seq[i]));
+        if (!direct[i] || ops[i]->kind != OpKind::Recv) continue;
+        ready[i] = 1; // given up by post_recv_ready itself when it fails
+        vcclResult_t r = ipc->post_recv_ready(ops[i]->peer, ops[i]->stream, &seq[i]);
+        if (r != vcclSuccess) return give_up_rest(r);
     }
     for (size_t i = 0; i < n; ++i) {
-        if (direct[i] && ops[i]->kind == OpKind::Send)
-            VCCL_RETURN_IF_ERROR(ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream));
+        if (!direct[i] || ops[i]->kind != OpKind::Send) continue;
+        sent[i] = 1; // likewise post_send
+        vcclResult_t r = ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream);
+        if (r != vcclSuccess) return give_up_rest(r);
     }
     for (size_t i = 0; i < n; ++i) {
         if (direct[i] && ops[i]->kind == OpKind::Recv)

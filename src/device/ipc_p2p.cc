@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -34,6 +35,9 @@ public:
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
     int release_waits(int64_t) override { return 0; }
+    void abandon_send(int) override {}
+    void abandon_recv(int) override {}
+    int failed_peer() override { return -1; }
     void test_fail_next(bool) override {}
 private:
     static vcclResult_t unreachable() {
@@ -129,6 +133,11 @@ public:
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
         if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
+        if (fail_host_ != nullptr) cudaFreeHost(fail_host_);
+        for (cudaStream_t st : check_streams_) {
+            if (st != nullptr) cudaStreamDestroy(st);
+        }
+        if (notify_stream_ != nullptr) cudaStreamDestroy(notify_stream_);
         cudaGetLastError(); // only our own calls above can have set it
     }
 
@@ -164,12 +173,17 @@ public:
         DeviceScope scope(device_);
         if (fail_next_ == FailNext::RecvReady) {
             fail_next_ = FailNext::None;
+            abandon_recv(peer);
             return set_last_error(vcclInternalError, "direct receive from rank %d failed (test hook)", peer);
         }
-        uint32_t s = ++recv_seq_[peer];
+        uint32_t s = recv_seq_[peer] + 1;
         CUresult res = driver().write_value(static_cast<CUstream>(stream), flag_addr(peer, kReady, rank_), s,
                                             CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWriteValue32 (ready)", res);
+        if (res != CUDA_SUCCESS) {
+            abandon_recv(peer);
+            return cu_fail("cuStreamWriteValue32 (ready)", res);
+        }
+        recv_seq_[peer] = s;
         *seq = s;
         return vcclSuccess;
     }
@@ -178,23 +192,44 @@ public:
         DeviceScope scope(device_);
         if (fail_next_ == FailNext::Send) {
             fail_next_ = FailNext::None;
+            abandon_send(peer);
             return set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer);
         }
         void* base = nullptr;
-        VCCL_RETURN_IF_ERROR(map(peer, desc, &base));
+        vcclResult_t mapped = map(peer, desc, &base);
+        if (mapped != vcclSuccess) {
+            abandon_send(peer);
+            return mapped;
+        }
         uint32_t s = send_seq_[peer] + 1;
         CUstream cs = static_cast<CUstream>(stream);
         CUresult res = driver().wait_value(cs, flag_addr(rank_, kReady, peer), s, CU_STREAM_WAIT_VALUE_GEQ);
-        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (ready)", res);
+        if (res != CUDA_SUCCESS) {
+            abandon_send(peer);
+            return cu_fail("cuStreamWaitValue32 (ready)", res);
+        }
         send_seq_[peer] = s; // counted once the wait is enqueued: release_waits goes by these
         cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
-        if (err != cudaSuccess) return cuda_fail("cudaMemcpyAsync to a peer GPU", err);
+        if (err != cudaSuccess) {
+            notify_abandoned(peer, true, s);
+            return cuda_fail("cudaMemcpyAsync to a peer GPU", err);
+        }
         // The default write is ordered after the copy and fenced, so the receiver sees the data with DONE.
         res = driver().write_value(cs, flag_addr(peer, kDone, rank_), s, CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (res != CUDA_SUCCESS) return cu_fail("cuStreamWriteValue32 (done)", res);
+        if (res != CUDA_SUCCESS) {
+            notify_abandoned(peer, true, s);
+            return cu_fail("cuStreamWriteValue32 (done)", res);
+        }
         return vcclSuccess;
     }
+
+    void abandon_send(int peer) override { notify_abandoned(peer, true, ++send_seq_[peer]); }
+    void abandon_recv(int peer) override {
+        ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
+        notify_abandoned(peer, false, 0);
+    }
+    int failed_peer() override;
 
     vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {
         DeviceScope scope(device_);
@@ -209,7 +244,8 @@ public:
     void test_fail_next(bool send) override { fail_next_ = send ? FailNext::Send : FailNext::RecvReady; }
 
 private:
-    enum Region { kReady = 0, kDone = 1 };
+    enum Region { kReady = 0, kDone = 1, kFail = 2 };
+    static constexpr size_t kRegions = 3;
     static constexpr size_t kMaxMappingsPerPeer = 64;
 
     struct Mapping {
@@ -303,6 +339,18 @@ private:
     static constexpr int kReleaseStreams = 4;
     static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
     uint32_t* flags_host_ = nullptr; // pinned: one copy of flags_ per release stream (pageable would block)
+    uint32_t* fail_host_ = nullptr;  // pinned: the FAIL region as read on each of failed_peer's streams
+    std::mutex fail_mutex_;          // failed_peer runs on any thread (vcclCommGetAsyncError)
+    cudaStream_t check_streams_[kReleaseStreams] = {}; // failed_peer's private streams, made on first use
+    cudaStream_t notify_stream_ = nullptr; // notify_abandoned's, likewise
+    uint64_t last_fail_check_ns_ = 0;
+    uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
+    /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
+     * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) lets the peer's
+     * receiving stream go on, with data that is not valid, instead of waiting for ever. A receive's READY is
+     * not faked: that would let the peer's copy land in a buffer the caller was told failed. Private
+     * stream: the caller's may be what failed. */
+    void notify_abandoned(int peer, bool send, uint32_t seq);
     bool stream_blocked_ = false;    // release_waits could not release a wait: keep everything allocated
     enum class FailNext { None, Send, RecvReady };
     FailNext fail_next_ = FailNext::None; // test hook
@@ -318,7 +366,7 @@ private:
 };
 
 const uint32_t* CudaIpcP2p::read_flags(const std::vector<cudaStream_t>& streams, uint64_t deadline_ns) {
-    size_t words = 2 * size_t(nranks_);
+    size_t words = kRegions * size_t(nranks_);
     std::vector<char> pending(streams.size(), 0);
     for (;;) {
         for (size_t i = 0; i < streams.size(); ++i) {
@@ -418,6 +466,69 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
     return written;
 }
 
+void CudaIpcP2p::notify_abandoned(int peer, bool send, uint32_t seq) {
+    if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return;
+    if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        notify_stream_ = nullptr;
+        VCCL_WARN(kLogDevice, "rank %d: gave up a direct transfer with rank %d and could not tell it (no stream)", rank_,
+                  peer);
+        return;
+    }
+    CUstream cs = static_cast<CUstream>(notify_stream_);
+    bool ok = driver().write_value(cs, flag_addr(peer, kFail, rank_), ++abandoned_, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+              CUDA_SUCCESS;
+    if (send) ok = ok && driver().write_value(cs, flag_addr(peer, kDone, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+                             CUDA_SUCCESS;
+    VCCL_WARN(kLogDevice, "rank %d: gave up a direct %s rank %d after the transfer was set up; %s", rank_,
+              send ? "send to" : "receive from", peer,
+              !ok ? "could not tell it" : send ? "told it (its stream goes on; vcclCommGetAsyncError reports the failure there)"
+                                               : "told it (vcclCommGetAsyncError reports it there; its stream waits until it aborts)");
+}
+
+int CudaIpcP2p::failed_peer() {
+    std::lock_guard<std::mutex> lock(fail_mutex_);
+    if (flags_ == nullptr || fail_host_ == nullptr) return -1;
+    // At most one read per millisecond: frameworks poll the asynchronous error often (PyTorch on every
+    // work query), and a failure found is kept by the communicator.
+    uint64_t now = now_ns();
+    if (now - last_fail_check_ns_ < 1000000ull) return -1;
+    last_fail_check_ns_ = now;
+    DeviceScope scope(device_);
+    const size_t n = size_t(nranks_);
+    // A read on a stream that shares a hardware queue with a blocked stream (CUDA_DEVICE_MAX_CONNECTIONS) is
+    // stuck behind it: read on several streams, each one read at a time, and take the first that lands.
+    for (int i = 0; i < kReleaseStreams; ++i) {
+        cudaStream_t& st = check_streams_[i];
+        if (st == nullptr && cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            st = nullptr;
+            continue;
+        }
+        cudaError_t q = cudaStreamQuery(st);
+        if (q == cudaSuccess) {
+            if (cudaMemcpyAsync(fail_host_ + size_t(i) * n, flags_ + size_t(kFail) * n, sizeof(uint32_t) * n,
+                                cudaMemcpyDeviceToHost, st) != cudaSuccess) {
+                cudaGetLastError();
+            }
+        } else if (q != cudaErrorNotReady) {
+            cudaGetLastError();
+        }
+    }
+    uint64_t until = now_ns() + 100000000ull; // 100 ms
+    for (;;) {
+        for (int i = 0; i < kReleaseStreams; ++i) {
+            if (check_streams_[i] == nullptr || cudaStreamQuery(check_streams_[i]) != cudaSuccess) continue;
+            for (size_t p = 0; p < n; ++p) {
+                if (fail_host_[size_t(i) * n + p] != 0) return int(p);
+            }
+            return -1;
+        }
+        if (now_ns() >= until) return -1;
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
 vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
@@ -433,9 +544,12 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     PeerInfo& mine = infos[rank_];
     memset(&mine, 0, sizeof(mine));
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
-        cudaMalloc(reinterpret_cast<void**>(&flags_), 2 * sizeof(uint32_t) * nranks_) == cudaSuccess &&
-        cudaMemset(flags_, 0, 2 * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
-        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kReleaseStreams * 2 * sizeof(uint32_t) * nranks_,
+        cudaMalloc(reinterpret_cast<void**>(&flags_), kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess &&
+        cudaMemset(flags_, 0, kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+        cudaHostAlloc(reinterpret_cast<void**>(&fail_host_), kReleaseStreams * sizeof(uint32_t) * nranks_,
+                      cudaHostAllocDefault) ==
+            cudaSuccess &&
+        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kReleaseStreams * kRegions * sizeof(uint32_t) * nranks_,
                       cudaHostAllocDefault) ==
             cudaSuccess) {
         cudaIpcMemHandle_t handle;

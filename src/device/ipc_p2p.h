@@ -65,6 +65,16 @@ public:
     /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
 
+    /* The caller gave up a direct send (recv) with `peer` of a batch whose descriptors were exchanged,
+     * before post_send (post_recv_ready) enqueued it: tells the peer, whose vcclCommGetAsyncError then
+     * reports it, and for a send lets the peer's receiving stream go on (its data is not valid). post_send
+     * and post_recv_ready do this themselves when they fail. Keeps both sides' sequence numbers in step. */
+    virtual void abandon_send(int peer) = 0;
+    virtual void abandon_recv(int peer) = 0;
+    /* A rank that gave up a transfer with this rank (abandon_*), or -1. Any thread; reads this rank's flags
+     * on a private stream, waiting at most 100 ms for the read. */
+    virtual int failed_peer() = 0;
+
     /* At destroy: a stream of this rank may still wait on a READY or DONE that a peer will never write (the
      * peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the enqueued
      * waits to be satisfied (0, as vcclCommAbort passes: DONE waits not at all, READY waits 500 ms, since

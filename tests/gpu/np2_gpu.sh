@@ -1,6 +1,6 @@
 #!/bin/sh
 # Listed in tests/gpu/Makefile.inc: test_gpu on 2 ranks, one GPU each when there are two.
-# GpuFailure.DestroyReleasesStreamAfterOpTimeout waits this long for a peer that never comes.
+# GpuFailure.DestroyReleasesSenderAfterOpTimeout waits this long for a peer that never comes.
 VCCL_OP_TIMEOUT_MS=${VCCL_OP_TIMEOUT_MS:-8000}
 export VCCL_OP_TIMEOUT_MS
 exec "$(dirname "$0")/run-gpu-test.sh" 2 "${top_builddir:-.}/tests/gpu/test_gpu" "$@"
