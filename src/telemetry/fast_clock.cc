@@ -62,16 +62,11 @@ uint64_t FastClock::slow_path(uint64_t tsc) {
     if (tsc <= calib_tsc_ || ns - calib_ns_ < kFirstCalibrationNs) {
         // Too early for a scale, or a reading from before the calibration point (another CPU's TSC a few
         // ticks behind): clock_gettime, kept from going backwards against the mapping in use.
-        if (valid_ticks_ != 0 && tsc > anchor_tsc_) {
-            uint64_t mapped = anchor_ns_ + uint64_t((unsigned __int128)(tsc - anchor_tsc_) * scale_ >> 32);
-            if (mapped > ns) ns = mapped;
-        }
+        if (valid_ticks_ != 0 && tsc > anchor_tsc_ && mapped(tsc) > ns) ns = mapped(tsc);
         if (valid_ticks_ != 0 && ns < anchor_ns_) ns = anchor_ns_;
         return ns;
     }
-    uint64_t old_mapped = valid_ticks_ != 0 && tsc > anchor_tsc_
-                              ? anchor_ns_ + uint64_t((unsigned __int128)(tsc - anchor_tsc_) * scale_ >> 32)
-                              : 0;
+    uint64_t old_mapped = valid_ticks_ != 0 && tsc > anchor_tsc_ ? mapped(tsc) : 0;
     scale_ = uint64_t(((unsigned __int128)(ns - calib_ns_) << 32) / (tsc - calib_tsc_));
     if (scale_ == 0) scale_ = 1;
     calib_tsc_ = tsc;

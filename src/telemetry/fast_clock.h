@@ -43,8 +43,7 @@ public:
 #if defined(__x86_64__)
         if (use_tsc_) {
             uint64_t tsc = __rdtsc();
-            uint64_t ticks = tsc - anchor_tsc_;
-            if (ticks < valid_ticks_) return anchor_ns_ + uint64_t((unsigned __int128)ticks * scale_ >> 32);
+            if (tsc - anchor_tsc_ < valid_ticks_) return mapped(tsc);
             return slow_path(tsc);
         }
 #endif
@@ -59,6 +58,10 @@ private:
     /* Outside the anchored interval: the first millisecond, once a second, or a TSC reading from before the
      * anchor. Reads clock_gettime and, when enough time has passed, measures the scale and re-anchors. */
     uint64_t slow_path(uint64_t tsc);
+    /* The current mapping's nanoseconds for a reading at or after the anchor. */
+    uint64_t mapped(uint64_t tsc) const {
+        return anchor_ns_ + uint64_t((unsigned __int128)(tsc - anchor_tsc_) * scale_ >> 32);
+    }
 
     bool use_tsc_;
     uint64_t anchor_tsc_ = 0; // readings in [anchor_tsc_, anchor_tsc_ + valid_ticks_) use the mapping

@@ -129,16 +129,8 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     PathStats& s = p->stats;
     if (s.outstanding_reqs > 0) s.outstanding_reqs--;
     s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
+    count_completion(s, dir, bytes, ok);
     if (post_ns == 0) { // counted, not timed (sampling): no clock reading, no record, no window entry
-        if (!ok) {
-            s.failures++;
-        } else if (dir == Dir::Send) {
-            s.bytes_sent += bytes;
-            s.send_completions++;
-        } else {
-            s.bytes_recv += bytes;
-            s.recv_completions++;
-        }
         hold(peer, path, *p);
         return;
     }
@@ -166,34 +158,32 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     if (ok) {
         Window& w = dir == Dir::Send ? p->tx : p->rx;
         w.add(post_ns, done, bytes);
-        if (dir == Dir::Send) {
-            s.bytes_sent += bytes;
-            s.send_completions++;
-            s.send_bw = w.bandwidth();
-        } else {
-            s.bytes_recv += bytes;
-            s.recv_completions++;
-            s.recv_bw = w.bandwidth();
-        }
+        (dir == Dir::Send ? s.send_bw : s.recv_bw) = w.bandwidth();
         s.last_done_ns = done;
-        r.window_bw = w.bandwidth();
-    } else {
-        s.failures++;
-        r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     }
+    r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     r.outstanding = uint32_t(s.outstanding_reqs);
     publish_soon(peer, path, *p, done);
     ring_.append(r);
+}
+
+void Telemetry::count_completion(PathStats& s, Dir dir, uint64_t bytes, bool ok) {
+    if (!ok) {
+        s.failures++;
+    } else if (dir == Dir::Send) {
+        s.bytes_sent += bytes;
+        s.send_completions++;
+    } else {
+        s.bytes_recv += bytes;
+        s.recv_completions++;
+    }
 }
 
 void Telemetry::publish_held_at(uint64_t now) {
     held_published_ns_ = now;
     for (size_t slot : held_) {
         PathW* p = paths_[slot].get();
-        if (p == nullptr || !p->held) continue;
-        publish(int(slot / kMaxPathsPerPeer), int(slot % kMaxPathsPerPeer), *p);
-        p->published_ns = now;
-        p->held = false;
+        if (p != nullptr && p->held) publish(int(slot / kMaxPathsPerPeer), int(slot % kMaxPathsPerPeer), *p, now);
     }
     held_.clear();
     ring_.heartbeat(now);
@@ -206,9 +196,7 @@ void Telemetry::path_event(int peer, int path, PathState state) {
     p->stats.state = uint32_t(state);
     p->stats.last_event_ns = now;
     p->stats.events++;
-    publish(peer, path, *p); // events are rare and readers want them at once
-    p->published_ns = now;
-    p->held = false;
+    publish(peer, path, *p, now); // events are rare and readers want them at once
     Record r;
     memset(&r, 0, sizeof(r));
     r.post_ns = now;

@@ -137,7 +137,13 @@ private:
         return p != nullptr ? p : make_path(peer, path);
     }
     PathW* make_path(int peer, int path);
-    void publish(int peer, int path, const PathW& p) { ring_.publish_path(peer * kMaxPathsPerPeer + path, p.stats); }
+    /* Writes the path's counters to the ring now (it is no longer held). */
+    void publish(int peer, int path, PathW& p, uint64_t now) {
+        ring_.publish_path(peer * kMaxPathsPerPeer + path, p.stats);
+        p.published_ns = now;
+        p.held = false;
+    }
+    static void count_completion(PathStats& s, Dir dir, uint64_t bytes, bool ok);
     /* Per-path counters go to the ring at most once per kPublishIntervalNs per path: writing the 120-byte
      * seqlocked slot on every post and completion was most of telemetry's cost for small messages, and
      * no reader polls faster than that. Changes in between are held (held_) until the next publication,
@@ -145,9 +151,7 @@ private:
     static constexpr uint64_t kPublishIntervalNs = 50000;
     void publish_soon(int peer, int path, PathW& p, uint64_t now) {
         if (now - p.published_ns >= kPublishIntervalNs) {
-            publish(peer, path, p);
-            p.published_ns = now;
-            p.held = false;
+            publish(peer, path, p, now);
             ring_.heartbeat(now);
         } else {
             hold(peer, path, p);
