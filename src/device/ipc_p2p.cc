@@ -133,8 +133,7 @@ public:
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
         if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
-        if (fail_host_ != nullptr) cudaFreeHost(fail_host_);
-        for (cudaStream_t st : check_streams_) {
+        for (cudaStream_t st : private_streams_) {
             if (st != nullptr) cudaStreamDestroy(st);
         }
         if (notify_stream_ != nullptr) cudaStreamDestroy(notify_stream_);
@@ -171,18 +170,18 @@ public:
 
     vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) override {
         DeviceScope scope(device_);
+        auto give_up = [&](vcclResult_t failed) {
+            abandon_recv(peer);
+            return failed;
+        };
         if (fail_next_ == FailNext::RecvReady) {
             fail_next_ = FailNext::None;
-            abandon_recv(peer);
-            return set_last_error(vcclInternalError, "direct receive from rank %d failed (test hook)", peer);
+            return give_up(set_last_error(vcclInternalError, "direct receive from rank %d failed (test hook)", peer));
         }
         uint32_t s = recv_seq_[peer] + 1;
         CUresult res = driver().write_value(static_cast<CUstream>(stream), flag_addr(peer, kReady, rank_), s,
                                             CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (res != CUDA_SUCCESS) {
-            abandon_recv(peer);
-            return cu_fail("cuStreamWriteValue32 (ready)", res);
-        }
+        if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWriteValue32 (ready)", res));
         recv_seq_[peer] = s;
         *seq = s;
         return vcclSuccess;
@@ -190,37 +189,31 @@ public:
 
     vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream) override {
         DeviceScope scope(device_);
+        uint32_t s = send_seq_[peer] + 1;
+        // Whatever failed, transfer s is given up: counted (as if its READY wait had been enqueued, the peer
+        // has written that READY) and the peer told.
+        auto give_up = [&](vcclResult_t failed) {
+            send_seq_[peer] = s;
+            notify_abandoned(peer, true, s);
+            return failed;
+        };
         if (fail_next_ == FailNext::Send) {
             fail_next_ = FailNext::None;
-            abandon_send(peer);
-            return set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer);
+            return give_up(set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer));
         }
         void* base = nullptr;
         vcclResult_t mapped = map(peer, desc, &base);
-        if (mapped != vcclSuccess) {
-            abandon_send(peer);
-            return mapped;
-        }
-        uint32_t s = send_seq_[peer] + 1;
+        if (mapped != vcclSuccess) return give_up(mapped);
         CUstream cs = static_cast<CUstream>(stream);
         CUresult res = driver().wait_value(cs, flag_addr(rank_, kReady, peer), s, CU_STREAM_WAIT_VALUE_GEQ);
-        if (res != CUDA_SUCCESS) {
-            abandon_send(peer);
-            return cu_fail("cuStreamWaitValue32 (ready)", res);
-        }
+        if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (ready)", res));
         send_seq_[peer] = s; // counted once the wait is enqueued: release_waits goes by these
         cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
-        if (err != cudaSuccess) {
-            notify_abandoned(peer, true, s);
-            return cuda_fail("cudaMemcpyAsync to a peer GPU", err);
-        }
+        if (err != cudaSuccess) return give_up(cuda_fail("cudaMemcpyAsync to a peer GPU", err));
         // The default write is ordered after the copy and fenced, so the receiver sees the data with DONE.
         res = driver().write_value(cs, flag_addr(peer, kDone, rank_), s, CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (res != CUDA_SUCCESS) {
-            notify_abandoned(peer, true, s);
-            return cu_fail("cuStreamWriteValue32 (done)", res);
-        }
+        if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWriteValue32 (done)", res));
         return vcclSuccess;
     }
 
@@ -329,20 +322,22 @@ private:
     int rank_ = 0;
     int nranks_ = 0;
     int device_ = -1;
-    uint32_t* flags_ = nullptr;            // this rank's flags: READY[nranks] then DONE[nranks]
+    uint32_t* flags_ = nullptr;            // this rank's flags: READY[nranks], DONE[nranks], FAIL[nranks]
     std::vector<uint32_t*> peer_flags_;    // every reachable rank's flags mapped here (own at rank_)
     std::vector<bool> reach_;
     std::vector<uint32_t> send_seq_, recv_seq_; // READY waits enqueued per peer; READY writes per peer
     std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
     std::vector<std::vector<Mapping>> mappings_;
     uint64_t clock_ = 0;
-    static constexpr int kReleaseStreams = 4;
+    static constexpr int kPrivateStreams = 4;
     static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
-    uint32_t* flags_host_ = nullptr; // pinned: one copy of flags_ per release stream (pageable would block)
-    uint32_t* fail_host_ = nullptr;  // pinned: the FAIL region as read on each of failed_peer's streams
-    std::mutex fail_mutex_;          // failed_peer runs on any thread (vcclCommGetAsyncError)
-    cudaStream_t check_streams_[kReleaseStreams] = {}; // failed_peer's private streams, made on first use
-    cudaStream_t notify_stream_ = nullptr; // notify_abandoned's, likewise
+    /* Reading and releasing this rank's own flags: several streams, since one of them may share a hardware
+     * queue with a blocked stream (CUDA_DEVICE_MAX_CONNECTIONS) and stay stuck behind it. Made on first use;
+     * flags_mutex_ guards them and flags_host_ (failed_peer runs on any thread). */
+    std::mutex flags_mutex_;
+    cudaStream_t private_streams_[kPrivateStreams] = {};
+    uint32_t* flags_host_ = nullptr; // pinned: one copy of flags_ per private stream (pageable would block)
+    cudaStream_t notify_stream_ = nullptr; // notify_abandoned's, made on first use
     uint64_t last_fail_check_ns_ = 0;
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
@@ -357,36 +352,54 @@ private:
 
     /* This rank's READY[p] and DONE[p] as they should end: the last sequence number a wait was enqueued for. */
     uint32_t expected(Region region, int peer) const { return region == kReady ? send_seq_[peer] : done_waited_[peer]; }
-    /* Reads flags_ on every stream of `streams` (into its own copy) until one read completes; returns that
-     * copy, or nullptr on an error or at `deadline_ns`. Several streams: one of them may share a hardware
-     * queue with a blocked stream (CUDA_DEVICE_MAX_CONNECTIONS) and stay stuck behind it. */
-    const uint32_t* read_flags(const std::vector<cudaStream_t>& streams, uint64_t deadline_ns);
+    /* Creates the private streams not made yet; false when there is none. */
+    bool private_streams();
+    /* Reads flags_ on every idle private stream (each into its own copy) and returns the first copy that
+     * lands, or nullptr on an error or at `deadline_ns`. A stream still busy with an earlier read (stuck
+     * behind a blocked stream) is left alone. */
+    const uint32_t* read_flags(uint64_t deadline_ns);
     /* Flags (region, peer) whose waits are not satisfied in `flags`. */
     std::vector<std::pair<Region, int>> unsatisfied(const uint32_t* flags) const;
 };
 
-const uint32_t* CudaIpcP2p::read_flags(const std::vector<cudaStream_t>& streams, uint64_t deadline_ns) {
-    size_t words = kRegions * size_t(nranks_);
-    std::vector<char> pending(streams.size(), 0);
+bool CudaIpcP2p::private_streams() {
+    bool any = false;
+    for (cudaStream_t& st : private_streams_) {
+        if (st == nullptr && cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            st = nullptr;
+        }
+        any = any || st != nullptr;
+    }
+    return any;
+}
+
+const uint32_t* CudaIpcP2p::read_flags(uint64_t deadline_ns) {
+    const size_t words = kRegions * size_t(nranks_);
+    bool reading[kPrivateStreams] = {};
+    for (int i = 0; i < kPrivateStreams; ++i) {
+        cudaStream_t st = private_streams_[i];
+        if (st == nullptr) continue;
+        cudaError_t q = cudaStreamQuery(st); // busy: an earlier read is stuck there
+        if (q == cudaSuccess) {
+            q = cudaMemcpyAsync(flags_host_ + size_t(i) * words, flags_, words * sizeof(uint32_t),
+                                cudaMemcpyDeviceToHost, st);
+            reading[i] = q == cudaSuccess;
+        }
+        if (q != cudaSuccess && q != cudaErrorNotReady) cudaGetLastError(); // ours: do not leave it to the caller
+    }
     for (;;) {
-        for (size_t i = 0; i < streams.size(); ++i) {
-            if (!pending[i]) {
-                if (cudaMemcpyAsync(flags_host_ + i * words, flags_, words * sizeof(uint32_t), cudaMemcpyDeviceToHost,
-                                    streams[i]) != cudaSuccess) {
-                    cudaGetLastError();
-                    return nullptr;
-                }
-                pending[i] = 1;
-            }
-            cudaError_t e = cudaStreamQuery(streams[i]);
-            if (e == cudaSuccess) return flags_host_ + i * words;
+        for (int i = 0; i < kPrivateStreams; ++i) {
+            if (!reading[i]) continue;
+            cudaError_t e = cudaStreamQuery(private_streams_[i]);
+            if (e == cudaSuccess) return flags_host_ + size_t(i) * words;
             if (e != cudaErrorNotReady) { // a real error (a broken context): nothing to wait for
                 cudaGetLastError();
                 return nullptr;
             }
         }
         if (now_ns() >= deadline_ns) return nullptr;
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
 }
 
@@ -404,23 +417,14 @@ std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied(const ui
 
 int CudaIpcP2p::release_waits(int64_t wait_ms) {
     if (flags_ == nullptr || flags_host_ == nullptr) return 0;
+    std::lock_guard<std::mutex> lock(flags_mutex_);
     DeviceScope scope(device_);
-    std::vector<cudaStream_t> streams;
-    for (int i = 0; i < kReleaseStreams; ++i) {
-        cudaStream_t st = nullptr;
-        if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) break;
-        streams.push_back(st);
-    }
-    if (streams.empty()) {
-        cudaGetLastError();
+    if (!private_streams()) {
         stream_blocked_ = true; // cannot check: assume the worst rather than hang in cudaFree
         VCCL_WARN(kLogDevice, "rank %d: no stream to check pending device transfers at destroy; flags left allocated",
                   rank_);
         return -1;
     }
-    auto destroy_streams = [&] {
-        for (cudaStream_t st : streams) cudaStreamDestroy(st); // returns at once; resources go when idle
-    };
     // DONE waits are released at once on abort (wait_ms 0): releasing only lets this rank's own stream go on.
     // Releasing a READY wait lets this rank's copy land in the peer's buffer before the peer said it may, so
     // the peer gets a grace period even on abort.
@@ -429,7 +433,7 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
     const uint64_t ready_until = start + uint64_t(wait_ms > kReadyGraceMs ? wait_ms : kReadyGraceMs) * 1000000ull;
     std::vector<std::pair<Region, int>> left;
     for (;;) {
-        const uint32_t* flags = read_flags(streams, now_ns() + 1000000000ull);
+        const uint32_t* flags = read_flags(now_ns() + 1000000000ull);
         if (flags == nullptr) { // an error, or the reads are stuck: check nothing more, release everything
             left.clear();
             for (int p = 0; p < nranks_; ++p) left.insert(left.end(), {{kReady, p}, {kDone, p}});
@@ -442,12 +446,10 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
         if ((!ready_left || now >= ready_until) && (!done_left || now >= done_until)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (left.empty()) {
-        destroy_streams();
-        return 0;
-    }
+    if (left.empty()) return 0;
     int written = 0;
-    for (cudaStream_t st : streams) { // the same writes on every stream: one of them is not stuck
+    for (cudaStream_t st : private_streams_) { // the same writes on every stream: one of them is not stuck
+        if (st == nullptr) continue;
         for (const auto& f : left) {
             if (driver().write_value(static_cast<CUstream>(st), flag_addr(rank_, f.first, f.second),
                                      expected(f.first, f.second), CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
@@ -455,14 +457,13 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
             }
         }
     }
-    const uint32_t* after = read_flags(streams, now_ns() + 1000000000ull);
+    const uint32_t* after = read_flags(now_ns() + 1000000000ull);
     bool landed = after != nullptr && unsatisfied(after).empty();
     stream_blocked_ = !landed;
     VCCL_WARN(kLogDevice, "rank %d: %zu wait(s) of direct device transfers were still pending at %s; %s (the data of "
               "those transfers is not valid; a released send may still land in the peer's buffer)", rank_, left.size(),
               wait_ms > 0 ? "destroy" : "abort",
               landed ? "released them" : "could not release them within 1 s: flags and mappings stay allocated");
-    destroy_streams();
     return written;
 }
 
@@ -487,46 +488,21 @@ void CudaIpcP2p::notify_abandoned(int peer, bool send, uint32_t seq) {
 }
 
 int CudaIpcP2p::failed_peer() {
-    std::lock_guard<std::mutex> lock(fail_mutex_);
-    if (flags_ == nullptr || fail_host_ == nullptr) return -1;
+    if (flags_ == nullptr || flags_host_ == nullptr) return -1;
+    std::lock_guard<std::mutex> lock(flags_mutex_);
     // At most one read per millisecond: frameworks poll the asynchronous error often (PyTorch on every
     // work query), and a failure found is kept by the communicator.
     uint64_t now = now_ns();
     if (now - last_fail_check_ns_ < 1000000ull) return -1;
     last_fail_check_ns_ = now;
     DeviceScope scope(device_);
-    const size_t n = size_t(nranks_);
-    // A read on a stream that shares a hardware queue with a blocked stream (CUDA_DEVICE_MAX_CONNECTIONS) is
-    // stuck behind it: read on several streams, each one read at a time, and take the first that lands.
-    for (int i = 0; i < kReleaseStreams; ++i) {
-        cudaStream_t& st = check_streams_[i];
-        if (st == nullptr && cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) {
-            cudaGetLastError();
-            st = nullptr;
-            continue;
-        }
-        cudaError_t q = cudaStreamQuery(st);
-        if (q == cudaSuccess) {
-            if (cudaMemcpyAsync(fail_host_ + size_t(i) * n, flags_ + size_t(kFail) * n, sizeof(uint32_t) * n,
-                                cudaMemcpyDeviceToHost, st) != cudaSuccess) {
-                cudaGetLastError();
-            }
-        } else if (q != cudaErrorNotReady) {
-            cudaGetLastError();
-        }
+    if (!private_streams()) return -1;
+    const uint32_t* flags = read_flags(now_ns() + 100000000ull); // 100 ms
+    if (flags == nullptr) return -1;
+    for (int p = 0; p < nranks_; ++p) {
+        if (flags[size_t(kFail) * size_t(nranks_) + size_t(p)] != 0) return p;
     }
-    uint64_t until = now_ns() + 100000000ull; // 100 ms
-    for (;;) {
-        for (int i = 0; i < kReleaseStreams; ++i) {
-            if (check_streams_[i] == nullptr || cudaStreamQuery(check_streams_[i]) != cudaSuccess) continue;
-            for (size_t p = 0; p < n; ++p) {
-                if (fail_host_[size_t(i) * n + p] != 0) return int(p);
-            }
-            return -1;
-        }
-        if (now_ns() >= until) return -1;
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
+    return -1;
 }
 
 vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
@@ -546,10 +522,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
         cudaMalloc(reinterpret_cast<void**>(&flags_), kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess &&
         cudaMemset(flags_, 0, kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
-        cudaHostAlloc(reinterpret_cast<void**>(&fail_host_), kReleaseStreams * sizeof(uint32_t) * nranks_,
-                      cudaHostAllocDefault) ==
-            cudaSuccess &&
-        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kReleaseStreams * kRegions * sizeof(uint32_t) * nranks_,
+        cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kPrivateStreams * kRegions * sizeof(uint32_t) * nranks_,
                       cudaHostAllocDefault) ==
             cudaSuccess) {
         cudaIpcMemHandle_t handle;
