@@ -228,7 +228,7 @@ vf_check() {
     if [ ${#vf_fail_reasons[@]} -gt 0 ]; then
         printf 'FAIL: %s\n' "${vf_fail_reasons[@]}"
         # Known UCX 1.13 defects (docs/RELIABILITY.md, "Path failover"): its tcp transport sometimes aborts on
-        # an internal assertion, or faults in its own event dispatch (a core dump showed uct_tcp_ep_cm_state
+        # an internal assertion in one of its tcp_*.c files (tcp_cm.c, tcp_sockcm_ep.c, ...), or faults in its own event dispatch (a core dump showed uct_tcp_ep_cm_state
         # called from uct_tcp_iface_progress, apparently on a stale endpoint) after an endpoint is closed under
         # faults; UCX's handler then prints "Caught signal 11", with a backtrace into libuct/libucs, with
         # no frame past the signal trampoline (a jump to address 0), or with none when mpirun kills the job
@@ -237,7 +237,7 @@ vf_check() {
         # other failure fails the test at once, and every run's output stays in the log.
         local tries=${VF_RETRIED:-0}
         if [ "$tries" -lt 3 ] && { [ ! -s "$VF_DIR/result.r0.json" ] || [ ! -s "$VF_DIR/result.r1.json" ]; } &&
-            { grep -q -E "(tcp_cm|tcp_ep|tcp_iface|tcp_sockcm|arbiter|uct_iface)\.[ch]:[0-9]+ +Assertion" "$VF_DIR/out.log" ||
+            { grep -q -E "(tcp_[a-z_]+|arbiter|uct_iface)\.[ch]:[0-9]+ +Assertion" "$VF_DIR/out.log" ||
                 { grep -q "Caught signal 11" "$VF_DIR/out.log" &&
                     ! grep -A 7 "Caught signal 11" "$VF_DIR/out.log" | grep -E "^ *4 " | grep -q -E "libvccl|fault_worker"; }; }; then
             echo "fault test: a rank crashed inside UCX (known UCX 1.13 defect, docs/RELIABILITY.md); running the test again (retry $((tries + 1)) of 3)"
