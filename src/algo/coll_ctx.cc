@@ -48,8 +48,7 @@ CollCtx::CollCtx(Transport* transport, int rank, int nranks, uint64_t tag_base, 
       type_size_(dtype_size(dtype)),
       settings_(settings),
       abort_flag_(abort_flag),
-      scratch_(scratch),
-      deadline_(Deadline::after_ms(settings.op_timeout_ms)) {
+      scratch_(scratch) {
     if (type_size_ == 0) type_size_ = 1; // byte-oriented callers (none today) still get a sane unit
     scratch_->reset();
 }
@@ -106,7 +105,7 @@ vcclResult_t CollCtx::wait(ReqId id) {
     }
     TransportRequest* req = reqs_[size_t(id)];
     if (req == nullptr) return error_; // completed earlier (or never posted because of an earlier error)
-    for (;;) {
+    for (unsigned spins = 1;; ++spins) {
         vcclResult_t st = transport_->test(req);
         if (st != vcclInProgress) {
             transport_->release(req);
@@ -117,7 +116,10 @@ vcclResult_t CollCtx::wait(ReqId id) {
         if (abort_flag_ != nullptr && abort_flag_->load(std::memory_order_acquire)) {
             return fail(set_last_error(vcclRemoteError, "communicator aborted"));
         }
-        if (deadline_.expired()) {
+        if (spins % kDeadlineSpins == 0 && !deadline_armed_) {
+            deadline_ = Deadline::after_ms(settings_.op_timeout_ms);
+            deadline_armed_ = true;
+        } else if (spins % kDeadlineSpins == 0 && deadline_.expired()) {
             const ReqInfo& info = info_[size_t(id)];
             return fail(set_last_error(vcclTimeout,
                                        "collective timed out after %lld ms: %s of %zu bytes %s rank %d did "

@@ -54,6 +54,7 @@ RingWriter::~RingWriter() {
 
 vcclResult_t RingWriter::create(const RingInfo& info, const std::string& shm_name) {
     capacity_ = info.capacity < 16 ? 16 : info.capacity;
+    capacity_mask_ = (capacity_ & (capacity_ - 1)) == 0 ? capacity_ - 1 : 0;
     npaths_ = uint32_t(info.nranks) * kMaxPathsPerPeer;
     bytes_ = ring_bytes(npaths_, capacity_);
     void* base = MAP_FAILED;

@@ -39,9 +39,12 @@ public:
 
     void append(const Record& r) {
         uint64_t i = index_++;
-        RecordSlot& s = records_[i % capacity_];
+        RecordSlot& s = records_[slot_index(i)];
         slot_write<7>(s.seq, s.w, &r, 2 * i + 2);
         header_->write_index.store(index_, std::memory_order_release);
+        // The next slot's cache line is usually cold (the ring is larger than L1 and appends are spread
+        // out): fetch it for writing now, so the next record does not wait for it.
+        __builtin_prefetch(&records_[slot_index(index_)], 1);
     }
     void publish_path(int slot, const PathStats& stats) {
         PathSlot& s = paths_[slot];
@@ -67,7 +70,9 @@ private:
     uint32_t capacity_ = 0;
     uint32_t npaths_ = 0;
     uint64_t index_ = 0;
+    uint64_t capacity_mask_ = 0; // capacity_ - 1 when a power of two (the default): no division per record
     std::vector<uint64_t> path_seq_;
+    size_t slot_index(uint64_t i) const { return size_t(capacity_mask_ != 0 ? i & capacity_mask_ : i % capacity_); }
 };
 
 class VCCL_INTERNAL_API RingReader {

@@ -122,18 +122,9 @@ Telemetry::PathW* Telemetry::make_path(int peer, int path) {
     return paths_[slot].get();
 }
 
-void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag,
-                            bool ok) {
-    PathW* p = path_w(peer, path);
-    if (p == nullptr) return;
+void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag,
+                               bool ok) {
     PathStats& s = p->stats;
-    if (s.outstanding_reqs > 0) s.outstanding_reqs--;
-    s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
-    count_completion(s, dir, bytes, ok);
-    if (post_ns == 0) { // counted, not timed (sampling): no clock reading, no record, no window entry
-        hold(peer, path, *p);
-        return;
-    }
     uint64_t done = clock_.now_ns();
     if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
         // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
@@ -149,8 +140,8 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     r.done_ns = done;
     r.bytes = bytes;
     r.coll_seq = tag.seq;
-    r.peer = peer;
-    r.path = uint8_t(path);
+    r.peer = int(s.peer);
+    r.path = uint8_t(s.path);
     r.dir = uint8_t(dir);
     r.coll = tag.coll;
     r.kind = uint8_t(RecordKind::Transfer);
@@ -163,27 +154,15 @@ void Telemetry::on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_
     }
     r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     r.outstanding = uint32_t(s.outstanding_reqs);
-    publish_soon(peer, path, *p, done);
+    publish_soon(*p, done);
     ring_.append(r);
-}
-
-void Telemetry::count_completion(PathStats& s, Dir dir, uint64_t bytes, bool ok) {
-    if (!ok) {
-        s.failures++;
-    } else if (dir == Dir::Send) {
-        s.bytes_sent += bytes;
-        s.send_completions++;
-    } else {
-        s.bytes_recv += bytes;
-        s.recv_completions++;
-    }
 }
 
 void Telemetry::publish_held_at(uint64_t now) {
     held_published_ns_ = now;
     for (size_t slot : held_) {
         PathW* p = paths_[slot].get();
-        if (p != nullptr && p->held) publish(int(slot / kMaxPathsPerPeer), int(slot % kMaxPathsPerPeer), *p, now);
+        if (p != nullptr && p->held) publish(*p, now);
     }
     held_.clear();
     ring_.heartbeat(now);
@@ -196,7 +175,7 @@ void Telemetry::path_event(int peer, int path, PathState state) {
     p->stats.state = uint32_t(state);
     p->stats.last_event_ns = now;
     p->stats.events++;
-    publish(peer, path, *p, now); // events are rare and readers want them at once
+    publish(*p, now); // events are rare and readers want them at once
     Record r;
     memset(&r, 0, sizeof(r));
     r.post_ns = now;

@@ -46,7 +46,7 @@ struct Options {
     std::string job;
     std::string dir;
     int flush_ms = 1000;
-    int sample = 16; // VCCL_TELEMETRY_SAMPLE: time one small transfer in this many (1: all)
+    int sample = 64; // VCCL_TELEMETRY_SAMPLE: time one small transfer in this many (1: all)
 
     static Options from_env(int rank, int nranks, uint64_t comm_hash, const std::string& comm_name);
 };
@@ -65,24 +65,49 @@ public:
     static vcclResult_t create(const Options& options, std::unique_ptr<Telemetry>* out);
     ~Telemetry(); // final file flush, ring removed
 
+    /* One path's counters (opaque to callers). A transport that posts many transfers on one path looks it
+     * up once with path() and hands it to on_post/on_complete: the lookup was a third of the cost of a
+     * counted transfer. NULL for a peer or path out of range; valid as long as this object. */
+    struct PathW;
+    PathW* path(int peer, int path) { return path_w(peer, path); }
+
     /* Hot path, writer thread only. on_post returns the post time to hand back to on_complete, or 0 when
      * the transfer is counted but not timed (sampling, below). `tag`: the collective and sequence number
      * the transfer belongs to, which sampling goes by; NULL times every transfer. */
-    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
-        PathW* p = path_w(peer, path);
-        if (p == nullptr) return 0;
+    uint64_t on_post(PathW* p, uint64_t bytes, const TransferTag* tag = nullptr) {
         p->stats.outstanding_reqs++;
         p->stats.outstanding_bytes += bytes;
-        (void)dir;
         if (tag != nullptr && !sampled(*p, bytes, *tag)) {
-            hold(peer, path, *p);
+            hold(*p);
             return 0;
         }
         uint64_t now = clock_.now_ns();
-        publish_soon(peer, path, *p, now);
+        publish_soon(*p, now);
         return now;
     }
-    void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok);
+    /* Inline up to the sampling decision: most small transfers are only counted, and the call into the
+     * timed path's large frame cost as much as the counting. */
+    void on_complete(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
+        PathStats& s = p->stats;
+        if (s.outstanding_reqs > 0) s.outstanding_reqs--;
+        s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
+        count_completion(s, dir, bytes, ok);
+        if (post_ns == 0) { // counted, not timed (sampling): no clock reading, no record, no window entry
+            hold(*p);
+            return;
+        }
+        complete_timed(p, dir, bytes, post_ns, tag, ok);
+    }
+    /* The same by peer and path (a lookup each). */
+    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
+        (void)dir;
+        PathW* p = path_w(peer, path);
+        return p != nullptr ? on_post(p, bytes, tag) : 0;
+    }
+    void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
+        PathW* p = path_w(peer, path);
+        if (p != nullptr) on_complete(p, dir, bytes, post_ns, tag, ok);
+    }
 
     /* A path changed state (failover and failback call this); also recorded in the ring. */
     void path_event(int peer, int path, PathState state);
@@ -114,17 +139,20 @@ public:
     /* Appends the records not yet written to the files (no-op without VCCL_TELEMETRY_DIR). */
     void flush_files();
 
-private:
-    struct PathW {
-        Window tx, rx;
+    struct alignas(64) PathW {
+        // What counting a transfer touches comes first and fills two cache lines: stats (120 bytes), then
+        // the sampling counter and the held flag. Small collectives evict these lines between operations.
         PathStats stats;
+        uint32_t p2p_posts = 0;    // point-to-point posts, for sampling
+        bool held = false;         // changed since the last publication; listed in held_
+        uint64_t published_ns = 0; // when stats last went to the ring
+        Window tx, rx;
         double slow_factor = 0; // test_slow_link
         uint64_t slow_real_done = 0, slow_virt_done = 0;
-        uint64_t published_ns = 0; // when stats last went to the ring
-        uint64_t p2p_posts = 0;    // point-to-point posts, for sampling
-        bool held = false;         // changed since then; listed in held_
         PathW(int w) : tx(w), rx(w) {}
     };
+
+private:
     explicit Telemetry(const Options& options) : options_(options) {
         uint64_t n = uint64_t(options.sample);
         if (n > 1 && (n & (n - 1)) == 0) sample_mask_ = n - 1;
@@ -138,29 +166,43 @@ private:
     }
     PathW* make_path(int peer, int path);
     /* Writes the path's counters to the ring now (it is no longer held). */
-    void publish(int peer, int path, PathW& p, uint64_t now) {
-        ring_.publish_path(peer * kMaxPathsPerPeer + path, p.stats);
+    static size_t slot_of(const PathW& p) { return size_t(p.stats.peer) * kMaxPathsPerPeer + size_t(p.stats.path); }
+    void publish(PathW& p, uint64_t now) {
+        ring_.publish_path(slot_of(p), p.stats);
         p.published_ns = now;
         p.held = false;
     }
-    static void count_completion(PathStats& s, Dir dir, uint64_t bytes, bool ok);
+    static void count_completion(PathStats& s, Dir dir, uint64_t bytes, bool ok) {
+        if (!ok) {
+            s.failures++;
+        } else if (dir == Dir::Send) {
+            s.bytes_sent += bytes;
+            s.send_completions++;
+        } else {
+            s.bytes_recv += bytes;
+            s.recv_completions++;
+        }
+    }
+    /* on_complete of a timed transfer: clock, window, record, publication. */
+    void complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns,
+                        const TransferTag& tag, bool ok);
     /* Per-path counters go to the ring at most once per kPublishIntervalNs per path: writing the 120-byte
      * seqlocked slot on every post and completion was most of telemetry's cost for small messages, and
      * no reader polls faster than that. Changes in between are held (held_) until the next publication,
      * tick() or publish_held(). The records themselves are appended on every completion. */
     static constexpr uint64_t kPublishIntervalNs = 50000;
-    void publish_soon(int peer, int path, PathW& p, uint64_t now) {
+    void publish_soon(PathW& p, uint64_t now) {
         if (now - p.published_ns >= kPublishIntervalNs) {
-            publish(peer, path, p, now);
+            publish(p, now);
             ring_.heartbeat(now);
         } else {
-            hold(peer, path, p);
+            hold(p);
         }
     }
-    void hold(int peer, int path, PathW& p) {
+    void hold(PathW& p) {
         if (p.held) return;
         p.held = true;
-        held_.push_back(size_t(peer) * kMaxPathsPerPeer + size_t(path));
+        held_.push_back(slot_of(p));
     }
     /* Small transfers are timed for one collective in options_.sample (chosen by sequence number, so every
      * rank times the same collectives and vccl-telemetry report can still line them up) and one
@@ -170,7 +212,7 @@ private:
     static constexpr uint64_t kSampleBelowBytes = 65536;
     bool sampled(PathW& p, uint64_t bytes, const TransferTag& tag) {
         if (options_.sample <= 1 || bytes >= kSampleBelowBytes) return true;
-        uint64_t n = tag.coll != 0 ? tag.seq : p.p2p_posts++;
+        uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts++);
         // A mask for powers of two (the default): a 64-bit division costs as much as the rest of this path.
         return sample_mask_ != 0 ? (n & sample_mask_) == 0 : n % uint64_t(options_.sample) == 0;
     }

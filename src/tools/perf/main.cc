@@ -1,6 +1,7 @@
 /* vccl-perf: start-up under MPI, communicator creation and the loop over sizes. See perf.h for the parts. */
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -163,6 +164,32 @@ double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb
     return (MPI_Wtime() - t0) / o.iters;
 }
 
+/* --baseline telemetry-off: telemetry's cost is a few percent at most, well inside the drift of one timed
+ * block after another (frequency, the other ranks' scheduling, cache state). So both communicators run in
+ * kTelemetryRounds alternating rounds (on-off, off-on, ...: a linear drift cancels), each of iters/rounds
+ * operations, and each side's time is its median round. Warm-up only before the first round. */
+constexpr int kTelemetryRounds = 9;
+
+void time_telemetry_pair(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
+                         int nranks, void* stream, double* on_us, double* off_us) {
+    Options round = o;
+    round.iters = std::max(1, o.iters / kTelemetryRounds);
+    std::vector<double> on, off;
+    for (int r = 0; r < kTelemetryRounds; ++r) {
+        round.warmup = r == 0 ? o.warmup : 0;
+        for (int side = 0; side < 2; ++side) {
+            bool telemetry_on = (side == 0) == (r % 2 == 0);
+            double t = telemetry_on ? time_vccl(round, shape, cb, comm, rank, nranks, stream)
+                                    : time_baseline(round, shape, cb, rank, nranks, stream);
+            (telemetry_on ? on : off).push_back(aggregate_time(t * 1e6, o.average, MPI_COMM_WORLD));
+        }
+    }
+    std::sort(on.begin(), on.end());
+    std::sort(off.begin(), off.end());
+    *on_us = on[on.size() / 2];
+    *off_us = off[off.size() / 2];
+}
+
 [[maybe_unused]] double time_mpi(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks) {
     for (int i = 0; i < o.warmup; ++i) check_mpi(run_mpi(o, shape, cb, MPI_COMM_WORLD, rank, nranks), "MPI baseline");
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
@@ -285,6 +312,10 @@ int run(int argc, char** argv, int rank, int nranks) {
         print_header(stdout, o, nranks, lines);
         if (o.baseline == Baseline::Nccl && unsupported == nullptr)
             printf("# NCCL baseline: version code %d\n#\n", nccl_baseline_version());
+        if (compare_telemetry)
+            printf("# telemetry-off baseline: out-of-place time (telemetry on) and baseline time (off) are the medians "
+                   "of %d alternating rounds of %d operations each\n#\n",
+                   kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
         if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
     }
 
@@ -297,12 +328,18 @@ int run(int argc, char** argv, int rank, int nranks) {
             last_bytes = shape.bytes;
             Row row;
             row.shape = shape;
+            double telemetry_off_us = 0; // the paired baseline time (telemetry-off), measured with out-of-place
             for (int place = 0; place < 2; ++place) {
                 bool in_place = place == 1;
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
-                double t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream) * 1e6, o.average,
-                                          MPI_COMM_WORLD);
+                double t = 0;
+                if (compare_telemetry && !in_place) {
+                    time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us);
+                } else {
+                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream) * 1e6, o.average,
+                                       MPI_COMM_WORLD);
+                }
                 long long wrong = -1;
                 if (o.check) { // a fresh, verified run after the timed ones
                     fill_or_die(buf, o, shape, rank, nranks, in_place);
@@ -317,8 +354,9 @@ int run(int argc, char** argv, int rank, int nranks) {
             if (row.mpi_supported) {
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
-                double t = aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream) * 1e6, o.average,
-                                          MPI_COMM_WORLD);
+                double t = compare_telemetry ? telemetry_off_us
+                                             : aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream) * 1e6,
+                                                              o.average, MPI_COMM_WORLD);
                 long long wrong = -1;
                 if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
                     fill_or_die(buf, o, shape, rank, nranks, false);

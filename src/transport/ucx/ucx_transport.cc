@@ -40,6 +40,7 @@ struct UcxRequest final : TransportRequest {
     void* ucx_req = nullptr; // UCX's request handle while pending
     int* orphan_count = nullptr; // the owning transport's count of orphaned requests
     telemetry::Telemetry* telemetry = nullptr; // records the completion when set
+    telemetry::Telemetry::PathW* telemetry_path = nullptr; // with `telemetry`: the peer's path 0
     uint64_t post_ns = 0;
     TransferTag tag;
 };
@@ -51,8 +52,8 @@ class UcxTransport;
 /* Telemetry of a request that has just ended (path 0: one endpoint per peer until failover adds a second). */
 void record_end(UcxRequest* req, bool ok) {
     if (req->telemetry == nullptr) return;
-    req->telemetry->on_complete(req->peer, 0, req->is_recv ? telemetry::Dir::Recv : telemetry::Dir::Send, req->bytes,
-                                req->post_ns, req->tag, ok);
+    req->telemetry->on_complete(req->telemetry_path, req->is_recv ? telemetry::Dir::Recv : telemetry::Dir::Send,
+                                req->bytes, req->post_ns, req->tag, ok);
 }
 
 void finish(UcxRequest* req, ucs_status_t status, void* ucx_req) {
@@ -228,10 +229,17 @@ public:
 private:
     void start_record(UcxRequest* req, telemetry::Dir dir) {
         if (telemetry_ == nullptr) return;
-        if (size_t(req->peer) < unrecorded_peers_.size() && unrecorded_peers_[size_t(req->peer)]) return;
+        telemetry::Telemetry::PathW* path = telemetry_paths_[size_t(req->peer)];
+        if (path == nullptr) {
+            if (size_t(req->peer) < unrecorded_peers_.size() && unrecorded_peers_[size_t(req->peer)]) return;
+            path = telemetry_paths_[size_t(req->peer)] = telemetry_->path(req->peer, 0);
+            if (path == nullptr) return;
+        }
+        (void)dir;
         req->telemetry = telemetry_;
+        req->telemetry_path = path;
         req->tag = transfer_tag_;
-        req->post_ns = telemetry_->on_post(req->peer, 0, dir, req->bytes, &req->tag);
+        req->post_ns = telemetry_->on_post(path, req->bytes, &req->tag);
     }
 
     vcclResult_t post_result(ucs_status_ptr_t sp, UcxRequest* req, TransportRequest** out) {
@@ -272,6 +280,7 @@ private:
     bool peer_errors_everywhere_ = false;
     std::vector<uint64_t> host_ids_;
     std::vector<bool> unrecorded_peers_;
+    std::vector<telemetry::Telemetry::PathW*> telemetry_paths_; // per peer, looked up on first use
 
     vcclResult_t connect(int r);
     void close_endpoint(int r);
@@ -293,6 +302,7 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     nranks_ = bootstrap->nranks();
     telemetry_ = options.telemetry;
     unrecorded_peers_ = options.unrecorded_peers;
+    telemetry_paths_.assign(size_t(nranks_), nullptr);
     if (nranks_ > kMaxRanks) {
         return set_last_error(vcclInvalidArgument, "ucx transport supports at most %d ranks", kMaxRanks);
     }
