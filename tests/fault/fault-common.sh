@@ -7,7 +7,7 @@
 # vf_check ok|remote-error     judges both ranks' results and exits 0 (pass) or 1 (fail).
 #
 # Settings (environment): VF_WORKER (the binary), MPIRUN, VF_HARD_TIMEOUT (s, whole job), VF_MAX_STALL_MS
-# (longest allowed gap between completed operations), VF_MIN_SWITCHES (fewest path switches each rank's
+# (longest allowed gap between completed operations), VF_MEMORY (host or cuda: fault_worker --memory), VF_MIN_SWITCHES (fewest path switches each rank's
 # telemetry must see), VF_KEEP=1 keeps the run folder. The failover variables
 # are given values suited to short runs; a caller's own values win.
 VF_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -91,7 +91,7 @@ vf_start() {
     (
         timeout -k 5 "$VF_HARD" $MPIRUN --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
             --mca btl self,vader -np 2 "$VF_WORKER" --netns-prefix "${VF_PREFIX}r" --dir "$VF_DIR" \
-            --duration "$VF_DURATION" --mode "$mode" >"$VF_DIR/out.log" 2>&1
+            --duration "$VF_DURATION" --mode "$mode" --memory "${VF_MEMORY:-host}" >"$VF_DIR/out.log" 2>&1
         echo $? >"$VF_DIR/rc"
         touch "$VF_STOP_FILE"
     ) &

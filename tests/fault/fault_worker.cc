@@ -1,8 +1,12 @@
 /*
  * fault_worker: the MPI program the link fault tests and contrib/bench-fault.sh run on 2 ranks.
  *
- *   fault_worker --netns-prefix P --dir DIR [--duration S] [--mode mixed|large]
+ *   fault_worker --netns-prefix P --dir DIR [--duration S] [--mode mixed|large] [--memory host|cuda]
+ *   fault_worker --probe-cuda      exit 0 when built with CUDA and a GPU is visible, else 77 with the reason
  *
+ * --memory cuda: the operations run on cudaMalloc buffers and a stream (both ranks on GPU 0; the checks copy
+ * the results back). Run it with VCCL_P2P_DIRECT=0, so that device data crosses the rails through vccl's
+ * host staging as it would between nodes, instead of the one-host IPC path that needs no network.
  * Each rank enters network namespace P<rank> (made by tests/fault/netns.sh) after MPI_Init, so MPI keeps
  * talking over shared memory while vccl's sockets live on the namespace's rails. Then it alternates
  * allreduce (float sum) and send/recv exchanges for S seconds, checking every element against values computed
@@ -42,6 +46,10 @@
 #include "vccl.h"
 #include "vccl_mpi.h"
 
+#if VF_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
+
 namespace {
 
 int64_t now_ns() {
@@ -56,6 +64,7 @@ struct Options {
     std::string netns_prefix;
     std::string dir = ".";
     std::string mode = "mixed";
+    std::string memory = "host";
     double duration_s = 8;
 };
 
@@ -68,9 +77,11 @@ bool parse_args(int argc, char** argv, Options* o) {
         else if (a == "--dir") o->dir = v;
         else if (a == "--duration") o->duration_s = atof(v.c_str());
         else if (a == "--mode") o->mode = v;
+        else if (a == "--memory") o->memory = v;
         else return false;
     }
-    return o->duration_s > 0 && (o->mode == "mixed" || o->mode == "large");
+    return o->duration_s > 0 && (o->mode == "mixed" || o->mode == "large") &&
+           (o->memory == "host" || o->memory == "cuda");
 }
 
 /* Allreduce inputs are small integers stored as floats: any sum of a few of them is exact, so the expected
@@ -262,6 +273,73 @@ std::string enter_netns(const std::string& name) {
     return "";
 }
 
+/* --memory cuda: device copies of the operation buffers and the stream the operations run on. */
+struct DeviceBuffers {
+    bool on = false;
+    void* ar_send = nullptr;
+    void* ar_recv = nullptr;
+    void* p2p_send = nullptr;
+    void* p2p_recv = nullptr;
+    void* stream = nullptr;
+
+#if VF_HAVE_CUDA
+    static std::string cuda_error(const char* what, cudaError_t e) {
+        return std::string(what) + ": " + cudaGetErrorString(e);
+    }
+    /* Empty on success, else why not. */
+    std::string init(size_t bytes) {
+        cudaError_t e = cudaSetDevice(0);
+        if (e != cudaSuccess) return cuda_error("cudaSetDevice(0)", e);
+        for (void** b : {&ar_send, &ar_recv, &p2p_send, &p2p_recv}) {
+            if ((e = cudaMalloc(b, bytes)) != cudaSuccess) return cuda_error("cudaMalloc", e);
+        }
+        cudaStream_t st = nullptr;
+        if ((e = cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking)) != cudaSuccess)
+            return cuda_error("cudaStreamCreate", e);
+        stream = st;
+        on = true;
+        return std::string();
+    }
+    /* On the operations' stream: a plain cudaMemcpy from pageable memory may return before its DMA lands,
+     * and it is not ordered with a non-blocking stream (the operation would read stale data). */
+    std::string upload(void* dst, const void* src, size_t bytes) {
+        cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream));
+        return e == cudaSuccess ? std::string() : cuda_error("cudaMemcpyAsync to the GPU", e);
+    }
+    std::string download(void* dst, const void* src, size_t bytes) {
+        cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+        return e == cudaSuccess ? std::string() : cuda_error("cudaMemcpy from the GPU", e);
+    }
+    /* The operations are stream-ordered: they are done once the stream is. */
+    std::string sync() {
+        cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
+        return e == cudaSuccess ? std::string() : cuda_error("cudaStreamSynchronize", e);
+    }
+#else
+    std::string init(size_t) { return "fault_worker was built without CUDA"; }
+    std::string upload(void*, const void*, size_t) { return "no CUDA"; }
+    std::string download(void*, const void*, size_t) { return "no CUDA"; }
+    std::string sync() { return "no CUDA"; }
+#endif
+};
+
+/* --probe-cuda: can --memory cuda run here? */
+int probe_cuda() {
+#if VF_HAVE_CUDA
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        printf("no usable GPU: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+        return 77;
+    }
+    printf("%d GPU(s)\n", n);
+    return 0;
+#else
+    printf("fault_worker was built without CUDA\n");
+    return 77;
+#endif
+}
+
 [[noreturn]] void setup_failed(const Options& o, int rank, const std::string& why) {
     char line[1024];
     snprintf(line, sizeof line, "{\"rank\":%d,\"setup_error\":\"%s\"}", rank, json_escape(why).c_str());
@@ -275,6 +353,7 @@ std::string enter_netns(const std::string& name) {
 } // namespace
 
 int main(int argc, char** argv) {
+    if (argc == 2 && strcmp(argv[1], "--probe-cuda") == 0) return probe_cuda(); // no MPI needed
     MPI_Init(&argc, &argv);
     int rank = 0, nranks = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -282,7 +361,8 @@ int main(int argc, char** argv) {
     Options opt;
     if (!parse_args(argc, argv, &opt)) {
         if (rank == 0)
-            fprintf(stderr, "usage: %s --netns-prefix P --dir DIR [--duration S] [--mode mixed|large]\n", argv[0]);
+            fprintf(stderr, "usage: %s --netns-prefix P --dir DIR [--duration S] [--mode mixed|large] [--memory host|cuda]\n",
+                    argv[0]);
         MPI_Finalize();
         return 2;
     }
@@ -305,6 +385,11 @@ int main(int argc, char** argv) {
     std::vector<float> ar_send(max_count), ar_recv(max_count);
     std::vector<uint32_t> p2p_send(max_count), p2p_recv(max_count), p2p_expect(max_count);
     const int to = (rank + 1) % nranks, from = (rank + nranks - 1) % nranks;
+    DeviceBuffers dev;
+    if (opt.memory == "cuda") {
+        std::string why = dev.init(max_count * sizeof(float));
+        if (!why.empty()) setup_failed(opt, rank, "--memory cuda: " + why);
+    }
 
     uint64_t wrong = 0, checksum_mismatches = 0, errors = 0, n_ar = 0, n_p2p = 0;
     int first_error_code = 0;
@@ -318,11 +403,27 @@ int main(int argc, char** argv) {
     int64_t t0 = 0, t1 = 0;
     auto run_op = [&](long it, bool allreduce, size_t count) -> vcclResult_t {
         vcclResult_t r;
+        std::string cuda_failed; // a CUDA call of the test itself failed: counted as an error
+        // On device memory the operation is done when its stream is: the sync is part of its time.
+        auto finish_on_device = [&](vcclResult_t posted) {
+            if (posted == vcclSuccess && dev.on) {
+                cuda_failed = dev.sync();
+                if (!cuda_failed.empty()) return vcclUnhandledCudaError;
+            }
+            return posted;
+        };
         if (allreduce) {
             for (size_t j = 0; j < count; ++j) ar_send[j] = ar_value(it, rank, j);
+            if (dev.on) cuda_failed = dev.upload(dev.ar_send, ar_send.data(), count * sizeof(float));
             t0 = now_ns();
-            r = vcclAllReduce(ar_send.data(), ar_recv.data(), count, vcclFloat, vcclSum, comm, nullptr);
+            r = !cuda_failed.empty() ? vcclUnhandledCudaError
+                : finish_on_device(vcclAllReduce(dev.on ? dev.ar_send : ar_send.data(), dev.on ? dev.ar_recv : ar_recv.data(),
+                                                 count, vcclFloat, vcclSum, comm, dev.stream));
             t1 = now_ns();
+            if (r == vcclSuccess && dev.on) {
+                cuda_failed = dev.download(ar_recv.data(), dev.ar_recv, count * sizeof(float));
+                if (!cuda_failed.empty()) r = vcclUnhandledCudaError;
+            }
             if (r == vcclSuccess) {
                 for (size_t j = 0; j < count; ++j) {
                     float expect = 0;
@@ -333,12 +434,24 @@ int main(int argc, char** argv) {
         } else {
             for (size_t j = 0; j < count; ++j) p2p_send[j] = p2p_value(it, rank, j);
             std::fill(p2p_recv.begin(), p2p_recv.begin() + long(count), 0u);
+            if (dev.on) {
+                cuda_failed = dev.upload(dev.p2p_send, p2p_send.data(), count * 4);
+                if (cuda_failed.empty()) cuda_failed = dev.upload(dev.p2p_recv, p2p_recv.data(), count * 4);
+            }
             t0 = now_ns();
-            vcclGroupStart();
-            vcclSend(p2p_send.data(), count, vcclUint32, to, comm, nullptr);
-            vcclRecv(p2p_recv.data(), count, vcclUint32, from, comm, nullptr);
-            r = vcclGroupEnd();
+            if (cuda_failed.empty()) {
+                vcclGroupStart();
+                vcclSend(dev.on ? dev.p2p_send : p2p_send.data(), count, vcclUint32, to, comm, dev.stream);
+                vcclRecv(dev.on ? dev.p2p_recv : p2p_recv.data(), count, vcclUint32, from, comm, dev.stream);
+                r = finish_on_device(vcclGroupEnd());
+            } else {
+                r = vcclUnhandledCudaError;
+            }
             t1 = now_ns();
+            if (r == vcclSuccess && dev.on) {
+                cuda_failed = dev.download(p2p_recv.data(), dev.p2p_recv, count * 4);
+                if (!cuda_failed.empty()) r = vcclUnhandledCudaError;
+            }
             if (r == vcclSuccess) {
                 for (size_t j = 0; j < count; ++j) {
                     p2p_expect[j] = p2p_value(it, from, j);
@@ -350,7 +463,8 @@ int main(int argc, char** argv) {
         if (r != vcclSuccess && errors++ == 0) {
             first_error_code = r;
             first_error_t = now_ns();
-            first_error = std::string(vcclGetErrorString(r)) + ": " + vcclGetLastError(comm);
+            first_error = std::string(vcclGetErrorString(r)) + ": " +
+                          (!cuda_failed.empty() ? cuda_failed : std::string(vcclGetLastError(comm)));
         }
         return r;
     };
@@ -456,14 +570,14 @@ int main(int argc, char** argv) {
 
     char line[4096];
     snprintf(line, sizeof line,
-             "{\"rank\":%d,\"nranks\":%d,\"mode\":\"%s\",\"run_ms\":%.1f,\"iterations\":%" PRIu64 ",\"allreduces\":%" PRIu64
+             "{\"rank\":%d,\"nranks\":%d,\"mode\":\"%s\",\"memory\":\"%s\",\"run_ms\":%.1f,\"iterations\":%" PRIu64 ",\"allreduces\":%" PRIu64
              ",\"sendrecvs\":%" PRIu64 ",\"wrong\":%" PRIu64 ",\"checksum_mismatches\":%" PRIu64
              ",\"errors\":%" PRIu64 ",\"first_error_code\":%d,\"first_error\":\"%s\",\"first_error_ms\":%.1f"
              ",\"max_stall_ms\":%.1f,\"max_stall_from_ms\":%.1f,\"stall_at_fault_ms\":%.1f,\"bw_healthy_gbs\":%.3f,\"bw_faulted_gbs\":%.3f"
              ",\"bw_repaired_gbs\":%.3f,\"faults\":%zu,\"repairs\":%zu,\"telemetry\":%s,\"path_switches\":%zu"
              ",\"state_changes\":%" PRIu64 ",\"detected\":%zu,\"detect_ms\":%.1f,\"detect_median_ms\":%.1f"
              ",\"failed_back\":%zu,\"failback_ms\":%.1f,\"failback_median_ms\":%.1f,\"paths\":\"%s\"}",
-             rank, nranks, opt.mode.c_str(), ms(finished - started), n_ar + n_p2p, n_ar, n_p2p, wrong,
+             rank, nranks, opt.mode.c_str(), opt.memory.c_str(), ms(finished - started), n_ar + n_p2p, n_ar, n_p2p, wrong,
              checksum_mismatches, errors, first_error_code, json_escape(first_error).c_str(),
              first_error_t < 0 ? -1.0 : ms(first_error_t - (fault0 >= 0 ? fault0 : started)), ms(max_stall),
              ms(max_stall_start - started), stall_at_fault, bw_healthy, bw_faulted, bw_repaired, tl.faults.size(), tl.repairs.size(),
