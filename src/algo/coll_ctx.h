@@ -96,7 +96,8 @@ private:
     ScratchArena* scratch_;
     /* Armed by the first wait that has to spin (kDeadlineSpins polls), then checked every kDeadlineSpins
      * polls: reading the clock on every poll was 12% of an 8-byte allreduce's CPU time (clock_gettime in a
-     * VM), and a collective that completes at once never needs it. Late by microseconds at most. */
+     * VM), and a collective that completes at once never needs it. The timeout thus counts from the first
+     * wait that had to spin, not from the start of the collective (earlier waits each took < 64 polls). */
     static constexpr unsigned kDeadlineSpins = 64;
     Deadline deadline_ = Deadline::never();
     bool deadline_armed_ = false;
