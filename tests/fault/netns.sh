@@ -4,6 +4,9 @@
 #   vf_setup          namespaces ${VF_PREFIX}r0 and ${VF_PREFIX}r1, each with lo, rail0 (10.81.0.R+1/24)
 #                     and rail1 (10.82.0.R+1/24): two veth pairs, the same device names in every namespace
 #                     so that one VCCL_NET_DEVICES value serves both ranks. Exits 77 when it cannot.
+#                     VF_NRANKS=N (> 2): namespaces r0 .. rN-1, each rail a bridge in a hub namespace
+#                     ${VF_PREFIX}h with one veth per rank (a switch per rail); faults still hit rank 0's end
+#                     only, so the other ranks keep seeing their own rails up.
 #   vf_cleanup        deletes this run's namespaces (veths go with them); installed as trap on EXIT INT TERM.
 #   fault helpers     vf_link_down/up, vf_blackhole/vf_unblackhole, vf_slow/vf_unslow, vf_flap, vf_both_down/up.
 #                     Each records "fault NAME NS" or "repair NAME NS" with the wall-clock time in
@@ -15,6 +18,8 @@
 VF_PREFIX=${VF_PREFIX:-vf$$}
 VF_NS0=${VF_PREFIX}r0
 VF_NS1=${VF_PREFIX}r1
+VF_NSH=${VF_PREFIX}h
+VF_NRANKS=${VF_NRANKS:-2}
 VF_TIMELINE=${VF_TIMELINE:-}
 
 vf_skip() {
@@ -42,9 +47,9 @@ vf_mark_at() {
 vf_cleanup_stale() {
     local ns pid
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case $ns in vf[0-9]*r[0-9]*) ;; *) continue ;; esac
+        case $ns in vf[0-9]*r[0-9]* | vf[0-9]*h) ;; *) continue ;; esac
         pid=${ns#vf}
-        pid=${pid%%r*}
+        pid=${pid%%[rh]*}
         case $pid in *[!0-9]*|'') continue ;; esac
         if ! kill -0 "$pid" 2>/dev/null; then
             ip netns delete "$ns" 2>/dev/null && echo "netns.sh: removed stale namespace $ns"
@@ -53,8 +58,37 @@ vf_cleanup_stale() {
 }
 
 vf_cleanup() {
-    ip netns delete "$VF_NS0" 2>/dev/null
-    ip netns delete "$VF_NS1" 2>/dev/null
+    local r
+    for r in $(seq 0 $((VF_NRANKS - 1))); do ip netns delete "${VF_PREFIX}r$r" 2>/dev/null; done
+    ip netns delete "$VF_NSH" 2>/dev/null
+    return 0
+}
+
+# VF_NRANKS > 2: every rank's rail K is a veth into bridge brK of the hub namespace. Returns 77 for a skip.
+vf_setup_switched() {
+    local r k ns
+    ip netns add "$VF_NSH" 2>/dev/null || return 77
+    for k in 0 1; do
+        ip -n "$VF_NSH" link add "br$k" type bridge 2>/dev/null || return 77
+        ip -n "$VF_NSH" link set "br$k" up || return 1
+    done
+    for r in $(seq 0 $((VF_NRANKS - 1))); do
+        ns=${VF_PREFIX}r$r
+        [ "$r" -lt 2 ] || ip netns add "$ns" 2>/dev/null || return 77
+        for k in 0 1; do
+            ip link add "rail$k" netns "$ns" type veth peer name "v${r}k$k" netns "$VF_NSH" 2>/dev/null || return 77
+            ip -n "$VF_NSH" link set "v${r}k$k" master "br$k" && ip -n "$VF_NSH" link set "v${r}k$k" up &&
+                ip -n "$ns" addr add "10.8$((k + 1)).0.$((r + 1))/24" dev "rail$k" &&
+                ip -n "$ns" link set "rail$k" up || return 1
+        done
+        ip -n "$ns" link set lo up || return 1
+    done
+    for r in $(seq 0 $((VF_NRANKS - 1))); do
+        for k in 0 1; do vf_wait_running "${VF_PREFIX}r$r" "rail$k" || return 1; done
+    done
+    for r in $(seq 1 $((VF_NRANKS - 1))); do
+        for k in 0 1; do vf_reachable "$VF_NS0" "10.8$((k + 1)).0.$((r + 1))" || return 1; done
+    done
     return 0
 }
 
@@ -71,6 +105,14 @@ vf_setup() {
         vf_skip "cannot create network namespaces (ip netns add failed: no CAP_SYS_ADMIN or no /var/run/netns)"
     fi
     local r
+    if [ "$VF_NRANKS" -gt 2 ]; then
+        vf_setup_switched
+        case $? in
+            0) return 0 ;;
+            77) vf_cleanup; vf_skip "cannot build the switched rails (namespaces, bridges or veth pairs)" ;;
+            *) vf_cleanup; echo "netns.sh: the switched rails for $VF_NRANKS ranks do not work" >&2; exit 99 ;;
+        esac
+    fi
     for r in 0 1; do
         # Created directly inside the namespaces, so the fixed names never clash in the root namespace.
         ip link add "rail$r" netns "$VF_NS0" type veth peer name "rail$r" netns "$VF_NS1" ||
