@@ -116,10 +116,7 @@ vcclResult_t CollCtx::wait(ReqId id) {
         if (abort_flag_ != nullptr && abort_flag_->load(std::memory_order_acquire)) {
             return fail(set_last_error(vcclRemoteError, "communicator aborted"));
         }
-        if (spins % kDeadlineSpins == 0 && !deadline_armed_) {
-            deadline_ = Deadline::after_ms(settings_.op_timeout_ms);
-            deadline_armed_ = true;
-        } else if (spins % kDeadlineSpins == 0 && deadline_.expired()) {
+        if (spins % kDeadlineSpins == 0 && deadline_passed()) {
             const ReqInfo& info = info_[size_t(id)];
             return fail(set_last_error(vcclTimeout,
                                        "collective timed out after %lld ms: %s of %zu bytes %s rank %d did "
@@ -129,6 +126,13 @@ vcclResult_t CollCtx::wait(ReqId id) {
         }
         transport_->progress();
     }
+}
+
+bool CollCtx::deadline_passed() {
+    if (deadline_armed_) return deadline_.expired();
+    deadline_ = Deadline::after_ms(settings_.op_timeout_ms);
+    deadline_armed_ = true;
+    return false;
 }
 
 vcclResult_t CollCtx::wait_all() {

@@ -101,6 +101,7 @@ private:
     static constexpr unsigned kDeadlineSpins = 64;
     Deadline deadline_ = Deadline::never();
     bool deadline_armed_ = false;
+    bool deadline_passed(); // arms the deadline on its first call
     std::vector<TransportRequest*> reqs_; // index = ReqId; nullptr once completed and released
     struct ReqInfo {
         int peer;

@@ -42,9 +42,6 @@ public:
         RecordSlot& s = records_[slot_index(i)];
         slot_write<7>(s.seq, s.w, &r, 2 * i + 2);
         header_->write_index.store(index_, std::memory_order_release);
-        // The next slot's cache line is usually cold (the ring is larger than L1 and appends are spread
-        // out): fetch it for writing now, so the next record does not wait for it.
-        __builtin_prefetch(&records_[slot_index(index_)], 1);
     }
     void publish_path(int slot, const PathStats& stats) {
         PathSlot& s = paths_[slot];

@@ -22,6 +22,16 @@ using namespace vccl::telemetry;
 
 namespace {
 
+/* Every record a telemetry object wrote to its ring (private memory), oldest first. */
+std::vector<Record> all_records(const Telemetry& t) {
+    RingReader reader;
+    bool attached = reader.attach_memory(t.ring().base(), nullptr);
+    EXPECT_TRUE(attached);
+    if (!attached) return {};
+    uint64_t next = 0;
+    return reader.read(&next, nullptr);
+}
+
 constexpr uint64_t kMs = 1000000;
 
 TEST(TelemetryWindow, EmptyIsZero) {
@@ -278,10 +288,7 @@ TEST(Telemetry, CountsOutstandingBytesAndEvents) {
     EXPECT_EQ(s[2].failures, 1u);
     EXPECT_EQ(s[2].bytes_sent, 0u);
 
-    RingReader reader;
-    ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
-    uint64_t next = 0;
-    std::vector<Record> recs = reader.read(&next, nullptr);
+    std::vector<Record> recs = all_records(*t);
     ASSERT_EQ(recs.size(), 4u);
     EXPECT_EQ(recs[0].coll, 1);
     EXPECT_EQ(recs[0].coll_seq, 7u);
@@ -339,10 +346,7 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
     EXPECT_EQ(s[0].failures, 1u);
     EXPECT_EQ(s[0].outstanding_reqs, 0u);
     EXPECT_EQ(s[0].outstanding_bytes, 0u);
-    RingReader reader;
-    ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
-    uint64_t next = 0;
-    std::vector<Record> recs = reader.read(&next, nullptr);
+    std::vector<Record> recs = all_records(*t);
     ASSERT_EQ(recs.size(), 2u + 2u + 1u); // timed ones only
     EXPECT_EQ(recs[0].coll_seq, 0u);
     EXPECT_EQ(recs[1].coll_seq, 4u);

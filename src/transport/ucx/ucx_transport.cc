@@ -104,7 +104,7 @@ public:
         auto* req = new UcxRequest();
         req->peer = peer;
         req->bytes = bytes;
-        start_record(req, telemetry::Dir::Send);
+        start_record(req);
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
@@ -157,7 +157,7 @@ public:
         req->bytes = bytes;
         req->upto = upto;
         req->is_recv = true;
-        start_record(req, telemetry::Dir::Recv);
+        start_record(req);
         ucp_request_param_t param;
         memset(&param, 0, sizeof(param));
         param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_DATATYPE;
@@ -227,7 +227,7 @@ public:
     }
 
 private:
-    void start_record(UcxRequest* req, telemetry::Dir dir) {
+    void start_record(UcxRequest* req) {
         if (telemetry_ == nullptr) return;
         telemetry::Telemetry::PathW* path = telemetry_paths_[size_t(req->peer)];
         if (path == nullptr) {
@@ -235,7 +235,6 @@ private:
             path = telemetry_paths_[size_t(req->peer)] = telemetry_->path(req->peer, 0);
             if (path == nullptr) return;
         }
-        (void)dir;
         req->telemetry = telemetry_;
         req->telemetry_path = path;
         req->tag = transfer_tag_;
