@@ -48,6 +48,7 @@
 #include "telemetry/telemetry.h"
 #include "transport/failover/link_monitor.h"
 #include "transport/failover/rail_probe.h"
+#include "transport/failover/socket_reset.h"
 #include "transport/failover/wire.h"
 #include "transport/transport.h"
 
@@ -257,6 +258,7 @@ private:
     void settle(int peer);
     void fail_peer(int peer, const std::string& why);
     void probe(int peer, int path, uint64_t now);
+    void reset_connections(int peer, int path);
 
     void complete_app(AppRequest* app, vcclResult_t status, const std::string& text) {
         if (app == nullptr || app->state != AppRequest::kPending) return;
@@ -806,6 +808,7 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     // Leaving a failed path: close it, so that receives UCX had already matched there end now instead of
     // writing into buffers later. A healthy path left by failback drains by itself.
     if (path != 0 || old != 1) {
+        reset_connections(peer, old);
         paths_[old]->disconnect(peer);
         p.path_lost[old] = true;
     }
@@ -821,6 +824,25 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     // Sender side: nothing new goes out until the peer says where to resume.
     p.awaiting_resume = true;
     send_resume(peer);
+}
+
+/* Before the endpoint of a failed path is closed: its TCP connections to the peer are shut down first and the
+ * path's transport sees them break (socket_reset.h says why: a UCX tcp defect that crashed the process). */
+void FailoverTransport::reset_connections(int peer, int path) {
+    uint32_t local_ip = 0, peer_ip = 0;
+    uint16_t probe_port = 0;
+    if (!probe_.unique_peer_address(path, peer, &local_ip, &peer_ip, &probe_port)) return;
+    int n = shutdown_tcp_receiving(local_ip, peer_ip, probe_port);
+    if (n == 0) return;
+    Deadline deadline = Deadline::after_ms(20); // one progress call normally suffices
+    int polls = 0;
+    while (paths_[path]->peer_status(peer) == vcclSuccess && !deadline.expired()) {
+        paths_[path]->progress();
+        ++polls;
+    }
+    VCCL_INFO(kLogNet, "failover: rank %d -> %d: shut down %d connection(s) of path %d before closing it (%s after "
+              "%d poll(s))", rank_, peer, n, path,
+              paths_[path]->peer_status(peer) == vcclSuccess ? "not yet seen broken" : "seen broken", polls);
 }
 
 void FailoverTransport::send_resume(int peer) {

@@ -51,6 +51,7 @@ RailProbe::~RailProbe() {
 }
 
 vcclResult_t RailProbe::init(Bootstrap* bootstrap, const std::vector<std::string>& netdevs) {
+    rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
     paths_ = int(netdevs.size());
     bound_fds_.assign(size_t(paths_), -1);
@@ -114,6 +115,21 @@ RailProbe::Result RailProbe::poll(int path, int peer, uint64_t now, uint64_t tim
     }
     if (now - a.started > timeout_ns) return finish(a, Result::Unreachable);
     return Result::Pending;
+}
+
+bool RailProbe::unique_peer_address(int path, int peer, uint32_t* local_ip, uint32_t* peer_ip,
+                                    uint16_t* probe_port) const {
+    if (path < 0 || path >= paths_ || peer < 0 || peer >= nranks_ || peer == rank_) return false;
+    const Addr& to = addrs_[size_t(peer) * size_t(paths_) + size_t(path)];
+    const Addr& from = addrs_[size_t(rank_) * size_t(paths_) + size_t(path)];
+    if (to.ip == 0 || from.ip == 0) return false;
+    for (int r = 0; r < nranks_; ++r) {
+        if (r != peer && addrs_[size_t(r) * size_t(paths_) + size_t(path)].ip == to.ip) return false;
+    }
+    *local_ip = from.ip;
+    *peer_ip = to.ip;
+    *probe_port = to.port;
+    return true;
 }
 
 } // namespace failover

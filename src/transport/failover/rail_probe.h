@@ -36,6 +36,10 @@ public:
     /* Non-blocking. Starts a probe of `peer` over `path` when none is running; Pending until the answer or
      * `timeout_ns`, then Reachable or Unreachable once (the next call starts a new probe). */
     Result poll(int path, int peer, uint64_t now, uint64_t timeout_ns);
+    /* This rank's and `peer`'s IPv4 addresses on the rail of `path` (network order) and the port of the
+     * peer's probe socket, when the peer's address there is its alone (no other rank shares it, so a
+     * connection to it is a connection to that peer); false otherwise. */
+    bool unique_peer_address(int path, int peer, uint32_t* local_ip, uint32_t* peer_ip, uint16_t* probe_port) const;
 
 private:
     struct Addr {
@@ -47,6 +51,7 @@ private:
         int fd = -1;
         uint64_t started = 0;
     };
+    int rank_ = 0;
     int nranks_ = 0;
     int paths_ = 0;
     std::vector<int> bound_fds_;        // per path
