@@ -48,6 +48,8 @@ struct TransportOptions {
     /* Use peer error handling on every endpoint, also to ranks on this host (failover paths must learn of
      * a dead connection; the cost is UCX preferring TCP over shared memory on one host). */
     bool peer_errors_everywhere = false;
+    /* UCX tcp connects without blocking the thread (UCX_TCP_CONN_NB=y unless set in the environment). */
+    bool nonblocking_tcp_connect = false;
 };
 
 using telemetry::TransferTag;

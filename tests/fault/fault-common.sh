@@ -228,15 +228,13 @@ vf_check() {
     fi
     if [ ${#vf_fail_reasons[@]} -gt 0 ]; then
         printf 'FAIL: %s\n' "${vf_fail_reasons[@]}"
-        # Known crashes (docs/RELIABILITY.md, "Path failover"; UCX 1.13 here, also seen with UCX 1.16, so possibly
-        # provoked by vccl's forced endpoint close): UCX's tcp transport sometimes aborts on
-        # an internal assertion in one of its tcp_*.c files (tcp_cm.c, tcp_sockcm_ep.c, ...), or faults in its own event dispatch (a core dump showed uct_tcp_ep_cm_state
-        # called from uct_tcp_iface_progress, apparently on a stale endpoint) after an endpoint is closed under
-        # faults; UCX's handler then prints "Caught signal 11", with a backtrace into libuct/libucs, with
-        # no frame past the signal trampoline (a jump to address 0), or with none when mpirun kills the job
-        # first. Such a crash whose faulting frame is not vccl's gets up to three more runs (it hits
-        # about one fault-slow run in three on the 2-core VM, with builds before and after 2026-11-23); any
-        # other failure fails the test at once, and every run's output stays in the log.
+        # Crashes inside UCX's tcp transport after a forced endpoint close (docs/RELIABILITY.md, "Path failover":
+        # two UCX defects, avoided since 2026-11-23 by shutting down the failed path's connections first,
+        # src/transport/failover/socket_reset.h): an assertion in one of its tcp_*.c files or in uct_iface.h,
+        # or "Caught signal 11" whose faulting frame is not vccl's (libuct, a jump to address 0, or no frame
+        # when mpirun killed the job first). Such a crash still gets up to three more runs as a safety net
+        # (none was needed in 60 runs after the fix); any other failure fails the test at once, and every
+        # run's output stays in the log.
         local tries=${VF_RETRIED:-0}
         local missing=0
         for r in $(seq 0 $((VF_NRANKS - 1))); do [ -s "$VF_DIR/result.r$r.json" ] || missing=1; done
@@ -244,7 +242,7 @@ vf_check() {
             { grep -q -E "(tcp_[a-z_]+|arbiter|uct_iface)\.[ch]:[0-9]+ +Assertion" "$VF_DIR/out.log" ||
                 { grep -q "Caught signal 11" "$VF_DIR/out.log" &&
                     ! grep -A 7 "Caught signal 11" "$VF_DIR/out.log" | grep -E "^ *4 " | grep -q -E "libvccl|fault_worker"; }; }; then
-            echo "fault test: a rank crashed inside UCX (known, seen with UCX 1.13 and 1.16 after an endpoint close; docs/RELIABILITY.md); running the test again (retry $((tries + 1)) of 3)"
+            echo "fault test: a rank crashed inside UCX (a known UCX tcp defect that vccl should now avoid: please report it; docs/RELIABILITY.md); running the test again (retry $((tries + 1)) of 3)"
             vf_cleanup_run
             trap - EXIT INT TERM
             VF_RETRIED=$((tries + 1)) bash "$0"

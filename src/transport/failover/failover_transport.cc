@@ -1293,9 +1293,13 @@ vcclResult_t failover_transport_create(Bootstrap* bootstrap, const TransportOpti
                                        const FailoverOptions& fo, std::unique_ptr<Transport>* out) {
     TransportOptions path_options = options;
     path_options.peer_errors_everywhere = fo.every_peer;
-    // UCX's non-blocking tcp connect (TCP_CONN_NB) is not used: with UCX 1.13 a link dropping during such a
-    // connect, or a forced close after one, crashed the process inside libuct (fault-flap and fault-slow
-    // runs). Blocking connects are made safe instead by asking the rail first (rail_probe.h).
+    // UCX's tcp transport connects with a blocking connect() by default, also from inside progress when a
+    // connection it is still establishing is dropped (uct_tcp_ep_handle_io_err): on a flapping or dead rail
+    // that held a rank for seconds (1-6 s stalls in fault-flap, a rank silent for 40 s in fault-both-down).
+    // Failover paths therefore use its non-blocking connect (UCX_TCP_CONN_NB=y unless the user set it). It
+    // was turned off once because it crashed UCX 1.13; those crashes were the two defects that the socket
+    // reset before a forced close now avoids (socket_reset.h). The rail probe still gates reconnects.
+    path_options.nonblocking_tcp_connect = true;
     // The primary records the peers it serves directly; the failover layer records the rest per path.
     path_options.unrecorded_peers.assign(size_t(bootstrap->nranks()), true);
     for (int r = 0; r < bootstrap->nranks(); ++r) {

@@ -1,7 +1,8 @@
 /*
- * Is a peer reachable over one rail right now? Asked before a broken path is reconnected, because UCX's tcp
+ * Is a peer reachable over one rail right now? Asked before a broken path is reconnected: UCX's default tcp
  * connect blocks the calling thread while the rail drops packets (a blackhole held every rank still for the
- * whole fault), and UCX 1.13's non-blocking connect crashed in the library when a link dropped mid-connect.
+ * whole fault). Failover paths now connect without blocking (failover_transport_create), and the probe still
+ * keeps reconnects off rails that do not answer.
  *
  * Each rank binds (without listening) a TCP socket to its own address on each rail and shares address and
  * port. A probe is a non-blocking connect from this rank's rail address to the peer's: the peer's kernel

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <ucp/api/ucp.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -311,6 +312,11 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     if (!options.tls.empty()) status = ucx_check(ucp_config_modify(config, "TLS", options.tls.c_str()), "setting TLS");
     if (status == vcclSuccess && !options.net_devices.empty()) {
         status = ucx_check(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()), "setting NET_DEVICES");
+    }
+    if (status == vcclSuccess && options.nonblocking_tcp_connect && getenv("UCX_TCP_CONN_NB") == nullptr) {
+        // A transport key (of the tcp interface table, named without its TCP_ prefix): UCX keeps it and
+        // applies it to each interface it opens whose table has it.
+        status = ucx_check(ucp_config_modify(config, "CONN_NB", "y"), "setting TCP_CONN_NB");
     }
     if (status == vcclSuccess) {
         ucp_params_t params;
