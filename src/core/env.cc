@@ -158,6 +158,8 @@ std::string launcher_job_id() {
     return "";
 }
 
+bool ucx_variable_set(const char* name) { return name != nullptr && getenv(name) != nullptr; }
+
 int launcher_world_size() {
     const char* const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
     for (const char* var : launcher_vars) {

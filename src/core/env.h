@@ -57,6 +57,10 @@ std::string launcher_job_id();
  * MPI_Init at all. Not a VCCL_* setting; read here for the same reason as launcher_job_id(). */
 int launcher_world_size();
 
+/* True when the user exported the UCX variable `name` (e.g. "UCX_TCP_CONN_NB"): vccl then leaves that UCX
+ * setting to the user. Not a VCCL_* setting; read here for the same reason as launcher_job_id(). */
+bool ucx_variable_set(const char* name);
+
 /* Forget cached values so the next get_* reads the process environment again (tests). */
 void reload();
 

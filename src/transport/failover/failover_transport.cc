@@ -827,7 +827,7 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
 }
 
 /* Before the endpoint of a failed path is closed: its TCP connections to the peer are shut down first and the
- * path's transport sees them break (socket_reset.h says why: a UCX tcp defect that crashed the process). */
+ * path's transport sees them break (socket_reset.h says why: two UCX tcp defects that crashed the process). */
 void FailoverTransport::reset_connections(int peer, int path) {
     uint32_t local_ip = 0, peer_ip = 0;
     uint16_t probe_port = 0;

@@ -10,7 +10,6 @@
 #include <sched.h>
 #include <ucp/api/ucp.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "telemetry/telemetry.h"
@@ -313,7 +313,7 @@ vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& op
     if (status == vcclSuccess && !options.net_devices.empty()) {
         status = ucx_check(ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str()), "setting NET_DEVICES");
     }
-    if (status == vcclSuccess && options.nonblocking_tcp_connect && getenv("UCX_TCP_CONN_NB") == nullptr) {
+    if (status == vcclSuccess && options.nonblocking_tcp_connect && !env::ucx_variable_set("UCX_TCP_CONN_NB")) {
         // A transport key (of the tcp interface table, named without its TCP_ prefix): UCX keeps it and
         // applies it to each interface it opens whose table has it.
         status = ucx_check(ucp_config_modify(config, "CONN_NB", "y"), "setting TCP_CONN_NB");
