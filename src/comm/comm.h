@@ -13,6 +13,7 @@
 
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/idle_progress.h"
 #include "core/export.h"
 #include "device/ipc_p2p.h"
 #include "device/staging.h"
@@ -33,6 +34,7 @@ struct vcclComm {
     vccl::CollSettings settings;
 
     std::mutex op_mutex;        // one operation at a time drives the transport
+    std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
     vccl::ScratchArena scratch;

@@ -210,6 +210,10 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     VCCL_RETURN_IF_ERROR(bootstrap->barrier());
     comm->bootstrap = std::move(bootstrap);
 
+    int idle_ms = int(env::get_int(env::kIdleProgressMs));
+    if (idle_ms > 0 && comm->transport->wants_idle_progress()) {
+        comm->idle_progress = std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms);
+    }
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());
     comm_register(comm.get());
@@ -283,6 +287,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->aborted.store(true);
         if (comm->bootstrap) comm->bootstrap->abort();
     }
+    comm->idle_progress.reset(); // before the transport goes
     vcclResult_t status = vcclSuccess;
     {
         // An operation running on another thread sees `aborted` and ends within milliseconds.

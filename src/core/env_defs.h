@@ -43,6 +43,10 @@ VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
              "time the primary fails again, up to 16x: flapping)")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
+VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
+             "With failover on, a thread drives the transport every this many milliseconds while no operation "
+             "runs on the communicator, so acknowledgements and path switches go on while the application waits "
+             "elsewhere (e.g. in MPI); 0: off (a peer may then stall until this rank calls vccl again)")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
              "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
              "(entry i mod length); default: the cores of the GPU's NUMA node")

@@ -87,6 +87,9 @@ public:
     virtual vcclResult_t test(TransportRequest* req) = 0;
     /* Moves pending work forward; cheap when there is none. */
     virtual void progress() = 0;
+    /* True when the transport has work of its own between operations (failover: acknowledgements, path
+     * switches) and should be progressed while the communicator is idle (comm/idle_progress.h). */
+    virtual bool wants_idle_progress() const { return false; }
     /* Frees req; cancels it first if it is still pending. */
     virtual void release(TransportRequest* req) = 0;
     /* Flushes outstanding sends to peers and closes connections; gives up at `deadline`. */

@@ -150,6 +150,8 @@ struct PeerState {
     uint32_t epoch = 0;
     uint32_t last_resume_in = 0;
     bool awaiting_resume = false;
+    uint32_t resume_sent_epoch = 0; // our last RESUME was for this epoch
+    uint64_t resume_resent_ns = 0;  // our RESUME was last sent again then (awaiting the peer's)
     uint64_t switch_started_ns = 0;
     std::string switch_cause;
     // Sending side.
@@ -220,6 +222,12 @@ public:
     vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType mem, TransportRequest** out) override;
     vcclResult_t test(TransportRequest* req) override;
     void progress() override;
+    bool wants_idle_progress() const override {
+        for (const auto& p : peers_) {
+            if (p->failover) return true;
+        }
+        return false;
+    }
     void release(TransportRequest* req) override;
     vcclResult_t close(Deadline deadline) override;
 
@@ -863,6 +871,10 @@ void FailoverTransport::send_resume(int peer) {
         if (n < kControlItems) c.points[n++] = ResumePoint{m->id, first};
     }
     c.count = n;
+    c.nonce = p.awaiting_resume ? kResumeWantsAnswer : 0;
+    p.resume_sent_epoch = p.epoch;
+    VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
+              "arrived%s)", rank_, peer, c.epoch, p.active, n, c.upto, c.nonce ? ", answer wanted" : "");
     send_control(peer, p.active, c, kControlHeader + n * sizeof(ResumePoint));
 }
 
@@ -870,6 +882,8 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     PeerState& p = (*peers_[size_t(peer)]);
     int path = int(c.path);
     if (path < 0 || path >= kPaths) return;
+    VCCL_INFO(kLogNet, "failover: rank %d <- %d: RESUME epoch %u for path %d (here: epoch %u, path %d, last applied %u)",
+              rank_, peer, c.epoch, path, p.epoch, p.active, p.last_resume_in);
     if (c.epoch < p.epoch) return; // an older switch, overtaken by a newer one
     if (c.epoch == p.epoch && path != p.active) {
         // Both sides decided at once, differently: the lower rank's decision stands.
@@ -879,7 +893,9 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
         if (path != p.active) switch_path(peer, path, c.epoch, "the peer switched");
         p.epoch = c.epoch;
     } else if (c.epoch <= p.last_resume_in && p.last_resume_in != 0) {
-        return; // already applied
+        // Already applied. Sent again, it means the peer still waits for ours: it was lost.
+        if (c.nonce == kResumeWantsAnswer && c.epoch == p.epoch) send_resume(peer);
+        return;
     }
     p.last_resume_in = c.epoch;
     // Resend what the peer lacks, in id order: messages it names from their first missing chunk,
@@ -922,6 +938,9 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     p.awaiting_resume = false;
     p.last_ack_ns = now_ns();
     for (uint32_t id : completed) complete_out(peer, id);
+    // The peer waits for our RESUME of this epoch. Switching sent one; without a switch (we are on that path
+    // already, e.g. a RESUME of an epoch in between was lost) it is sent now, else the peer never resumes.
+    if (c.nonce == kResumeWantsAnswer && p.resume_sent_epoch != p.epoch) send_resume(peer);
     VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: traffic on path %d (%s) %.1f ms after the switch (%s)", rank_,
               peer, p.active, device(p.active), double(now_ns() - p.switch_started_ns) / 1e6,
               p.switch_cause.empty() ? "peer's decision" : p.switch_cause.c_str());
@@ -1036,7 +1055,15 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     bool out_silent = !p.awaiting_resume && unacked > 0 && now > out_ref && now - out_ref > timeout;
     bool in_silent = !p.awaiting_resume && stalled > 0 && now > in_ref && now - in_ref > timeout;
     bool silent = out_silent || in_silent;
-    if (p.awaiting_resume && now > p.switch_started_ns && now - p.switch_started_ns > timeout) silent = true; // our RESUME may be lost
+    if (p.awaiting_resume && now > p.switch_started_ns && now - p.switch_started_ns > timeout) {
+        // Our RESUME or the peer's was lost (both go on the active path; the peer answers a repeated one).
+        // Said again every timeout while the path works, and the other path is probed meanwhile.
+        silent = true;
+        if (usable(peer, p.active) && now - std::max(p.switch_started_ns, p.resume_resent_ns) > timeout) {
+            send_resume(peer);
+            p.resume_resent_ns = now;
+        }
+    }
     if (silent) {
         if (p.stall_since == 0) p.stall_since = now;
         int other = 1 - p.active;

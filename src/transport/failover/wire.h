@@ -47,7 +47,8 @@ constexpr uint32_t kEnvelopeMagic = 0x76656e76; // "venv"
 
 enum class ControlType : uint32_t {
     kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver
-    kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven)
+    kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven);
+                    // `nonce` kResumeWantsAnswer: the sender still waits for the receiver's RESUME
     kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path
     kProbeReply = 4, // `path` as in the probe; `upto`: ms since the replier last received anything from the
                      // prober on that path (kNeverReceived: nothing yet), so a one-way loss is told from a
@@ -76,6 +77,7 @@ struct Control {
 };
 constexpr uint32_t kControlMagic = 0x7663746c; // "vctl"
 constexpr uint32_t kNeverReceived = 0xffffffffu;
+constexpr uint64_t kResumeWantsAnswer = 1;
 constexpr size_t kControlHeader = offsetof(Control, ids);
 
 } // namespace failover

@@ -1,0 +1,45 @@
+/*
+ * Background progress of a communicator's transport while no operation runs.
+ *
+ * The failover protocol needs both ranks of a pair to keep talking after an operation has ended on one of
+ * them: the acknowledgement that completes the peer's send, or the RESUME exchange after a path switch, may be
+ * lost with the path and must be answered again. A rank that finished its part and then waits elsewhere
+ * (MPI_Barrier, another communicator, computation) would leave its peer stalled until its next vccl call, and
+ * forever if that call waits for the peer (found by fault-alternate: rank 1 in MPI_Allreduce, rank 0's send
+ * never acknowledged). NCCL avoids this with its proxy thread; vccl drives the transport from a thread that
+ * runs only while the communicator's operation lock is free, so transport calls stay serialised.
+ */
+#ifndef VCCL_COMM_IDLE_PROGRESS_H_
+#define VCCL_COMM_IDLE_PROGRESS_H_
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "transport/transport.h"
+
+namespace vccl {
+
+class IdleProgress {
+public:
+    /* Every interval_ms, when op_mutex is free, calls transport->progress() under it. */
+    IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms);
+    ~IdleProgress(); // stops and joins the thread
+    IdleProgress(const IdleProgress&) = delete;
+    IdleProgress& operator=(const IdleProgress&) = delete;
+
+private:
+    void run();
+
+    std::mutex* op_mutex_;
+    Transport* transport_;
+    int interval_ms_;
+    std::mutex wake_mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+} // namespace vccl
+
+#endif
