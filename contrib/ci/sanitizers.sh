@@ -5,7 +5,7 @@
 #       LeakSanitizer on, minus the leaks of Open MPI/UCX/hwloc (contrib/ci/lsan.supp); runs every unit test
 #       and the multi-rank tests of ASAN_MPI_TESTS.
 # tsan: ThreadSanitizer (contrib/ci/tsan.supp hides races inside MPI and UCX); runs the threaded tests: the
-#       bootstrap unit tests, test_algo's threaded simulation (without AlgoGrid) and the 2-rank tests of
+#       bootstrap unit tests, test_algo's threaded simulation (without AlgoGrid), test_core (IdleProgress) and the 2-rank tests of
 #       TSAN_MPI_TESTS.
 # Both configure --without-cuda (no device code to instrument on CI machines; saves the nvcc probe and build).
 # Results go to BUILD_DIR/test-results and BUILD_DIR/tests/**/*.trs for contrib/ci/summarize-tests.sh.
@@ -38,7 +38,7 @@ asan)
 tsan)
     sanitizers=thread
     mpi_tests=${TSAN_MPI_TESTS:-"tests/mpi/np2_p2p.sh"}
-    unit_tests="tests/unit/test_bootstrap tests/unit/test_algo"
+    unit_tests="tests/unit/test_bootstrap tests/unit/test_algo tests/unit/test_core"
     # test_algo's threaded parts: AlgoStress (every algorithm, ranks as threads with random delays), AlgoChecker,
     # CollCtx. AlgoGrid (the same algorithms over every size and type) takes 6-7 minutes under TSan on 2 cores
     # and runs under ASan instead.

@@ -178,6 +178,10 @@ struct PeerState {
     uint64_t probe_sent_ns = 0;
     bool probe_answered = false;
     uint32_t probe_peer_idle_ms = kNeverReceived; // from the reply: the peer's silence from us on our active path
+    bool probe_asks = false;        // the probe asks whether message probe_ask_id completed at the peer
+    uint32_t probe_ask_id = 0;
+    bool probe_ask_completed = false; // the reply's answer
+    uint64_t next_completion_ask_ns = 0;
     uint64_t unusable_since = 0; // no usable path since
     std::string lost_cause;      // the active path was lost (path_lost): settle() switches
     // Failback.
@@ -265,7 +269,8 @@ private:
     void path_lost(int peer, int path, const std::string& cause);
     void settle(int peer);
     void fail_peer(int peer, const std::string& why);
-    void probe(int peer, int path, uint64_t now);
+    void probe(int peer, int path, uint64_t now, const uint32_t* ask_id = nullptr);
+    void check_completion_wait(int peer, uint64_t now);
     void reset_connections(int peer, int path);
 
     void complete_app(AppRequest* app, vcclResult_t status, const std::string& text) {
@@ -772,6 +777,11 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
             uint64_t idle_ms = (now_ns() - std::min(now_ns(), p.last_rx_ns[c.path])) / 1000000;
             r.upto = uint32_t(std::min<uint64_t>(idle_ms, kNeverReceived - 1));
         }
+        if (c.count == 1) {
+            // Completed here: its envelope arrived (ids below next_env_id) and it left `in`.
+            bool arrived = ((p.next_env_id - c.epoch - 1) & kIdMask) < kSendWindow * 4;
+            r.count = arrived && p.in.count(c.epoch & kIdMask) == 0 ? 1 : 0;
+        }
         send_control(peer, path, r, kControlHeader);
         break;
     }
@@ -779,6 +789,7 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
         if (c.nonce == p.probe_nonce && path == p.probe_path) {
             p.probe_answered = true;
             p.probe_peer_idle_ms = c.upto;
+            p.probe_ask_completed = p.probe_asks && c.count == 1;
         }
         if (c.nonce == p.failback_nonce && path == 0) p.failback_answered = true;
         break;
@@ -994,19 +1005,73 @@ void FailoverTransport::fail_peer(int peer, const std::string& why) {
     p.posted.clear();
 }
 
-void FailoverTransport::probe(int peer, int path, uint64_t now) {
+void FailoverTransport::probe(int peer, int path, uint64_t now, const uint32_t* ask_id) {
     PeerState& p = (*peers_[size_t(peer)]);
     p.probe_nonce = ++nonce_ | (uint64_t(rank_) << 40);
     p.probe_path = path;
     p.probe_sent_ns = now;
     p.probe_answered = false;
     p.probe_peer_idle_ms = kNeverReceived;
+    p.probe_asks = ask_id != nullptr;
+    p.probe_ask_id = ask_id != nullptr ? *ask_id : 0;
+    p.probe_ask_completed = false;
     Control c;
     memset(&c, 0, kControlHeader);
     c.type = uint32_t(ControlType::kProbe);
     c.nonce = p.probe_nonce;
     c.path = uint32_t(p.active);
+    c.count = p.probe_asks ? 1 : 0;
+    c.epoch = p.probe_ask_id;
     send_control(peer, path, c, kControlHeader);
+}
+
+/* A message sent in full whose envelope the peer acknowledged but whose completion it has not: either the peer
+ * has not received it yet (no matching receive: it is busy elsewhere, which may last), or it has and the
+ * acknowledgement was lost with the path. The envelope and chunk checks above see neither (everything was
+ * acknowledged or arrived), yet in the second case this rank waits until TCP delivers the lost acknowledgement
+ * after a repair (fault-blackhole: both ranks stalled the whole 3 s fault). Only the peer knows: asked on the
+ * other path, its answer "completed" while nothing arrives on the active path proves the path lost it. */
+void FailoverTransport::check_completion_wait(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    int other = 1 - p.active;
+    const OutMsg* oldest = nullptr;
+    for (auto& mp : p.out) {
+        if (!mp->posted) break;
+        if (!mp->env_acked) return; // the envelope check covers it
+        bool sent = true;
+        for (TransportRequest* r : mp->reqs) sent = sent && r == nullptr;
+        if (sent) {
+            oldest = mp.get();
+            break;
+        }
+    }
+    uint64_t quiet_since = std::max({oldest != nullptr ? oldest->sent_ns : 0, p.last_ack_ns, p.switch_started_ns,
+                                     p.last_rx_ns[p.active]});
+    if (oldest == nullptr || p.awaiting_resume || now <= quiet_since || now - quiet_since <= timeout ||
+        now < p.next_completion_ask_ns || !usable(peer, other)) {
+        if (p.probe_path == other && p.probe_asks) p.probe_path = -1;
+        return;
+    }
+    if (p.probe_path == other && p.probe_asks && p.probe_ask_id == oldest->id && p.probe_answered) {
+        p.probe_path = -1;
+        if (!p.probe_ask_completed) {
+            p.next_completion_ask_ns = now + timeout; // not received yet: ask again later
+            return;
+        }
+        VCCL_INFO(kLogNet, "failover: rank %d -> %d: message %u completed at the peer, its acknowledgement missing for "
+                  "%.1f ms and nothing received on path %d since", rank_, peer, oldest->id,
+                  double(now - quiet_since) / 1e6, p.active);
+        p.path_lost[p.active] = true;
+        switch_path(peer, other, p.epoch + 1,
+                    "acknowledgements lost: nothing arrives for " + std::to_string(fo_.timeout_ms) + " ms while path " +
+                        std::to_string(other) + " answers");
+        return;
+    }
+    if (p.probe_path != other || !p.probe_asks || now - p.probe_sent_ns > timeout) {
+        uint32_t id = oldest->id;
+        probe(peer, other, now, &id);
+    }
 }
 
 void FailoverTransport::check_health(int peer, uint64_t now) {
@@ -1105,7 +1170,8 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         }
     } else {
         p.stall_since = 0;
-        if (p.probe_path == 1 - p.active) p.probe_path = -1;
+        if (p.probe_path == 1 - p.active && !p.probe_asks) p.probe_path = -1;
+        check_completion_wait(peer, now);
     }
     if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
         p.hold_shift = 0; // a long healthy stretch forgets earlier flapping

@@ -49,10 +49,11 @@ enum class ControlType : uint32_t {
     kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver
     kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven);
                     // `nonce` kResumeWantsAnswer: the sender still waits for the receiver's RESUME
-    kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path
+    kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path;
+                    // `count` 1: also asks whether message `epoch` (prober to replier) completed there
     kProbeReply = 4, // `path` as in the probe; `upto`: ms since the replier last received anything from the
                      // prober on that path (kNeverReceived: nothing yet), so a one-way loss is told from a
-                     // slow or busy path
+                     // slow or busy path; `count` 1: the message asked about completed here
 };
 
 struct ResumePoint {

@@ -1,0 +1,92 @@
+/* IdleProgress (comm/idle_progress.h): progresses the transport while the operation lock is free, never
+ * while an operation holds it, and stops promptly. The fault tests cover what it is for (tests/fault:
+ * fault-alternate hung when a rank waited in MPI_Allreduce while its peer needed an answer). */
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "comm/idle_progress.h"
+
+using namespace vccl;
+
+namespace {
+
+class CountingTransport final : public Transport {
+public:
+    const char* name() const override { return "counting"; }
+    vcclResult_t isend(int, uint64_t, const void*, size_t, MemType, bool, TransportRequest**) override {
+        return vcclInternalError;
+    }
+    vcclResult_t irecv(int, uint64_t, void*, size_t, MemType, TransportRequest**) override { return vcclInternalError; }
+    vcclResult_t test(TransportRequest*) override { return vcclInternalError; }
+    void progress() override {
+        if (in_operation.load()) during_operation++;
+        calls++;
+    }
+    void release(TransportRequest*) override {}
+    vcclResult_t close(Deadline) override { return vcclSuccess; }
+
+    std::atomic<bool> in_operation{false}; // set by the test while it holds the operation lock
+    std::atomic<int> calls{0};
+    std::atomic<int> during_operation{0};
+};
+
+bool wait_for_calls(const CountingTransport& t, int n, int timeout_ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (t.calls.load() < n) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+} // namespace
+
+TEST(IdleProgress, ProgressesWhileIdleUnderTheLock) {
+    std::mutex op_mutex;
+    CountingTransport t;
+    IdleProgress idle(&op_mutex, &t, 1);
+    EXPECT_TRUE(wait_for_calls(t, 5, 5000)) << "only " << t.calls.load() << " progress calls in 5 s";
+    // Each call holds the lock: an operation that takes it meanwhile waits for the call to end.
+    for (int i = 0; i < 20; ++i) {
+        std::lock_guard<std::mutex> op(op_mutex);
+        t.in_operation = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        t.in_operation = false;
+    }
+    EXPECT_EQ(t.during_operation.load(), 0) << "progress ran while an operation held the lock";
+}
+
+TEST(IdleProgress, NeverProgressesWhileAnOperationHoldsTheLock) {
+    std::mutex op_mutex;
+    CountingTransport t;
+    IdleProgress idle(&op_mutex, &t, 1);
+    ASSERT_TRUE(wait_for_calls(t, 1, 5000));
+    int before;
+    {
+        std::lock_guard<std::mutex> op(op_mutex);
+        t.in_operation = true;
+        before = t.calls.load();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // ~50 intervals
+        EXPECT_EQ(t.calls.load(), before);
+        t.in_operation = false;
+    }
+    EXPECT_TRUE(wait_for_calls(t, before + 3, 5000)) << "progress did not resume after the operation";
+}
+
+TEST(IdleProgress, StopsPromptlyAndNeverAfterDestruction) {
+    std::mutex op_mutex;
+    CountingTransport t;
+    auto start = std::chrono::steady_clock::now();
+    {
+        IdleProgress idle(&op_mutex, &t, 60000); // one interval is a minute: destruction must not wait for it
+    }
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(ms, 5000.0);
+    int after = t.calls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(t.calls.load(), after);
+}
