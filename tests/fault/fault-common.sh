@@ -232,14 +232,16 @@ vf_check() {
         # two UCX defects, avoided since 2026-11-23 by shutting down the failed path's connections first,
         # src/transport/failover/socket_reset.h): an assertion in one of its tcp_*.c files or in uct_iface.h,
         # or "Caught signal 11" whose faulting frame is not vccl's (libuct, a jump to address 0, or no frame
-        # when mpirun killed the job first). Such a crash still gets up to three more runs as a safety net
+        # when mpirun killed the job first). Also UCP's assertion on a wireup message purged from a tcp endpoint
+        # that failed while connecting (ucp_request.c, seen once in 1,000 alternating rail faults on 2026-11-23,
+        # not avoided yet). Such a crash still gets up to three more runs as a safety net
         # (none was needed in 60 runs after the fix); any other failure fails the test at once, and every
         # run's output stays in the log.
         local tries=${VF_RETRIED:-0}
         local missing=0
         for r in $(seq 0 $((VF_NRANKS - 1))); do [ -s "$VF_DIR/result.r$r.json" ] || missing=1; done
         if [ "$tries" -lt 3 ] && [ $missing = 1 ] &&
-            { grep -q -E "(tcp_[a-z_]+|arbiter|uct_iface)\.[ch]:[0-9]+ +Assertion" "$VF_DIR/out.log" ||
+            { grep -q -E "(tcp_[a-z_]+|arbiter|uct_iface|ucp_[a-z_]+)\.[ch]:[0-9]+ +Assertion" "$VF_DIR/out.log" ||
                 { grep -q "Caught signal 11" "$VF_DIR/out.log" &&
                     ! grep -A 7 "Caught signal 11" "$VF_DIR/out.log" | grep -E "^ *4 " | grep -q -E "libvccl|fault_worker"; }; }; then
             echo "fault test: a rank crashed inside UCX (a known UCX tcp defect that vccl should now avoid: please report it; docs/RELIABILITY.md); running the test again (retry $((tries + 1)) of 3)"
