@@ -66,6 +66,10 @@ static_assert(kSendWindow <= kControlItems, "a RESUME must be able to name every
 
 uint64_t ms_to_ns(int ms) { return uint64_t(ms > 0 ? ms : 1) * 1000000ull; }
 
+/* Message `id` is below `frontier` (an "every id below arrived" mark), within the ids that can still be in
+ * flight: ids wrap, so only the 4 x kSendWindow ids just below count. */
+bool id_below(uint32_t id, uint32_t frontier) { return ((frontier - id - 1) & kIdMask) < kSendWindow * 4; }
+
 struct AppRequest final : TransportRequest {
     enum State { kPending, kDone, kFailed };
     State state = kPending;
@@ -760,7 +764,7 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
             p.stall_since = 0;
         }
         for (auto& mp : p.out) {
-            if (mp->posted && ((c.upto - mp->id - 1) & kIdMask) < kSendWindow * 4) mp->env_acked = true;
+            if (mp->posted && id_below(mp->id, c.upto)) mp->env_acked = true;
         }
         for (size_t i = 0; i < n; ++i) complete_out(peer, c.ids[i]);
         break;
@@ -779,7 +783,7 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
         }
         if (c.count == 1) {
             // Completed here: its envelope arrived (ids below next_env_id) and it left `in`.
-            bool arrived = ((p.next_env_id - c.epoch - 1) & kIdMask) < kSendWindow * 4;
+            bool arrived = id_below(c.epoch, p.next_env_id);
             r.count = arrived && p.in.count(c.epoch & kIdMask) == 0 ? 1 : 0;
         }
         send_control(peer, path, r, kControlHeader);
@@ -918,7 +922,7 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     for (auto& mp : p.out) {
         OutMsg* m = mp.get();
         if (++n > kSendWindow) break;
-        bool before_upto = ((c.upto - m->id - 1) & kIdMask) < kSendWindow * 4;
+        bool before_upto = id_below(m->id, c.upto);
         if (!m->posted) {
             post_message(peer, m);
             continue;
