@@ -94,8 +94,9 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclR
         int who = comm->ipc->failed_peer();
         if (who >= 0) {
             comm_set_async_error(comm, vcclRemoteError,
-                                 "rank " + std::to_string(who) + " gave up a direct device transfer with this rank "
-                                 "after it was set up (its call failed); the data of that transfer is not valid");
+                                 "rank " + std::to_string(who) + " gave up or rejected a direct device transfer with "
+                                 "this rank after it was set up (its call failed, e.g. on mismatched sizes); the data "
+                                 "of that transfer is not valid");
         }
     }
     *asyncError = vcclResult_t(comm->async_error.load());

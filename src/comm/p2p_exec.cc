@@ -1,7 +1,10 @@
 #include "comm/p2p_exec.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "core/log.h"
 #include "core/status.h"
@@ -89,94 +92,186 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
 }
 
 /*
- * Direct device transfers with peers on this host (device/ipc_p2p.h). Both sides of every transfer with a
- * reachable peer exchange descriptors, so both choose the same path; transfers that cannot go direct are
- * returned in *rest for the host transport. Nothing here waits for device work.
+ * Transfers with peers on this host (device/ipc_p2p.h). The sender describes its buffer first and picks the
+ * path: the receiver's staging FIFO (small, from device memory) or a rendezvous. Every receiver waits for
+ * its sender's descriptor and, for a rendezvous, answers with its own; both sides then decide alike between
+ * the direct copy and the host transport (returned in *rest). A FIFO sender waits for nobody, and nothing
+ * here waits for device work (except receives into host memory, which complete before the call returns).
+ * A size mismatch is described in *mismatch (for the caller to report once every other transfer of the
+ * batch is done, so peers are not left waiting).
  */
-vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& ops, std::vector<const Op*>* rest) {
+vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& ops, std::vector<const Op*>* rest,
+                                 std::string* mismatch) {
     IpcP2p* ipc = comm->ipc.get();
     if (ipc == nullptr) {
         *rest = ops;
         return vcclSuccess;
     }
+    enum class Path : char { Host, Direct, Fifo, FifoDrop, Skip };
     size_t n = ops.size();
     std::vector<P2pDescriptor> mine(n), theirs(n);
-    std::vector<char> exchanged(n, 0), direct(n, 0);
-    std::vector<TransportRequest*> reqs;
+    std::vector<char> exchanged(n, 0);
+    std::vector<Path> path(n, Path::Host);
+    std::vector<TransportRequest*> announced, answered;
     Transport* transport = comm->transport.get();
     vcclResult_t status = vcclSuccess;
+    auto release_requests = [&] {
+        for (TransportRequest* req : announced) transport->release(req);
+        for (TransportRequest* req : answered) transport->release(req);
+    };
+    auto sender_fifo = [](const P2pDescriptor& d) { return d.magic == kDescMagic && (d.flags & kDescFifo) != 0; };
+    // Announce: senders send their descriptors; receivers post for them; rendezvous senders post for the answer.
     for (size_t i = 0; i < n && status == vcclSuccess; ++i) {
         const Op* op = ops[i];
         if (op->bytes == 0 || !ipc->reachable(op->peer)) continue;
-        bool is_recv = op->kind == OpKind::Recv;
-        ipc->describe(is_recv ? op->recvbuf : op->sendbuf, op->bytes, is_recv, &mine[i]);
-        if (is_recv) {
-            // In place: READY would let the peer overwrite data this rank has not sent yet. Not offering
-            // the buffer sends both sides down the staged path, which copies the outgoing data first.
-            for (const Op* other : ops) {
-                if (other->kind == OpKind::Send && ranges_overlap(other->sendbuf, other->bytes, op->recvbuf, op->bytes))
-                    mine[i].flags &= ~kDescIpc;
+        TransportRequest* req = nullptr;
+        if (op->kind == OpKind::Recv) {
+            status = transport->irecv(op->peer, kP2pSendDescTag, &theirs[i], sizeof(P2pDescriptor), MemType::Host, &req);
+            if (status == vcclSuccess) announced.push_back(req);
+        } else {
+            ipc->describe(op->sendbuf, op->bytes, false, &mine[i]);
+            if ((mine[i].flags & kDescDevice) && op->bytes <= ipc->fifo_bytes(op->peer)) mine[i].flags |= kDescFifo;
+            status = transport->isend(op->peer, kP2pSendDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false,
+                                      &req);
+            if (status == vcclSuccess) announced.push_back(req);
+            if (status == vcclSuccess && !(mine[i].flags & kDescFifo)) {
+                status = transport->irecv(op->peer, kP2pRecvDescTag, &theirs[i], sizeof(P2pDescriptor), MemType::Host,
+                                          &req);
+                if (status == vcclSuccess) answered.push_back(req);
             }
         }
-        TransportRequest* req = nullptr;
-        status = transport->irecv(op->peer, is_recv ? kP2pSendDescTag : kP2pRecvDescTag, &theirs[i],
-                                  sizeof(P2pDescriptor), MemType::Host, &req);
-        if (status != vcclSuccess) break;
-        reqs.push_back(req);
-        status = transport->isend(op->peer, is_recv ? kP2pRecvDescTag : kP2pSendDescTag, &mine[i],
-                                  sizeof(P2pDescriptor), MemType::Host, false, &req);
-        if (status != vcclSuccess) break;
-        reqs.push_back(req);
-        exchanged[i] = 1;
+        exchanged[i] = status == vcclSuccess;
     }
-    if (status == vcclSuccess) status = wait_requests(comm, reqs);
-    for (TransportRequest* req : reqs) transport->release(req);
+    if (status == vcclSuccess) status = wait_requests(comm, announced);
+    // Answer: receivers of rendezvous transfers describe their buffers (mismatched ones too, so the sender
+    // learns of the mismatch instead of waiting).
+    for (size_t i = 0; i < n && status == vcclSuccess; ++i) {
+        const Op* op = ops[i];
+        if (!exchanged[i] || op->kind != OpKind::Recv || sender_fifo(theirs[i])) continue;
+        ipc->describe(op->recvbuf, op->bytes, true, &mine[i]);
+        // In place: READY would let the peer overwrite data this rank has not sent yet. Not offering the
+        // buffer sends both sides down the staged path, which copies the outgoing data first. (Device sends
+        // overlapping a device receive were already copied aside by run_p2p_batch, so this is rare.)
+        for (const Op* other : ops) {
+            if (other->kind == OpKind::Send && ranges_overlap(other->sendbuf, other->bytes, op->recvbuf, op->bytes))
+                mine[i].flags &= ~kDescIpc;
+        }
+        TransportRequest* req = nullptr;
+        status = transport->isend(op->peer, kP2pRecvDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false, &req);
+        if (status == vcclSuccess) answered.push_back(req);
+    }
+    if (status == vcclSuccess) status = wait_requests(comm, answered);
+    release_requests();
     VCCL_RETURN_IF_ERROR(status);
 
+    mismatch->clear();
     for (size_t i = 0; i < n; ++i) {
         if (!exchanged[i]) continue;
-        if (theirs[i].magic != kDescMagic || theirs[i].bytes != mine[i].bytes) {
-            return set_last_error(vcclInvalidUsage, "a %s of %zu bytes with rank %d was matched by a transfer of "
-                                  "%llu bytes: mismatched send/receive sizes",
-                                  ops[i]->kind == OpKind::Send ? "send" : "receive", ops[i]->bytes, ops[i]->peer,
-                                  (unsigned long long)theirs[i].bytes);
+        const Op* op = ops[i];
+        bool is_recv = op->kind == OpKind::Recv;
+        bool fifo = is_recv ? sender_fifo(theirs[i]) : (mine[i].flags & kDescFifo) != 0;
+        if (fifo && !is_recv) { // the receiver checks the size
+            path[i] = Path::Fifo;
+            continue;
         }
-        bool is_recv = ops[i]->kind == OpKind::Recv;
-        direct[i] = IpcP2p::direct(is_recv ? theirs[i] : mine[i], is_recv ? mine[i] : theirs[i]);
+        if (theirs[i].magic != kDescMagic || theirs[i].bytes != op->bytes) {
+            if (mismatch->empty()) {
+                char text[256];
+                snprintf(text, sizeof(text), "a %s of %zu bytes with rank %d was matched by a transfer of %llu bytes: "
+                         "mismatched send/receive sizes", is_recv ? "receive" : "send", op->bytes, op->peer,
+                         (unsigned long long)theirs[i].bytes);
+                *mismatch = text;
+            }
+            // Both sides skip a rendezvous; a FIFO transfer was sent, so its slot is consumed and dropped,
+            // and the sender, which does not check, is told.
+            path[i] = fifo ? Path::FifoDrop : Path::Skip;
+            if (fifo) ipc->report_failure(op->peer);
+            continue;
+        }
+        if (fifo) {
+            path[i] = Path::Fifo;
+        } else {
+            path[i] = IpcP2p::direct(is_recv ? theirs[i] : mine[i], is_recv ? mine[i] : theirs[i]) ? Path::Direct
+                                                                                                   : Path::Host;
+        }
     }
-    // Stream order on each side: every READY of the batch first, then the sends, then the waits for DONE,
-    // so two ranks exchanging on one stream each never wait on each other. From here on every peer has
-    // enqueued its part: a failure gives up the transfers not enqueued yet and tells their peers
-    // (IpcP2p::abandon_*), so no peer waits for ever without being told.
+    // Stream order on each side: every READY first; then the FIFO transfers in rounds (round k: the k-th
+    // FIFO send to each peer, then the k-th FIFO receive from each peer); then the direct sends; then the
+    // waits for DONE. A wait only ever depends on a peer's earlier part or earlier round, so ranks
+    // exchanging on one stream each never wait on each other, however many FIFO transfers a batch holds
+    // (a FIFO send of round k waits for the credit freed by the peer's receive of round k - slots). From
+    // here on every peer has enqueued its part or will: a failure gives up the transfers not enqueued yet
+    // and tells their peers (IpcP2p::abandon_*), so no peer waits for ever without being told.
     std::vector<uint32_t> seq(n, 0);
-    std::vector<char> ready(n, 0), sent(n, 0);
+    std::vector<char> posted(n, 0);
     auto give_up_rest = [&](vcclResult_t failed) {
         for (size_t j = 0; j < n; ++j) {
-            if (!direct[j]) continue;
-            if (ops[j]->kind == OpKind::Recv && !ready[j]) ipc->abandon_recv(ops[j]->peer);
-            if (ops[j]->kind == OpKind::Send && !sent[j]) ipc->abandon_send(ops[j]->peer);
+            if (posted[j]) continue;
+            bool send = ops[j]->kind == OpKind::Send;
+            if (path[j] == Path::Direct) send ? ipc->abandon_send(ops[j]->peer) : ipc->abandon_recv(ops[j]->peer);
+            if (path[j] == Path::Fifo || path[j] == Path::FifoDrop) {
+                send ? ipc->abandon_fifo_send(ops[j]->peer) : ipc->abandon_fifo_recv(ops[j]->peer);
+            }
         }
         return failed;
     };
     for (size_t i = 0; i < n; ++i) {
-        if (!direct[i] || ops[i]->kind != OpKind::Recv) continue;
-        ready[i] = 1; // given up by post_recv_ready itself when it fails
+        if (path[i] != Path::Direct || ops[i]->kind != OpKind::Recv) continue;
+        posted[i] = 1; // given up by post_recv_ready itself when it fails
         vcclResult_t r = ipc->post_recv_ready(ops[i]->peer, ops[i]->stream, &seq[i]);
         if (r != vcclSuccess) return give_up_rest(r);
     }
+    // FIFO rounds: each transfer's index among the FIFO transfers of its kind with its peer.
+    std::vector<size_t> round(n, 0);
+    size_t rounds = 0;
+    {
+        std::vector<std::pair<int, OpKind>> keys;
+        std::vector<size_t> counts;
+        for (size_t i = 0; i < n; ++i) {
+            if (path[i] != Path::Fifo && path[i] != Path::FifoDrop) continue;
+            std::pair<int, OpKind> key(ops[i]->peer, ops[i]->kind);
+            size_t k = 0;
+            while (k < keys.size() && keys[k] != key) ++k;
+            if (k == keys.size()) {
+                keys.push_back(key);
+                counts.push_back(0);
+            }
+            round[i] = counts[k]++;
+            rounds = std::max(rounds, counts[k]);
+        }
+    }
+    for (size_t r = 0; r < rounds; ++r) {
+        for (OpKind kind : {OpKind::Send, OpKind::Recv}) {
+            for (size_t i = 0; i < n; ++i) {
+                if ((path[i] != Path::Fifo && path[i] != Path::FifoDrop) || round[i] != r || ops[i]->kind != kind) continue;
+                const Op* op = ops[i];
+                posted[i] = 1; // post_fifo_* give up by themselves when they fail
+                vcclResult_t res =
+                    kind == OpKind::Send ? ipc->post_fifo_send(op->peer, op->sendbuf, op->bytes, op->stream)
+                                         : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? op->recvbuf : nullptr,
+                                                               op->bytes, op->stream);
+                if (res != vcclSuccess) return give_up_rest(res);
+            }
+        }
+    }
     for (size_t i = 0; i < n; ++i) {
-        if (!direct[i] || ops[i]->kind != OpKind::Send) continue;
-        sent[i] = 1; // likewise post_send
+        if (path[i] != Path::Direct || ops[i]->kind != OpKind::Send) continue;
+        posted[i] = 1; // likewise post_send
         vcclResult_t r = ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream);
         if (r != vcclSuccess) return give_up_rest(r);
     }
     for (size_t i = 0; i < n; ++i) {
-        if (direct[i] && ops[i]->kind == OpKind::Recv)
+        if (path[i] == Path::Direct && ops[i]->kind == OpKind::Recv)
             VCCL_RETURN_IF_ERROR(ipc->post_recv_wait(ops[i]->peer, seq[i], ops[i]->stream));
+    }
+    // Receives into host memory complete before the call returns, as on the host transport.
+    for (size_t i = 0; i < n; ++i) {
+        if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
+            VCCL_RETURN_IF_ERROR(stream_synchronize(ops[i]->stream));
     }
     rest->clear();
     for (size_t i = 0; i < n; ++i) {
-        if (!direct[i]) rest->push_back(ops[i]);
+        if (path[i] == Path::Host) rest->push_back(ops[i]);
     }
     return vcclSuccess;
 }
@@ -224,14 +319,61 @@ bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes
     return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
+namespace {
+
+/* Device sends whose buffer a device receive of the same batch writes (in-place exchange) send from a
+ * stream-ordered copy taken before anything of the batch is enqueued; the receive's stream waits for the
+ * copy. Frees the copies (stream-ordered) when the batch is done with them. */
+class InPlaceCopies {
+public:
+    ~InPlaceCopies() {
+        for (const auto& c : copies_) device_snapshot_free(c.first, c.second);
+    }
+    vcclResult_t take(const std::vector<const Op*>& ops, std::vector<Op>* storage, std::vector<const Op*>* out) {
+        *out = ops;
+        storage->reserve(ops.size());
+        for (size_t i = 0; i < ops.size(); ++i) {
+            const Op* op = ops[i];
+            if (op->kind != OpKind::Send || op->mem != MemType::Cuda || op->bytes == 0) continue;
+            bool copied = false;
+            for (const Op* other : ops) {
+                if (other->kind != OpKind::Recv || other->mem != MemType::Cuda ||
+                    !ranges_overlap(op->sendbuf, op->bytes, other->recvbuf, other->bytes))
+                    continue;
+                if (!copied) {
+                    void* copy = nullptr;
+                    VCCL_RETURN_IF_ERROR(device_snapshot(op->sendbuf, op->bytes, op->stream, &copy));
+                    copies_.emplace_back(copy, op->stream);
+                    storage->push_back(*op);
+                    storage->back().sendbuf = copy;
+                    (*out)[i] = &storage->back();
+                    copied = true;
+                }
+                VCCL_RETURN_IF_ERROR(stream_wait_for(other->stream, op->stream));
+            }
+        }
+        return vcclSuccess;
+    }
+private:
+    std::vector<std::pair<void*, vcclStream_t>> copies_;
+};
+
+} // namespace
+
 vcclResult_t run_p2p_batch(vcclComm* comm, const std::vector<const Op*>& ops) {
+    InPlaceCopies in_place;
+    std::vector<Op> storage;
+    std::vector<const Op*> batch;
+    VCCL_RETURN_IF_ERROR(in_place.take(ops, &storage, &batch));
     std::vector<const Op*> rest;
-    VCCL_RETURN_IF_ERROR(run_p2p_direct_part(comm, ops, &rest));
+    std::string mismatch;
+    VCCL_RETURN_IF_ERROR(run_p2p_direct_part(comm, batch, &rest, &mismatch));
     for (const Op* op : rest) {
         if (op->mem == MemType::Host) VCCL_RETURN_IF_ERROR(stream_synchronize(op->stream));
     }
-    if (rest.empty()) return vcclSuccess;
-    return run_p2p_staged(comm, rest);
+    vcclResult_t status = rest.empty() ? vcclSuccess : run_p2p_staged(comm, rest);
+    if (mismatch.empty()) return status;
+    return set_last_error(vcclInvalidUsage, "%s", mismatch.c_str());
 }
 
 } // namespace vccl

@@ -57,6 +57,13 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
+VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "32K",
+             "Direct send/recv: transfers from device memory up to this size go through a staging FIFO in the "
+             "receiver's GPU memory, so the sender does not wait for the receiver to post (0: off; at most 4M; "
+             "must be equal on every rank of a host)")
+VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
+             "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
+             "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
 VCCL_ENV_DEF(kTelemetry, "VCCL_TELEMETRY", Bool, "1",

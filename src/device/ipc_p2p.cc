@@ -9,6 +9,7 @@
 #include "bootstrap/bootstrap.h"
 #include "config.h"
 #include "core/clock.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
@@ -34,6 +35,12 @@ public:
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
+    size_t fifo_bytes(int) const override { return 0; }
+    vcclResult_t post_fifo_send(int, const void*, size_t, void*) override { return unreachable(); }
+    vcclResult_t post_fifo_recv(int, void*, size_t, void*) override { return unreachable(); }
+    void abandon_fifo_send(int) override {}
+    void abandon_fifo_recv(int) override {}
+    void report_failure(int) override {}
     int release_waits(int64_t) override { return 0; }
     void abandon_send(int) override {}
     void abandon_recv(int) override {}
@@ -49,6 +56,8 @@ private:
 struct PeerInfo {
     uint32_t ok; // flags exported
     int32_t device;
+    uint32_t fifo_slots;      // staging FIFO geometry (0: none); a FIFO is used only between equal ones
+    uint32_t fifo_slot_bytes;
     char handle[64];
 };
 
@@ -194,7 +203,7 @@ public:
         // has written that READY) and the peer told.
         auto give_up = [&](vcclResult_t failed) {
             send_seq_[peer] = s;
-            notify_abandoned(peer, true, s);
+            notify_abandoned(peer, true, kDone, s);
             return failed;
         };
         if (fail_next_ == FailNext::Send) {
@@ -217,10 +226,10 @@ public:
         return vcclSuccess;
     }
 
-    void abandon_send(int peer) override { notify_abandoned(peer, true, ++send_seq_[peer]); }
+    void abandon_send(int peer) override { notify_abandoned(peer, true, kDone, ++send_seq_[peer]); }
     void abandon_recv(int peer) override {
         ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
-        notify_abandoned(peer, false, 0);
+        notify_abandoned(peer, false, kFail, 0);
     }
     int failed_peer() override;
 
@@ -233,13 +242,101 @@ public:
         return vcclSuccess;
     }
 
+    size_t fifo_bytes(int peer) const override {
+        return peer >= 0 && size_t(peer) < fifo_ok_.size() && fifo_ok_[peer] ? fifo_slot_bytes_ : 0;
+    }
+
+    vcclResult_t post_fifo_send(int peer, const void* buf, size_t bytes, void* stream) override {
+        DeviceScope scope(device_);
+        const uint64_t n = fifo_sent_[peer] + 1;
+        // Whatever failed, transfer n is given up: counted, FULL(n) published so the receiver goes on.
+        auto give_up = [&](vcclResult_t failed) {
+            fifo_sent_[peer] = n;
+            notify_abandoned(peer, true, kFull, uint32_t(n));
+            return failed;
+        };
+        if (fail_next_ == FailNext::Send) {
+            fail_next_ = FailNext::None;
+            return give_up(set_last_error(vcclInternalError, "FIFO send to rank %d failed (test hook)", peer));
+        }
+        if (bytes > fifo_bytes(peer)) {
+            return give_up(set_last_error(vcclInternalError, "FIFO send of %zu bytes to rank %d: slots hold %zu",
+                                          bytes, peer, fifo_bytes(peer)));
+        }
+        CUstream cs = static_cast<CUstream>(stream);
+        if (n > fifo_slots_) { // slot (n - 1) % slots is free once the receiver freed transfer n - slots
+            const uint32_t credit = uint32_t(n - fifo_slots_);
+            CUresult res = driver().wait_value(cs, flag_addr(rank_, kFree, peer), credit, CU_STREAM_WAIT_VALUE_GEQ);
+            if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (FIFO credit)", res));
+            fifo_credit_waited_[peer] = credit;
+        }
+        fifo_sent_[peer] = n;
+        cudaError_t err = cudaMemcpyAsync(slot(peer, rank_, n), buf, bytes, cudaMemcpyDefault,
+                                          static_cast<cudaStream_t>(stream));
+        if (err != cudaSuccess) {
+            fifo_sent_[peer] = n - 1; // give_up counts it again
+            return give_up(cuda_fail("cudaMemcpyAsync into a peer's FIFO slot", err));
+        }
+        // Ordered after the copy and fenced (default write): the receiver sees the data with FULL.
+        CUresult res = driver().write_value(cs, flag_addr(peer, kFull, rank_), uint32_t(n), CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (res != CUDA_SUCCESS) {
+            fifo_sent_[peer] = n - 1;
+            return give_up(cu_fail("cuStreamWriteValue32 (FIFO full)", res));
+        }
+        return vcclSuccess;
+    }
+
+    vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, void* stream) override {
+        DeviceScope scope(device_);
+        const uint64_t n = fifo_recvd_[peer] + 1;
+        if (fail_next_ == FailNext::RecvReady) {
+            fail_next_ = FailNext::None;
+            abandon_fifo_recv(peer);
+            return set_last_error(vcclInternalError, "FIFO receive from rank %d failed (test hook)", peer);
+        }
+        CUstream cs = static_cast<CUstream>(stream);
+        CUresult res = driver().wait_value(cs, flag_addr(rank_, kFull, peer), uint32_t(n), CU_STREAM_WAIT_VALUE_GEQ);
+        if (res != CUDA_SUCCESS) {
+            abandon_fifo_recv(peer);
+            return cu_fail("cuStreamWaitValue32 (FIFO full)", res);
+        }
+        fifo_recvd_[peer] = n;
+        fifo_full_waited_[peer] = uint32_t(n);
+        if (buf != nullptr && bytes > 0) {
+            cudaError_t err = cudaMemcpyAsync(buf, slot(rank_, peer, n), bytes, cudaMemcpyDefault,
+                                              static_cast<cudaStream_t>(stream));
+            if (err != cudaSuccess) { // the slot stays taken: the sender stalls when its credits are spent
+                notify_abandoned(peer, false, kFail, 0);
+                return cuda_fail("cudaMemcpyAsync from a FIFO slot", err);
+            }
+        }
+        res = driver().write_value(cs, flag_addr(peer, kFree, rank_), uint32_t(n), CU_STREAM_WRITE_VALUE_DEFAULT);
+        if (res != CUDA_SUCCESS) {
+            notify_abandoned(peer, false, kFail, 0);
+            return cu_fail("cuStreamWriteValue32 (FIFO free)", res);
+        }
+        return vcclSuccess;
+    }
+
+    void abandon_fifo_send(int peer) override { notify_abandoned(peer, true, kFull, uint32_t(++fifo_sent_[peer])); }
+    void abandon_fifo_recv(int peer) override {
+        ++fifo_recvd_[peer];
+        notify_abandoned(peer, false, kFail, 0);
+    }
+    void report_failure(int peer) override { tell_failed(peer, kFail, 0); }
+
     int release_waits(int64_t wait_ms) override;
     void test_fail_next(bool send) override { fail_next_ = send ? FailNext::Send : FailNext::RecvReady; }
 
 private:
-    enum Region { kReady = 0, kDone = 1, kFail = 2 };
-    static constexpr size_t kRegions = 3;
+    /* FULL[s]: written by FIFO sender s into its receiver's flags; FREE[r]: by FIFO receiver r into its
+     * sender's flags. */
+    enum Region { kReady = 0, kDone = 1, kFail = 2, kFull = 3, kFree = 4 };
+    static constexpr size_t kRegions = 5;
     static constexpr size_t kMaxMappingsPerPeer = 64;
+    static constexpr size_t kMaxFifoSlotBytes = 4u << 20;
+    static constexpr int64_t kMaxFifoSlots = 64;
+    static constexpr size_t kIpcBlock = size_t(2) << 20; // granularity of CUDA IPC mappings of cudaMalloc memory
 
     struct Mapping {
         char handle[64];
@@ -265,6 +362,12 @@ private:
                 ++i;
             }
         }
+    }
+
+    /* Slot of FIFO transfer n from `sender` in `owner`'s buffer (as mapped here). */
+    void* slot(int owner, int sender, uint64_t n) const {
+        size_t index = size_t(local_index_[sender]) * fifo_slots_ + size_t((n - 1) % fifo_slots_);
+        return reinterpret_cast<char*>(peer_flags_[owner]) + slots_offset_ + index * fifo_slot_stride_;
     }
 
     /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). */
@@ -327,6 +430,14 @@ private:
     std::vector<bool> reach_;
     std::vector<uint32_t> send_seq_, recv_seq_; // READY waits enqueued per peer; READY writes per peer
     std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
+    // Staging FIFO: geometry (equal on every rank it is used with), where the slots start in a rank's
+    // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
+    // sent and received and the last FREE (credit) and FULL waits enqueued.
+    size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
+    std::vector<int> local_index_;
+    std::vector<bool> fifo_ok_;
+    std::vector<uint64_t> fifo_sent_, fifo_recvd_;
+    std::vector<uint32_t> fifo_credit_waited_, fifo_full_waited_;
     std::vector<std::vector<Mapping>> mappings_;
     uint64_t clock_ = 0;
     static constexpr int kPrivateStreams = 4;
@@ -341,17 +452,29 @@ private:
     uint64_t last_fail_check_ns_ = 0;
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
-     * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) lets the peer's
-     * receiving stream go on, with data that is not valid, instead of waiting for ever. A receive's READY is
-     * not faked: that would let the peer's copy land in a buffer the caller was told failed. Private
-     * stream: the caller's may be what failed. */
-    void notify_abandoned(int peer, bool send, uint32_t seq);
+     * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) or FULL(seq)
+     * (`release`; kFail: nothing) lets the peer's receiving stream go on, with data that is not valid,
+     * instead of waiting for ever. A receive's READY or FREE is not faked: that would let the peer's copy
+     * land in memory the caller was told failed. Private stream: the caller's may be what failed. */
+    void notify_abandoned(int peer, bool send, Region release, uint32_t seq);
+    /* Writes FAIL (and `release` = seq unless kFail) into the peer's flags; false when it could not. */
+    bool tell_failed(int peer, Region release, uint32_t seq);
     bool stream_blocked_ = false;    // release_waits could not release a wait: keep everything allocated
     enum class FailNext { None, Send, RecvReady };
     FailNext fail_next_ = FailNext::None; // test hook
 
-    /* This rank's READY[p] and DONE[p] as they should end: the last sequence number a wait was enqueued for. */
-    uint32_t expected(Region region, int peer) const { return region == kReady ? send_seq_[peer] : done_waited_[peer]; }
+    /* This rank's flag (region, p) as it should end: the last value a wait was enqueued for. */
+    uint32_t expected(Region region, int peer) const {
+        switch (region) {
+        case kReady: return send_seq_[peer];
+        case kDone: return done_waited_[peer];
+        case kFull: return fifo_full_waited_[peer];
+        case kFree: return fifo_credit_waited_[peer];
+        default: return 0;
+        }
+    }
+    /* Releasing a wait on this region lets this rank's copy land in a peer's memory early (grace period). */
+    static bool lets_copy_go(Region region) { return region == kReady || region == kFree; }
     /* Creates the private streams not made yet; false when there is none. */
     bool private_streams();
     /* Reads flags_ on every idle private stream (each into its own copy) and returns the first copy that
@@ -406,7 +529,7 @@ const uint32_t* CudaIpcP2p::read_flags(uint64_t deadline_ns) {
 std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied(const uint32_t* flags) const {
     std::vector<std::pair<Region, int>> out;
     for (int p = 0; p < nranks_; ++p) {
-        for (Region region : {kReady, kDone}) {
+        for (Region region : {kReady, kDone, kFull, kFree}) {
             // The waits compare cyclically (CU_STREAM_WAIT_VALUE_GEQ): so does this.
             uint32_t have = flags[size_t(region) * size_t(nranks_) + size_t(p)];
             if (int32_t(have - expected(region, p)) < 0) out.emplace_back(region, p);
@@ -425,9 +548,9 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
                   rank_);
         return -1;
     }
-    // DONE waits are released at once on abort (wait_ms 0): releasing only lets this rank's own stream go on.
-    // Releasing a READY wait lets this rank's copy land in the peer's buffer before the peer said it may, so
-    // the peer gets a grace period even on abort.
+    // DONE and FULL waits are released at once on abort (wait_ms 0): releasing only lets this rank's own
+    // stream go on. Releasing a READY or FREE wait lets this rank's copy land in the peer's memory before the
+    // peer said it may, so the peer gets a grace period even on abort.
     const uint64_t start = now_ns();
     const uint64_t done_until = start + uint64_t(wait_ms) * 1000000ull;
     const uint64_t ready_until = start + uint64_t(wait_ms > kReadyGraceMs ? wait_ms : kReadyGraceMs) * 1000000ull;
@@ -436,13 +559,13 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
         const uint32_t* flags = read_flags(now_ns() + 1000000000ull);
         if (flags == nullptr) { // an error, or the reads are stuck: check nothing more, release everything
             left.clear();
-            for (int p = 0; p < nranks_; ++p) left.insert(left.end(), {{kReady, p}, {kDone, p}});
+            for (int p = 0; p < nranks_; ++p) left.insert(left.end(), {{kReady, p}, {kDone, p}, {kFull, p}, {kFree, p}});
             break;
         }
         left = unsatisfied(flags);
         uint64_t now = now_ns();
         bool ready_left = false, done_left = false;
-        for (const auto& f : left) (f.first == kReady ? ready_left : done_left) = true;
+        for (const auto& f : left) (lets_copy_go(f.first) ? ready_left : done_left) = true;
         if ((!ready_left || now >= ready_until) && (!done_left || now >= done_until)) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
@@ -467,20 +590,27 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
     return written;
 }
 
-void CudaIpcP2p::notify_abandoned(int peer, bool send, uint32_t seq) {
-    if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return;
+bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq) {
+    if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return false;
+    DeviceScope scope(device_);
     if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
         cudaGetLastError();
         notify_stream_ = nullptr;
-        VCCL_WARN(kLogDevice, "rank %d: gave up a direct transfer with rank %d and could not tell it (no stream)", rank_,
-                  peer);
-        return;
+        return false;
     }
     CUstream cs = static_cast<CUstream>(notify_stream_);
     bool ok = driver().write_value(cs, flag_addr(peer, kFail, rank_), ++abandoned_, CU_STREAM_WRITE_VALUE_DEFAULT) ==
               CUDA_SUCCESS;
-    if (send) ok = ok && driver().write_value(cs, flag_addr(peer, kDone, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) ==
-                             CUDA_SUCCESS;
+    if (release != kFail) {
+        ok = ok && driver().write_value(cs, flag_addr(peer, release, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+                       CUDA_SUCCESS;
+    }
+    return ok;
+}
+
+void CudaIpcP2p::notify_abandoned(int peer, bool send, Region release, uint32_t seq) {
+    if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return;
+    bool ok = tell_failed(peer, release, seq);
     VCCL_WARN(kLogDevice, "rank %d: gave up a direct %s rank %d after the transfer was set up; %s", rank_,
               send ? "send to" : "receive from", peer,
               !ok ? "could not tell it" : send ? "told it (its stream goes on; vcclCommGetAsyncError reports the failure there)"
@@ -514,14 +644,56 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     recv_seq_.assign(nranks_, 0);
     done_waited_.assign(nranks_, 0);
     mappings_.resize(nranks_);
+    fifo_ok_.assign(nranks_, false);
+    fifo_sent_.assign(nranks_, 0);
+    fifo_recvd_.assign(nranks_, 0);
+    fifo_credit_waited_.assign(nranks_, 0);
+    fifo_full_waited_.assign(nranks_, 0);
+
+    // Staging FIFO geometry: one row of slots per rank of this host (by its index among them).
+    local_index_.assign(nranks_, 0);
+    size_t nlocal = 0;
+    for (int r = 0; r < nranks_; ++r) {
+        int index = 0;
+        for (int q = 0; q < r; ++q) index += !host_ids.empty() && host_ids[q] == host_ids[r] ? 1 : 0;
+        local_index_[r] = index;
+        nlocal += host_ids.empty() || host_ids[r] == host_ids[rank_] ? 1 : 0;
+    }
+    fifo_slot_bytes_ = size_t(env::get_size(env::kP2pFifoBytes));
+    int64_t slots = env::get_int(env::kP2pFifoSlots);
+    if (fifo_slot_bytes_ > kMaxFifoSlotBytes || slots < 0 || slots > kMaxFifoSlots) {
+        VCCL_WARN(kLogDevice, "VCCL_P2P_FIFO_BYTES=%zu / VCCL_P2P_FIFO_SLOTS=%lld out of range (at most %zu bytes and "
+                  "%lld slots): staging FIFO off", fifo_slot_bytes_, (long long)slots, kMaxFifoSlotBytes,
+                  (long long)kMaxFifoSlots);
+        slots = 0;
+    }
+    fifo_slots_ = fifo_slot_bytes_ > 0 ? size_t(slots) : 0;
+    if (fifo_slots_ == 0) fifo_slot_bytes_ = 0;
+    fifo_slot_stride_ = (fifo_slot_bytes_ + 255) / 256 * 256;
+    const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
+    slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
+    const size_t fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;
 
     // Every rank takes part in both exchanges below, whatever it could set up: they are collective.
     std::vector<PeerInfo> infos(nranks_);
     PeerInfo& mine = infos[rank_];
     memset(&mine, 0, sizeof(mine));
-    if (driver().ok && cudaGetDevice(&device_) == cudaSuccess &&
-        cudaMalloc(reinterpret_cast<void**>(&flags_), kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess &&
-        cudaMemset(flags_, 0, kRegions * sizeof(uint32_t) * nranks_) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+    // Whole 2 MiB blocks: CUDA shares a block among small cudaMalloc allocations and maps an exported block
+    // only once per process, so flags in a block shared with another communicator's flags (or with a receive
+    // buffer) could not be mapped by a peer that mapped the other one: that communicator would silently lose
+    // the direct path.
+    auto whole_blocks = [](size_t bytes) { return (bytes + kIpcBlock - 1) / kIpcBlock * kIpcBlock; };
+    bool allocated = false;
+    if (driver().ok && cudaGetDevice(&device_) == cudaSuccess) {
+        allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_ + fifo_total)) == cudaSuccess;
+        if (!allocated && fifo_total > 0) { // no room for the slots: flags only, no FIFO
+            cudaGetLastError();
+            VCCL_WARN(kLogDevice, "rank %d: cannot allocate %zu bytes of FIFO slots: staging FIFO off", rank_, fifo_total);
+            fifo_slots_ = fifo_slot_bytes_ = fifo_slot_stride_ = 0;
+            allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_)) == cudaSuccess;
+        }
+    }
+    if (allocated && cudaMemset(flags_, 0, flag_bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
         cudaHostAlloc(reinterpret_cast<void**>(&flags_host_), kPrivateStreams * kRegions * sizeof(uint32_t) * nranks_,
                       cudaHostAllocDefault) ==
             cudaSuccess) {
@@ -530,6 +702,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
             memcpy(mine.handle, &handle, sizeof(handle));
             mine.ok = 1;
             mine.device = device_;
+            mine.fifo_slots = uint32_t(fifo_slots_);
+            mine.fifo_slot_bytes = uint32_t(fifo_slot_bytes_);
         }
     }
     cudaGetLastError();
@@ -548,20 +722,28 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
                 peer_flags_[r] = static_cast<uint32_t*>(ptr);
                 opened[size_t(rank_) * nranks_ + r] = 1;
             } else {
-                VCCL_INFO(kLogDevice, "rank %d: cannot map rank %d's flags (%s); transfers with it are staged",
+                VCCL_WARN(kLogDevice, "rank %d: cannot map rank %d's flags (%s); transfers with it are staged",
                           rank_, r, cudaGetErrorString(cudaGetLastError()));
             }
         }
     }
     // Row exchange (each rank contributes its row): reachable only when both sides mapped each other.
     VCCL_RETURN_IF_ERROR(bootstrap->allgather(opened.data(), size_t(nranks_)));
-    int count = 0;
+    int count = 0, fifo_count = 0;
     for (int r = 0; r < nranks_; ++r) {
         reach_[r] = opened[size_t(rank_) * nranks_ + r] && opened[size_t(r) * nranks_ + rank_];
+        fifo_ok_[r] = reach_[r] && r != rank_ && fifo_slots_ > 0 && infos[r].fifo_slots == mine.fifo_slots &&
+                      infos[r].fifo_slot_bytes == mine.fifo_slot_bytes;
+        if (reach_[r] && r != rank_ && !fifo_ok_[r] && fifo_slots_ > 0) {
+            VCCL_WARN(kLogDevice, "rank %d: rank %d's staging FIFO (%u slots of %u bytes) differs from this rank's (%zu of "
+                      "%zu): small transfers with it take the rendezvous path (set VCCL_P2P_FIFO_* alike on every rank)",
+                      rank_, r, infos[r].fifo_slots, infos[r].fifo_slot_bytes, fifo_slots_, fifo_slot_bytes_);
+        }
         count += reach_[r] ? 1 : 0;
+        fifo_count += fifo_ok_[r] ? 1 : 0;
     }
-    VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d)", rank_, count, nranks_,
-              device_);
+    VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d); staging FIFO (%zu slots of "
+              "%zu bytes) with %d", rank_, count, nranks_, device_, fifo_slots_, fifo_slot_bytes_, fifo_count);
     return vcclSuccess;
 }
 

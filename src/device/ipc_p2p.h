@@ -6,10 +6,20 @@
  *   receiver stream: write READY(seq) into the sender's flags ......... wait DONE >= seq (own flags)
  *   sender stream:   wait READY >= seq (own flags), copy into the peer buffer, write DONE(seq) to the peer
  *
- * The flags live in small device buffers every rank exports at communicator creation. The calling threads
- * only exchange a descriptor of each receive buffer over the host transport; they never wait for device
- * work. Both sides of a transfer describe their buffer, so both decide the same way whether the direct
- * path is used (device memory on both sides and an IPC-exportable receive buffer) or the staged one.
+ * Small transfers (up to VCCL_P2P_FIFO_BYTES from a device buffer) go through a staging FIFO instead, so
+ * the sender never waits for a per-transfer READY: every rank exports, next to its flags, VCCL_P2P_FIFO_SLOTS
+ * slots per sending peer of this host, and credits bound how far a sender runs ahead:
+ *
+ *   sender stream:   wait FREE >= n - slots (own flags), copy into slot n of the peer, write FULL(n) to the peer
+ *   receiver stream: wait FULL >= n (own flags), copy slot n into the receive buffer, write FREE(n) to the sender
+ *
+ * The flags and slots live in one device buffer every rank exports at communicator creation. The calling
+ * threads only exchange descriptors over the host transport, and never wait for device work. The sender
+ * describes its buffer first and decides: FIFO (small, device memory, peer set up for it) or rendezvous.
+ * A FIFO sender goes on at once; the receiver learns the choice (and checks the size) from the sender's
+ * descriptor. For a rendezvous the receiver answers with its own descriptor, and both sides decide the same
+ * way whether the direct path is used (device memory on both sides and an IPC-exportable receive buffer) or
+ * the staged one.
  */
 #ifndef VCCL_DEVICE_IPC_P2P_H_
 #define VCCL_DEVICE_IPC_P2P_H_
@@ -39,6 +49,7 @@ struct P2pDescriptor {
 constexpr uint32_t kDescMagic = 0x76503250u;
 constexpr uint32_t kDescDevice = 1u;
 constexpr uint32_t kDescIpc = 2u;
+constexpr uint32_t kDescFifo = 4u;    // sender only: this transfer goes through the receiver's staging FIFO
 
 class IpcP2p {
 public:
@@ -65,6 +76,23 @@ public:
     /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
 
+    /* Largest transfer the staging FIFO with `peer` takes (0: no FIFO with it). Equal on both sides. */
+    virtual size_t fifo_bytes(int peer) const = 0;
+    /* FIFO sender: wait for a free slot, copy `bytes` of `buf` (device memory) into it, publish FULL; all on
+     * `stream`. Never waits for the receiver to have posted. */
+    virtual vcclResult_t post_fifo_send(int peer, const void* buf, size_t bytes, void* stream) = 0;
+    /* FIFO receiver: wait for the next FULL from `peer`, copy the slot into `buf` (device or host memory;
+     * nullptr drops the data, used when the sizes did not match), publish FREE; all on `stream`. */
+    virtual vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, void* stream) = 0;
+    /* A FIFO transfer announced to (by) `peer` will not be enqueued: tells the peer (FAIL) and keeps the
+     * sequence numbers in step. A given-up send also publishes its FULL so the receiver's stream goes on (the
+     * data is not valid); a given-up receive frees nothing, so the sender stalls once its credits are spent,
+     * until abort or destroy releases it (release_waits). */
+    virtual void abandon_fifo_send(int peer) = 0;
+    virtual void abandon_fifo_recv(int peer) = 0;
+    /* Tells `peer` that this rank found a transfer with it wrong (its vcclCommGetAsyncError reports it). */
+    virtual void report_failure(int peer) = 0;
+
     /* The caller gave up a direct send (recv) with `peer` of a batch whose descriptors were exchanged,
      * before post_send (post_recv_ready) enqueued it: tells the peer, whose vcclCommGetAsyncError then
      * reports it, and for a send lets the peer's receiving stream go on (its data is not valid). post_send
@@ -75,19 +103,19 @@ public:
      * on a private stream, waiting at most 100 ms for the read. */
     virtual int failed_peer() = 0;
 
-    /* At destroy: a stream of this rank may still wait on a READY or DONE that a peer will never write (the
-     * peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the enqueued
-     * waits to be satisfied (0, as vcclCommAbort passes: DONE waits not at all, READY waits 500 ms, since
-     * releasing one lets this rank's copy land in the peer's buffer early), then satisfies the rest by
+    /* At destroy: a stream of this rank may still wait on a READY, DONE, FULL or FREE that a peer will never
+     * write (the peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the
+     * enqueued waits to be satisfied (0, as vcclCommAbort passes: DONE and FULL waits not at all, READY and
+     * FREE waits 500 ms, since releasing one lets this rank's copy land in the peer's memory early), then satisfies the rest by
      * writing this rank's own flags from private streams, so no stream stays blocked on a communicator that
      * is gone; the data of those transfers is not valid. Returns how many flag writes it enqueued; logs what
      * it did. When a write does not land within a second, the flags and mappings stay allocated (freeing
      * them would wait for the blocked stream). */
     virtual int release_waits(int64_t wait_ms) = 0;
 
-    /* Test hook (vccl::testing::fail_next_direct): the next post_send (send) or post_recv_ready (!send)
-     * fails after the descriptors were exchanged, before it enqueues anything: the peer's stream then waits
-     * for a DONE (or READY) that never comes. */
+    /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
+     * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it
+     * enqueues anything: the peer's stream then waits for a DONE, FULL, READY or FREE that never comes. */
     virtual void test_fail_next(bool send) = 0;
 };
 

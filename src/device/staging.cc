@@ -87,6 +87,35 @@ vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclS
     return copy(dst, src, bytes, cudaMemcpyHostToDevice, stream);
 }
 
+vcclResult_t device_snapshot(const void* src, size_t bytes, vcclStream_t stream, void** out) {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    *out = nullptr;
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaMallocAsync(out, bytes, s), "cudaMallocAsync (copy of an in-place send)"));
+    cudaError_t err = cudaMemcpyAsync(*out, src, bytes, cudaMemcpyDeviceToDevice, s);
+    if (err != cudaSuccess) {
+        cudaFreeAsync(*out, s);
+        *out = nullptr;
+        return cuda_check(err, "cudaMemcpyAsync (copy of an in-place send)");
+    }
+    return vcclSuccess;
+}
+
+void device_snapshot_free(void* ptr, vcclStream_t stream) {
+    if (ptr != nullptr && cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)) != cudaSuccess) cudaGetLastError();
+}
+
+vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller) {
+    if (waiter == signaller) return vcclSuccess;
+    cudaEvent_t ev;
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate"));
+    vcclResult_t r = cuda_check(cudaEventRecord(ev, static_cast<cudaStream_t>(signaller)), "cudaEventRecord");
+    if (r == vcclSuccess) {
+        r = cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(waiter), ev, 0), "cudaStreamWaitEvent");
+    }
+    cudaEventDestroy(ev); // released once the recorded work completes
+    return r;
+}
+
 #else // no CUDA: device memory never reaches here
 
 DeviceScratch::~DeviceScratch() {}
@@ -108,6 +137,15 @@ vcclResult_t copy_device_to_host(void*, const void*, size_t, vcclStream_t) {
 vcclResult_t copy_host_to_device(void*, const void*, size_t, vcclStream_t) {
     return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
 }
+
+vcclResult_t device_snapshot(const void*, size_t, vcclStream_t, void** out) {
+    *out = nullptr;
+    return set_last_error(vcclInternalError, "device copy used in a build without CUDA");
+}
+
+void device_snapshot_free(void*, vcclStream_t) {}
+
+vcclResult_t stream_wait_for(vcclStream_t, vcclStream_t) { return vcclSuccess; }
 
 #endif
 

@@ -5,6 +5,9 @@
  *    not divisible by the number of ranks, in place and out of place, against a reference computed here on
  *    the host, with guard zones around every output that must stay untouched;
  *  - send/recv of odd sizes around a ring, sends posted before receives and after them in one group;
+ *  - the staging FIFO of small transfers: many more transfers to one peer in one group than it has slots,
+ *    sizes on both sides of VCCL_P2P_FIFO_BYTES in one group, receives into host memory, in-place exchanges,
+ *    and mismatched sizes (an error on the receiver, vcclRemoteError on the sender, no stream left blocked);
  *  - stream order: a slow kernel writes the send buffer right before vcclSend on the same stream, and a kernel
  *    reads the receive buffer right after vcclRecv, with no synchronisation in between;
  *  - no kernel launch and no host function during send/recv (CUPTI callbacks on the driver API count them;
@@ -25,6 +28,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -396,6 +401,236 @@ TEST(GpuP2p, RingOddSizesEitherOrder) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 
+/* "call failed: ..." for the first result that is not vcclSuccess, or an empty string. */
+std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> results) {
+    for (vcclResult_t r : results) {
+        if (r != vcclSuccess) return std::string("call failed: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    return "";
+}
+
+/* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer). */
+size_t fifo_bytes() {
+    const char* v = getenv("VCCL_P2P_FIFO_BYTES");
+    if (v == nullptr) return 32768;
+    char* end = nullptr;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (end != nullptr && (*end == 'K' || *end == 'k')) x <<= 10;
+    if (end != nullptr && (*end == 'M' || *end == 'm')) x <<= 20;
+    return size_t(x);
+}
+
+/* One group with `sizes.size()` sends to the next rank and as many receives from the previous one (receives
+ * first or last), every buffer checked. With more small transfers than the FIFO has slots, a stream order
+ * that sent everything before receiving anything would deadlock. */
+std::string ring_group(vcclComm_t comm, cudaStream_t s, const std::vector<size_t>& sizes, bool recv_first) {
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<std::unique_ptr<DevBuf>> send, recv;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        send.emplace_back(new DevBuf(sizes[k]));
+        recv.emplace_back(new DevBuf(sizes[k]));
+        if (send.back()->base == nullptr || recv.back()->base == nullptr) return "cudaMalloc failed";
+        std::vector<char> in(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; ++i) in[i] = data_byte(rank * 64 + int(k), i);
+        send.back()->upload(in);
+    }
+    vcclResult_t first = vcclGroupStart();
+    for (int pass = 0; pass < 2; ++pass) {
+        bool recvs = (pass == 0) == recv_first;
+        for (size_t k = 0; k < sizes.size(); ++k) {
+            vcclResult_t r = recvs ? vcclRecv(recv[k]->ptr(), sizes[k], vcclUint8, prev, comm, s)
+                                   : vcclSend(send[k]->ptr(), sizes[k], vcclUint8, next, comm, s);
+            if (r != vcclSuccess && first == vcclSuccess) first = r;
+        }
+    }
+    vcclResult_t end = vcclGroupEnd();
+    if (first != vcclSuccess || end != vcclSuccess) {
+        return std::string("call failed: ") + result_str(first != vcclSuccess ? first : end) + ": " +
+               vcclGetLastError(comm);
+    }
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (ce != cudaSuccess) return "stream: " + cuda_str(ce);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        if (!recv[k]->guards_intact()) return "transfer " + std::to_string(k) + ": a guard zone was written";
+        std::vector<char> got = recv[k]->download();
+        for (size_t i = 0; i < sizes[k]; ++i) {
+            if (got[i] != data_byte(prev * 64 + int(k), i)) {
+                return "transfer " + std::to_string(k) + " (" + std::to_string(sizes[k]) + " bytes): byte " +
+                       std::to_string(i) + " differs";
+            }
+        }
+    }
+    return "";
+}
+
+TEST(GpuFifo, MoreTransfersThanSlotsInOneGroup) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    Stream s;
+    size_t f = fifo_bytes();
+    std::vector<size_t> many;
+    for (size_t k = 0; k < 37; ++k) many.push_back(1 + (k * 977) % (f > 0 ? f : 4096)); // 37 > 4 x 8 slots
+    std::vector<size_t> around = {f > 1 ? f - 1 : 1, f > 0 ? f : 1, f + 1, 8, (1 << 20) + 3, 3, f};
+    std::string first_failure;
+    for (const auto& sizes : {many, around}) {
+        for (bool recv_first : {false, true}) {
+            for (int rep = 0; rep < 3 && first_failure.empty(); ++rep) {
+                std::string why = ring_group(comm, s.s, sizes, recv_first);
+                if (!why.empty()) {
+                    first_failure = std::to_string(sizes.size()) + " transfers" +
+                                    (recv_first ? " (receives posted first)" : "") + ": " + why;
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* Device buffer on the sending side, host memory (pinned and pageable) on the receiving side: the sender
+ * picks the FIFO for small transfers without knowing; the receiver copies out of its slot into host memory
+ * and returns with the data there. */
+TEST(GpuFifo, ReceiveIntoHostMemory) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string first_failure;
+    for (bool pinned : {true, false}) {
+        for (size_t bytes : {size_t(1), size_t(4099), fifo_bytes(), size_t(1 << 20) + 1}) {
+            if (bytes == 0) continue;
+            DevBuf send(bytes);
+            std::vector<char> in(bytes);
+            for (size_t i = 0; i < bytes; ++i) in[i] = data_byte(rank, i);
+            send.upload(in);
+            char* host = nullptr;
+            std::vector<char> pageable;
+            if (pinned) {
+                if (cudaMallocHost(reinterpret_cast<void**>(&host), bytes) != cudaSuccess) host = nullptr;
+            } else {
+                pageable.assign(bytes, 0);
+                host = pageable.data();
+            }
+            if (host == nullptr) {
+                first_failure = "cudaMallocHost failed";
+                break;
+            }
+            memset(host, 0, bytes);
+            vcclGroupStart();
+            vcclResult_t a = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
+            vcclResult_t b = vcclRecv(host, bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            std::string why = call_failure(comm, {a, b, e});
+            // No synchronisation here: a receive into host memory has its data when the call returns.
+            for (size_t i = 0; i < bytes && why.empty(); ++i) {
+                if (host[i] != data_byte(prev, i)) why = "byte " + std::to_string(i) + " differs when the call returned";
+            }
+            cudaStreamSynchronize(s.s);
+            if (pinned) cudaFreeHost(host);
+            if (!why.empty() && first_failure.empty()) {
+                first_failure = std::to_string(bytes) + " bytes into " + (pinned ? "pinned" : "pageable") + " memory: " + why;
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* Send and receive on one buffer in one group (in place), small (FIFO) and large (direct copy). */
+TEST(GpuFifo, InPlaceExchange) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string first_failure;
+    for (size_t bytes : {size_t(5), size_t(30001), size_t(4 << 20) + 7}) {
+        DevBuf buf(bytes);
+        std::vector<char> in(bytes);
+        for (size_t i = 0; i < bytes; ++i) in[i] = data_byte(rank, i);
+        buf.upload(in);
+        vcclGroupStart();
+        vcclResult_t a = vcclSend(buf.ptr(), bytes, vcclUint8, next, comm, s.s);
+        vcclResult_t b = vcclRecv(buf.ptr(), bytes, vcclUint8, prev, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        std::string why = call_failure(comm, {a, b, e});
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+        if (why.empty() && !buf.guards_intact()) why = "a guard zone was written";
+        std::vector<char> got = buf.download();
+        for (size_t i = 0; i < bytes && why.empty(); ++i) {
+            if (got[i] != data_byte(prev, i)) why = "byte " + std::to_string(i) + " differs";
+        }
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(bytes) + " bytes: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* Rank 1 sends `send_bytes` to rank 0, which posts a receive of `recv_bytes`. Rank 0's call fails with
+ * vcclInvalidUsage naming the mismatch; neither stream stays blocked; a FIFO sender (which does not check)
+ * learns of it through vcclCommGetAsyncError. On a communicator of its own (the sender's ends up failed). */
+std::string mismatch_case(size_t send_bytes, size_t recv_bytes) {
+    int rank = world_rank();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
+    Stream s;
+    DevBuf buf(std::max(send_bytes, recv_bytes));
+    std::string why;
+    bool fifo_send = send_bytes <= fifo_bytes();
+    if (rank == 1) {
+        vcclResult_t r = vcclSend(buf.ptr(), send_bytes, vcclUint8, 0, comm, s.s);
+        if (fifo_send && r != vcclSuccess) why = "the FIFO sender's call failed: " + result_str(r);
+        if (!fifo_send && r != vcclInvalidUsage) why = "the rendezvous sender's call returned " + result_str(r);
+        if (fifo_send && why.empty()) {
+            vcclResult_t async = vcclSuccess;
+            for (int i = 0; i < 300 && async == vcclSuccess; ++i) {
+                if (vcclCommGetAsyncError(comm, &async) != vcclSuccess) break;
+                if (async == vcclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (async != vcclRemoteError) why = "the sender's vcclCommGetAsyncError reported " + result_str(async);
+        }
+    } else if (rank == 0) {
+        vcclResult_t r = vcclRecv(buf.ptr(), recv_bytes, vcclUint8, 1, comm, s.s);
+        std::string msg = vcclGetLastError(comm);
+        if (r != vcclInvalidUsage) why = "the receiver's call returned " + result_str(r);
+        else if (msg.find("mismatch") == std::string::npos) why = "the error does not name the mismatch: " + msg;
+    }
+    cudaError_t q = cudaErrorNotReady;
+    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
+        q = cudaStreamQuery(s.s);
+        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (q != cudaSuccess) {
+        fprintf(stderr, "rank %d: the stream is still blocked 5 s after a mismatched transfer (%s); exiting\n", rank,
+                cuda_str(q).c_str());
+        fflush(stderr);
+        _exit(1);
+    }
+    vcclResult_t end = vcclCommDestroy(comm);
+    if (end != vcclSuccess && why.empty()) why = "destroy failed: " + result_str(end);
+    return why;
+}
+
+TEST(GpuFifo, MismatchedSizesAreReportedWithoutBlocking) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    size_t f = fifo_bytes();
+    std::string first_failure;
+    std::vector<std::pair<size_t, size_t>> cases = {{1 << 20, (1 << 20) + 4}};
+    if (f >= 200) cases.insert(cases.begin(), {{100, 200}, {200, 100}});
+    if (f > 0) cases.push_back({f, f + 1}); // FIFO sender, receiver expecting a rendezvous size
+    for (const auto& c : cases) {
+        std::string why = mismatch_case(c.first, c.second);
+        if (!why.empty() && first_failure.empty()) {
+            first_failure = "send " + std::to_string(c.first) + " / receive " + std::to_string(c.second) + ": " + why;
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
 /* A slow kernel fills the send buffer right before vcclSend, a kernel reads the receive buffer right after
  * vcclRecv; nothing synchronises in between. Any ordering gap shows as stale data. */
 TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
@@ -455,12 +690,14 @@ TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
  * call failed), so the sender's stream waits until vcclCommAbort (after 500 ms) or vcclCommDestroy (after
  * VCCL_OP_TIMEOUT_MS) releases it instead of hanging. Rank 0 receives from rank 1; other ranks only create
  * and end the communicator. */
-std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms) {
+/* Size of the rendezvous cases: above the FIFO's largest transfer. */
+size_t rendezvous_bytes() { return std::max(size_t(1) << 20, fifo_bytes() + 4096); }
+
+std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes) {
     int rank = world_rank();
     vcclComm_t comm = make_comm(CommKind::Mpi);
     if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
     Stream s;
-    const size_t bytes = 1 << 20;
     DevBuf buf(bytes);
     const int failing = sender_fails ? 1 : 0, waiting = 1 - failing;
     std::string why;
@@ -520,14 +757,22 @@ std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms) 
 TEST(GpuFailure, FailedSenderTellsReceiverAndLetsItGoOn) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(true, true, 0);
+    std::string why = failed_peer_case(true, true, 0, rendezvous_bytes());
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, FailedFifoSenderTellsReceiverAndLetsItGoOn) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
+    std::string why = failed_peer_case(true, true, 0, 4096);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 TEST(GpuFailure, AbortReleasesStreamWaitingForFailedReceiver) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(false, true, 0);
+    std::string why = failed_peer_case(false, true, 0, rendezvous_bytes());
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
@@ -537,7 +782,7 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
     const char* t = getenv("VCCL_OP_TIMEOUT_MS");
     int64_t ms = t != nullptr ? atoll(t) : 0;
     if (ms <= 0 || ms > 30000) GTEST_SKIP() << "needs VCCL_OP_TIMEOUT_MS between 1 and 30000 (np2 scripts set it)";
-    std::string why = failed_peer_case(false, false, ms);
+    std::string why = failed_peer_case(false, false, ms, rendezvous_bytes());
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
