@@ -693,7 +693,8 @@ TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
 /* Size of the rendezvous cases: above the FIFO's largest transfer. */
 size_t rendezvous_bytes() { return std::max(size_t(1) << 20, fifo_bytes() + 4096); }
 
-std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes) {
+/* `count` > 1: that many transfers of `bytes` in one group (the failing rank gives up all of them). */
+std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes, int count = 1) {
     int rank = world_rank();
     vcclComm_t comm = make_comm(CommKind::Mpi);
     if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
@@ -705,8 +706,16 @@ std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, 
         if (rank == failing && vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0) != vcclSuccess) {
             why = "test hook refused";
         }
-        vcclResult_t r = rank == 1 ? vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s)
-                                   : vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        vcclResult_t r = count > 1 ? vcclGroupStart() : vcclSuccess;
+        for (int k = 0; k < count; ++k) {
+            vcclResult_t one = rank == 1 ? vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s)
+                                         : vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+            if (r == vcclSuccess) r = one;
+        }
+        if (count > 1) {
+            vcclResult_t end = vcclGroupEnd();
+            if (r == vcclSuccess) r = end;
+        }
         if (rank == failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
         if (rank == waiting && r != vcclSuccess) why = "the waiting rank's call failed on the host: " + result_str(r);
         if (rank == waiting && why.empty()) {
@@ -766,6 +775,18 @@ TEST(GpuFailure, FailedFifoSenderTellsReceiverAndLetsItGoOn) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
     std::string why = failed_peer_case(true, true, 0, 4096);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* A failed FIFO receiver frees no slot: its sender goes on until the credits are spent (VCCL_P2P_FIFO_SLOTS
+ * transfers), then waits; abort releases it. */
+TEST(GpuFailure, AbortReleasesFifoSenderOutOfCredits) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
+    const char* v = getenv("VCCL_P2P_FIFO_SLOTS");
+    int slots = v != nullptr ? atoi(v) : 8;
+    std::string why = failed_peer_case(false, true, 0, 4096, slots + 1);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
