@@ -97,15 +97,17 @@ void sync_stream(void* stream) {
 }
 
 /* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back, then wait for
- * the stream (device buffers). */
+ * the stream (device buffers). *call_s (if given): seconds per operation the thread spent in the calls,
+ * before the final wait. */
 double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
-                 int nranks, void* stream) {
+                 int nranks, void* stream, double* call_s = nullptr) {
     const char* what = coll_name(o.coll);
     for (int i = 0; i < o.warmup; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
     sync_stream(stream);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     double t0 = MPI_Wtime();
     for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    if (call_s != nullptr) *call_s = (MPI_Wtime() - t0) / o.iters;
     sync_stream(stream);
     return (MPI_Wtime() - t0) / o.iters;
 }
@@ -333,12 +335,14 @@ int run(int argc, char** argv, int rank, int nranks) {
                 bool in_place = place == 1;
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
-                double t = 0;
+                double t = 0, call_us = -1;
                 if (compare_telemetry && !in_place) {
                     time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us);
                 } else {
-                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream) * 1e6, o.average,
+                    double call_s = 0;
+                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream, &call_s) * 1e6, o.average,
                                        MPI_COMM_WORLD);
+                    call_us = aggregate_time(call_s * 1e6, 3, MPI_COMM_WORLD); // the largest rank's
                 }
                 long long wrong = -1;
                 if (o.check) { // a fresh, verified run after the timed ones
@@ -347,7 +351,9 @@ int run(int argc, char** argv, int rank, int nranks) {
                     sync_stream(stream);
                     wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, in_place));
                 }
-                (in_place ? row.in_place : row.out_of_place) = make_measure(o.coll, shape, t, wrong, nranks);
+                Measure& m = in_place ? row.in_place : row.out_of_place;
+                m = make_measure(o.coll, shape, t, wrong, nranks);
+                m.call_us = call_us;
             }
             row.has_mpi = baseline;
             row.mpi_supported = baseline && unsupported == nullptr;

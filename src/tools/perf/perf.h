@@ -193,6 +193,8 @@ struct Measure {
     double algbw = 0;     // GB/s
     double busbw = 0;     // GB/s
     long long wrong = -1; // summed over ranks; -1 when not checked
+    double call_us = -1;  // time the calling thread spent inside the vccl calls per operation, largest rank
+                          // (-1: not measured); with device buffers well below time_us
 };
 
 struct Row {

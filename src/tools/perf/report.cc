@@ -48,8 +48,10 @@ void print_group(FILE* out, const Measure& m) {
 void json_measure(FILE* f, const Measure& m) {
     fprintf(f, "{\"time_us\": %.3f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, \"wrong\": ", m.time_us, m.algbw,
             m.busbw);
-    if (m.wrong < 0) fprintf(f, "null}");
-    else fprintf(f, "%lld}", m.wrong);
+    if (m.wrong < 0) fprintf(f, "null");
+    else fprintf(f, "%lld", m.wrong);
+    if (m.call_us >= 0) fprintf(f, ", \"call_us\": %.3f", m.call_us);
+    fputc('}', f);
 }
 
 /* JSON string with the few escapes a path or host name may need. */
