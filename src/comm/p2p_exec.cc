@@ -249,7 +249,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
                 vcclResult_t res =
                     kind == OpKind::Send ? ipc->post_fifo_send(op->peer, op->sendbuf, op->bytes, op->stream)
                                          : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? op->recvbuf : nullptr,
-                                                               op->bytes, op->stream);
+                                                               op->bytes, op->mem == MemType::Host, op->stream);
                 if (res != vcclSuccess) return give_up_rest(res);
             }
         }

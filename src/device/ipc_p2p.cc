@@ -37,7 +37,7 @@ public:
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
     size_t fifo_bytes(int) const override { return 0; }
     vcclResult_t post_fifo_send(int, const void*, size_t, void*) override { return unreachable(); }
-    vcclResult_t post_fifo_recv(int, void*, size_t, void*) override { return unreachable(); }
+    vcclResult_t post_fifo_recv(int, void*, size_t, bool, void*) override { return unreachable(); }
     void abandon_fifo_send(int) override {}
     void abandon_fifo_recv(int) override {}
     void report_failure(int) override {}
@@ -264,14 +264,17 @@ public:
                                           bytes, peer, fifo_bytes(peer)));
         }
         CUstream cs = static_cast<CUstream>(stream);
-        if (n > fifo_slots_) { // slot (n - 1) % slots is free once the receiver freed transfer n - slots
-            const uint32_t credit = uint32_t(n - fifo_slots_);
+        // Slot (m - 1) % slots is free once the receiver freed transfer m - slots. One wait covers the next
+        // fifo_credit_batch_ transfers (m = n .. n + batch - 1): each enqueued wait costs the host as much
+        // as the copy, and the receiver publishes FREE only at multiples of the batch.
+        if ((n - 1) % fifo_credit_batch_ == 0 && n + fifo_credit_batch_ - 1 > fifo_slots_) {
+            const uint32_t credit = uint32_t(n + fifo_credit_batch_ - 1 - fifo_slots_);
             CUresult res = driver().wait_value(cs, flag_addr(rank_, kFree, peer), credit, CU_STREAM_WAIT_VALUE_GEQ);
             if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (FIFO credit)", res));
             fifo_credit_waited_[peer] = credit;
         }
         fifo_sent_[peer] = n;
-        cudaError_t err = cudaMemcpyAsync(slot(peer, rank_, n), buf, bytes, cudaMemcpyDefault,
+        cudaError_t err = cudaMemcpyAsync(slot(peer, rank_, n), buf, bytes, cudaMemcpyDeviceToDevice,
                                           static_cast<cudaStream_t>(stream));
         if (err != cudaSuccess) {
             fifo_sent_[peer] = n - 1; // give_up counts it again
@@ -286,7 +289,7 @@ public:
         return vcclSuccess;
     }
 
-    vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, void* stream) override {
+    vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, bool to_host, void* stream) override {
         DeviceScope scope(device_);
         const uint64_t n = fifo_recvd_[peer] + 1;
         if (fail_next_ == FailNext::RecvReady) {
@@ -303,13 +306,14 @@ public:
         fifo_recvd_[peer] = n;
         fifo_full_waited_[peer] = uint32_t(n);
         if (buf != nullptr && bytes > 0) {
-            cudaError_t err = cudaMemcpyAsync(buf, slot(rank_, peer, n), bytes, cudaMemcpyDefault,
+            cudaError_t err = cudaMemcpyAsync(buf, slot(rank_, peer, n), bytes, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
                                               static_cast<cudaStream_t>(stream));
             if (err != cudaSuccess) { // the slot stays taken: the sender stalls when its credits are spent
                 notify_abandoned(peer, false, kFail, 0);
                 return cuda_fail("cudaMemcpyAsync from a FIFO slot", err);
             }
         }
+        if (n % fifo_credit_batch_ != 0) return vcclSuccess; // freed with the batch's last transfer
         res = driver().write_value(cs, flag_addr(peer, kFree, rank_), uint32_t(n), CU_STREAM_WRITE_VALUE_DEFAULT);
         if (res != CUDA_SUCCESS) {
             notify_abandoned(peer, false, kFail, 0);
@@ -434,6 +438,10 @@ private:
     // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
     // sent and received and the last FREE (credit) and FULL waits enqueued.
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
+    // Credits move in batches: a sender waits once per batch, a receiver frees once per batch. Half the
+    // slots (so a sender keeps at least half + 1 transfers in flight); it must divide the slot count, since
+    // a sender only waits for FREE values at multiples of it.
+    uint64_t fifo_credit_batch_ = 1;
     std::vector<int> local_index_;
     std::vector<bool> fifo_ok_;
     std::vector<uint64_t> fifo_sent_, fifo_recvd_;
@@ -670,6 +678,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     fifo_slots_ = fifo_slot_bytes_ > 0 ? size_t(slots) : 0;
     if (fifo_slots_ == 0) fifo_slot_bytes_ = 0;
     fifo_slot_stride_ = (fifo_slot_bytes_ + 255) / 256 * 256;
+    fifo_credit_batch_ = fifo_slots_ >= 2 && fifo_slots_ % 2 == 0 ? fifo_slots_ / 2 : 1;
     const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
     slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
     const size_t fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;

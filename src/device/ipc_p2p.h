@@ -13,6 +13,9 @@
  *   sender stream:   wait FREE >= n - slots (own flags), copy into slot n of the peer, write FULL(n) to the peer
  *   receiver stream: wait FULL >= n (own flags), copy slot n into the receive buffer, write FREE(n) to the sender
  *
+ * Credits move in batches of half the slots (one FREE wait and one FREE write per batch), since every
+ * enqueued stream operation costs the host about as much as a copy.
+ *
  * The flags and slots live in one device buffer every rank exports at communicator creation. The calling
  * threads only exchange descriptors over the host transport, and never wait for device work. The sender
  * describes its buffer first and decides: FIFO (small, device memory, peer set up for it) or rendezvous.
@@ -81,9 +84,10 @@ public:
     /* FIFO sender: wait for a free slot, copy `bytes` of `buf` (device memory) into it, publish FULL; all on
      * `stream`. Never waits for the receiver to have posted. */
     virtual vcclResult_t post_fifo_send(int peer, const void* buf, size_t bytes, void* stream) = 0;
-    /* FIFO receiver: wait for the next FULL from `peer`, copy the slot into `buf` (device or host memory;
-     * nullptr drops the data, used when the sizes did not match), publish FREE; all on `stream`. */
-    virtual vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, void* stream) = 0;
+    /* FIFO receiver: wait for the next FULL from `peer`, copy the slot into `buf` (device memory, or host
+     * memory when `to_host`; nullptr drops the data, used when the sizes did not match), publish FREE; all on
+     * `stream`. */
+    virtual vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, bool to_host, void* stream) = 0;
     /* A FIFO transfer announced to (by) `peer` will not be enqueued: tells the peer (FAIL) and keeps the
      * sequence numbers in step. A given-up send also publishes its FULL so the receiver's stream goes on (the
      * data is not valid); a given-up receive frees nothing, so the sender stalls once its credits are spent,
