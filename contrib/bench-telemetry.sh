@@ -8,8 +8,8 @@
 #
 # Each run times telemetry on and off in alternating rounds (vccl-perf(1), --baseline telemetry-off).
 # Control: after each such job the same job runs with telemetry off on both communicators
-# (VCCL_TELEMETRY=0). Its ratio is what the pairing itself shows without any telemetry (on host memory at
-# 1 MiB it was 1.01-1.02, not 1.00), so the cost of telemetry is the "on - control" column, not "on" alone.
+# (VCCL_TELEMETRY=0; vccl-perf's header says "telemetry OFF"). Its ratio is what the pairing itself shows
+# without any telemetry, so "on - control" separates the cost of telemetry from a bias of the pairing.
 # --no-control skips those jobs (half the time). --keep DIR keeps every job's JSON output there
 # (DIR/on/runR.json, DIR/control/runR.json) for other statistics.
 # Defaults: build/, 2 ranks, 5 runs, allreduce, -b 8 -e 64M -f 8 -n 200 -w 20 -c 1 on host memory (add

@@ -286,7 +286,9 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (rc >= 0) return rc;
     std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
     bool compare_telemetry = o.baseline == Baseline::TelemetryOff;
-    vcclComm_t comm = create_comm(o, rank, nranks, compare_telemetry ? 1 : -1);
+    // The measured communicator follows VCCL_TELEMETRY (default on): VCCL_TELEMETRY=0 then gives a control
+    // run with both off, which shows what the pairing itself contributes (contrib/bench-telemetry.sh).
+    vcclComm_t comm = create_comm(o, rank, nranks, -1);
     if (compare_telemetry) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
     void* stream = nullptr;
     std::string error;
@@ -314,10 +316,14 @@ int run(int argc, char** argv, int rank, int nranks) {
         print_header(stdout, o, nranks, lines);
         if (o.baseline == Baseline::Nccl && unsupported == nullptr)
             printf("# NCCL baseline: version code %d\n#\n", nccl_baseline_version());
-        if (compare_telemetry)
-            printf("# telemetry-off baseline: out-of-place time (telemetry on) and baseline time (off) are the medians "
-                   "of %d alternating rounds of %d operations each\n#\n",
-                   kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
+        if (compare_telemetry) {
+            vcclTelemetryPeer probe;
+            int n = 0;
+            bool on = vcclCommGetTelemetry(comm, &probe, 0, &n) != vcclInvalidUsage;
+            printf("# telemetry-off baseline: out-of-place time (telemetry %s%s) and baseline time (off) are the "
+                   "medians of %d alternating rounds of %d operations each\n#\n", on ? "on" : "OFF",
+                   on ? "" : ": VCCL_TELEMETRY=0, a control run", kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
+        }
         if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
     }
 
