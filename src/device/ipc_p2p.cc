@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "device/fifo_credits.h"
 #include "device/memory.h"
 
 #if VCCL_HAVE_CUDA
@@ -264,11 +265,10 @@ public:
                                           bytes, peer, fifo_bytes(peer)));
         }
         CUstream cs = static_cast<CUstream>(stream);
-        // Slot (m - 1) % slots is free once the receiver freed transfer m - slots. One wait covers the next
-        // fifo_credit_batch_ transfers (m = n .. n + batch - 1): each enqueued wait costs the host as much
-        // as the copy, and the receiver publishes FREE only at multiples of the batch.
-        if ((n - 1) % fifo_credit_batch_ == 0 && n + fifo_credit_batch_ - 1 > fifo_slots_) {
-            const uint32_t credit = uint32_t(n + fifo_credit_batch_ - 1 - fifo_slots_);
+        // Slot (m - 1) % slots is free once the receiver freed transfer m - slots. One wait covers a whole credit
+        // batch (device/fifo_credits.h): each enqueued stream operation costs the host 1-2 us.
+        if (uint64_t wait = credits_.wait_before(n)) {
+            const uint32_t credit = uint32_t(wait);
             CUresult res = driver().wait_value(cs, flag_addr(rank_, kFree, peer), credit, CU_STREAM_WAIT_VALUE_GEQ);
             if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (FIFO credit)", res));
             fifo_credit_waited_[peer] = credit;
@@ -313,7 +313,7 @@ public:
                 return cuda_fail("cudaMemcpyAsync from a FIFO slot", err);
             }
         }
-        if (n % fifo_credit_batch_ != 0) return vcclSuccess; // freed with the batch's last transfer
+        if (!credits_.free_after(n)) return vcclSuccess; // freed with the batch's last transfer
         res = driver().write_value(cs, flag_addr(peer, kFree, rank_), uint32_t(n), CU_STREAM_WRITE_VALUE_DEFAULT);
         if (res != CUDA_SUCCESS) {
             notify_abandoned(peer, false, kFail, 0);
@@ -438,10 +438,7 @@ private:
     // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
     // sent and received and the last FREE (credit) and FULL waits enqueued.
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
-    // Credits move in batches: a sender waits once per batch, a receiver frees once per batch. Half the
-    // slots (so a sender keeps at least half + 1 transfers in flight); it must divide the slot count, since
-    // a sender only waits for FREE values at multiples of it.
-    uint64_t fifo_credit_batch_ = 1;
+    FifoCredits credits_; // when to wait for and publish FREE (device/fifo_credits.h)
     std::vector<int> local_index_;
     std::vector<bool> fifo_ok_;
     std::vector<uint64_t> fifo_sent_, fifo_recvd_;
@@ -678,7 +675,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     fifo_slots_ = fifo_slot_bytes_ > 0 ? size_t(slots) : 0;
     if (fifo_slots_ == 0) fifo_slot_bytes_ = 0;
     fifo_slot_stride_ = (fifo_slot_bytes_ + 255) / 256 * 256;
-    fifo_credit_batch_ = fifo_slots_ >= 2 && fifo_slots_ % 2 == 0 ? fifo_slots_ / 2 : 1;
+    credits_ = FifoCredits::for_slots(fifo_slots_);
     const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
     slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
     const size_t fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;
