@@ -1,0 +1,50 @@
+#!/bin/sh
+# Listed in tests/mpi/Makefile.inc: vccl-perf --baseline telemetry-off on 2 ranks, host memory. The measured
+# communicator follows VCCL_TELEMETRY: on by default, off with VCCL_TELEMETRY=0, which makes the run the
+# control of contrib/bench-telemetry.sh, and the header must say which (a version that forced telemetry on
+# made every "control" a repeat of the measurement). Also checks the verified results (-c 1, 0 wrong) and
+# the JSON's call_us (host time per operation in the calls: present, positive, at most the operation time
+# plus 10%, since host-memory calls complete the operation).
+perf=${top_builddir:-.}/vccl-perf
+[ -x "$perf" ] || { echo "np2_perf_telemetry_control.sh: $perf not built" >&2; exit 99; }
+tmp=$(mktemp -d) || exit 99
+trap 'rm -rf "$tmp"' EXIT
+run() { # $1: on|off; writes $tmp/$1.txt and $tmp/$1.json
+    if [ "$1" = off ]; then
+        VCCL_TELEMETRY=0 timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+            --mca btl self,vader -np 2 -x VCCL_TELEMETRY "$perf" -b 8 -e 64K -f 64 -n 90 -w 9 -c 1 \
+            --baseline telemetry-off -J "$tmp/$1.json" allreduce > "$tmp/$1.txt" 2>&1
+    else
+        env -u VCCL_TELEMETRY timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+            --mca btl self,vader -np 2 "$perf" -b 8 -e 64K -f 64 -n 90 -w 9 -c 1 \
+            --baseline telemetry-off -J "$tmp/$1.json" allreduce > "$tmp/$1.txt" 2>&1
+    fi
+}
+fail=0
+for mode in on off; do
+    if ! run $mode; then
+        echo "FAIL: vccl-perf with telemetry $mode exited with an error:"; cat "$tmp/$mode.txt"; fail=1; continue
+    fi
+    want="telemetry on)"
+    [ $mode = off ] && want="telemetry OFF: VCCL_TELEMETRY=0, a control run)"
+    if grep -q "# telemetry-off baseline: out-of-place time ($want" "$tmp/$mode.txt"; then
+        echo "ok: header of the $mode run says ($want"
+    else
+        echo "FAIL: the $mode run's header does not say ($want:"; grep "telemetry-off baseline" "$tmp/$mode.txt"; fail=1
+    fi
+    # One JSON line per size (3 sizes: 8, 512, 32768): every wrong count 0, in_place's call_us within bounds.
+    sizes=$(grep -c '"size":' "$tmp/$mode.json")
+    bad=$(awk '/"size":/ {
+            n = split($0, w, /"wrong": /); for (i = 2; i <= n; i++) if (w[i] + 0 != 0 || w[i] ~ /^null/) print "wrong " w[i]
+            ip = $0; sub(/.*"in_place": \{"time_us": /, "", ip); t = ip + 0
+            if (ip !~ /"call_us": /) { print "no call_us in in_place"; next }
+            c = ip; sub(/.*"call_us": /, "", c); c = c + 0
+            if (c <= 0 || c > t * 1.1 + 0.5) print "call_us " c " against time_us " t
+        }' "$tmp/$mode.json")
+    if [ "$sizes" -ne 3 ] || [ -n "$bad" ]; then
+        echo "FAIL: $mode run: $sizes sizes in the JSON (want 3); $bad"; fail=1
+    else
+        echo "ok: $mode run: 3 sizes verified, call_us within the operation time"
+    fi
+done
+exit $fail
