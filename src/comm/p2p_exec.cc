@@ -148,14 +148,8 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
     for (size_t i = 0; i < n && status == vcclSuccess; ++i) {
         const Op* op = ops[i];
         if (!exchanged[i] || op->kind != OpKind::Recv || sender_fifo(theirs[i])) continue;
+        // In place needs no care here: run_p2p_batch gave device sends that overlap a device receive a copy.
         ipc->describe(op->recvbuf, op->bytes, true, &mine[i]);
-        // In place: READY would let the peer overwrite data this rank has not sent yet. Not offering the
-        // buffer sends both sides down the staged path, which copies the outgoing data first. (Device sends
-        // overlapping a device receive were already copied aside by run_p2p_batch, so this is rare.)
-        for (const Op* other : ops) {
-            if (other->kind == OpKind::Send && ranges_overlap(other->sendbuf, other->bytes, op->recvbuf, op->bytes))
-                mine[i].flags &= ~kDescIpc;
-        }
         TransportRequest* req = nullptr;
         status = transport->isend(op->peer, kP2pRecvDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false, &req);
         if (status == vcclSuccess) answered.push_back(req);

@@ -273,19 +273,13 @@ public:
             if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (FIFO credit)", res));
             fifo_credit_waited_[peer] = credit;
         }
-        fifo_sent_[peer] = n;
         cudaError_t err = cudaMemcpyAsync(slot(peer, rank_, n), buf, bytes, cudaMemcpyDeviceToDevice,
                                           static_cast<cudaStream_t>(stream));
-        if (err != cudaSuccess) {
-            fifo_sent_[peer] = n - 1; // give_up counts it again
-            return give_up(cuda_fail("cudaMemcpyAsync into a peer's FIFO slot", err));
-        }
+        if (err != cudaSuccess) return give_up(cuda_fail("cudaMemcpyAsync into a peer's FIFO slot", err));
         // Ordered after the copy and fenced (default write): the receiver sees the data with FULL.
         CUresult res = driver().write_value(cs, flag_addr(peer, kFull, rank_), uint32_t(n), CU_STREAM_WRITE_VALUE_DEFAULT);
-        if (res != CUDA_SUCCESS) {
-            fifo_sent_[peer] = n - 1;
-            return give_up(cu_fail("cuStreamWriteValue32 (FIFO full)", res));
-        }
+        if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWriteValue32 (FIFO full)", res));
+        fifo_sent_[peer] = n;
         return vcclSuccess;
     }
 

@@ -13,8 +13,8 @@
  *   sender stream:   wait FREE >= n - slots (own flags), copy into slot n of the peer, write FULL(n) to the peer
  *   receiver stream: wait FULL >= n (own flags), copy slot n into the receive buffer, write FREE(n) to the sender
  *
- * Credits move in batches of half the slots (one FREE wait and one FREE write per batch), since every
- * enqueued stream operation costs the host about as much as a copy.
+ * Credits move in batches of half the slots (one FREE wait and one FREE write per batch,
+ * device/fifo_credits.h), since every enqueued stream operation costs the host 1-2 us.
  *
  * The flags and slots live in one device buffer every rank exports at communicator creation. The calling
  * threads only exchange descriptors over the host transport, and never wait for device work. The sender
