@@ -57,10 +57,11 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
-VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "32K",
+VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "0",
              "Direct send/recv: transfers from device memory up to this size go through a staging FIFO in the "
-             "receiver's GPU memory, so the sender does not wait for the receiver to post (0: off; at most 4M; "
-             "must be equal on every rank of a host)")
+             "receiver's GPU memory, so the sender does not wait for the receiver to post (at most 4M; must be "
+             "equal on every rank of a host). Off (0) by default: on 2x H200 it took 19-21 us per small send/recv "
+             "against 11-14 us without")
 VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")

@@ -409,10 +409,10 @@ std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> re
     return "";
 }
 
-/* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer). */
+/* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer; off by default). */
 size_t fifo_bytes() {
     const char* v = getenv("VCCL_P2P_FIFO_BYTES");
-    if (v == nullptr) return 32768;
+    if (v == nullptr) return 0;
     char* end = nullptr;
     unsigned long long x = strtoull(v, &end, 10);
     if (end != nullptr && (*end == 'K' || *end == 'k')) x <<= 10;
