@@ -3,7 +3,10 @@
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
  *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them;
- *   AllReduce: that reduce-scatter on nearly equal blocks, then an all-gather of the reduced blocks;
+ *   AllReduce: up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank sends its whole buffer to every peer and
+ *              reduces all of them: one batch of transfers and one kernel, since small transfers cost their
+ *              handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
+ *              all-gather of the reduced blocks;
  *   Reduce: every rank sends its buffer to the root, whose kernel reduces them.
  * Kernels are compact (VCCL_MAX_CTAS blocks). The calling thread never waits for the device (except when
  * the scratch buffer grows).
@@ -126,6 +129,29 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
     return reduce(comm, op, out, srcs, my_bytes / ts);
 }
 
+/* AllReduce in one batch: every rank receives every peer's whole buffer into scratch and reduces the n
+ * buffers in rank order, so every rank computes the same bits (floating-point sums depend on the order). */
+vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
+    int rank = comm->rank, n = comm->nranks;
+    void* scratch = nullptr;
+    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), op.stream, &scratch));
+    std::vector<Op> ops;
+    std::vector<const void*> srcs;
+    int slot = 0;
+    for (int p = 0; p < n; ++p) {
+        if (p == rank) {
+            srcs.push_back(send); // recv may alias it: the kernel reads each element before writing it
+            continue;
+        }
+        char* dst = static_cast<char*>(scratch) + size_t(slot++) * bytes;
+        ops.push_back(p2p_op(op, OpKind::Send, send, nullptr, bytes, p));
+        ops.push_back(p2p_op(op, OpKind::Recv, nullptr, dst, bytes, p));
+        srcs.push_back(dst);
+    }
+    VCCL_RETURN_IF_ERROR(run_batch(comm, ops));
+    return reduce(comm, op, recv, srcs, bytes / dtype_size(op.coll.dtype));
+}
+
 } // namespace
 
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
@@ -140,6 +166,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         case CollType::ReduceScatter:
             return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
         case CollType::AllReduce: {
+            if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
             size_t off, bytes;
             block_bytes(a.count, n, rank, ts, &off, &bytes);
             VCCL_RETURN_IF_ERROR(reduce_scatter_blocks(comm, op, send, recv + off, ts, a.count, false, 0));

@@ -24,7 +24,8 @@ VCCL_ENV_DEF(kAlgo, "VCCL_ALGO", Str, "",
 VCCL_ENV_DEF(kChunkSize, "VCCL_CHUNK_SIZE", Size, "1M",
              "Bytes per pipelined chunk in ring and chain algorithms")
 VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
-             "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose")
+             "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose; "
+             "device buffers of one host: one shot (each rank reduces every rank's whole buffer)")
 VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
              "Primary network device per local rank: comma list of NAME[:PORT] (e.g. mlx5_0:1,mlx5_1:1 or eth0), "
              "local rank i takes entry i mod length; default: the NIC closest to the rank's GPU (vccl-info -t)")

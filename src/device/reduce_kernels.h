@@ -13,7 +13,7 @@ constexpr int kMaxReduceSources = 64;
 
 /* dst[i] = srcs[0][i] op srcs[1][i] op ... for i < count, on `stream` (no host wait). fp16 and bf16 are
  * accumulated in float and rounded once. vcclAvg sums and, when divide_by > 0, divides by it at the end.
- * dst may alias srcs[0]. At most max_ctas thread blocks (VCCL_MAX_CTAS) are used. */
+ * dst may alias any source (each element is read from every source before it is written). At most max_ctas thread blocks (VCCL_MAX_CTAS) are used. */
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
                            vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream);
 

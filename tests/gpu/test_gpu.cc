@@ -274,6 +274,60 @@ TEST_P(GpuReduction, EveryTypeOpCountInAndOutOfPlace) {
 INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, Red::ReduceScatter, Red::Reduce),
                          [](const ::testing::TestParamInfo<Red>& i) { return std::string(red_name(i.param)); });
 
+/* Floating-point sums depend on their order: every rank must still get the same bits (replicas of a model
+ * would drift apart otherwise), from the one-shot algorithm (small) and the reduce-scatter + all-gather one.
+ * Inputs of mixed magnitudes so that a different order changes the rounding; with 2 ranks a + b == b + a, so
+ * only 3 or more ranks can catch an order that depends on the rank. Also checked against a double reference. */
+TEST(GpuReductionBits, FloatAllReduceIsBitwiseEqualOnEveryRank) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    int rank = world_rank(), n = world_size();
+    std::string failure;
+    for (size_t count : {size_t(1), size_t(1031), size_t(300001)}) {
+        for (bool in_place : {false, true}) {
+            auto value = [](int r, size_t i) {
+                uint64_t h = (uint64_t(r) + 1) * 0x9E3779B97F4A7C15ull ^ (uint64_t(i) * 0xBF58476D1CE4E5B9ull);
+                h ^= h >> 31;
+                double mant = double(h % 1000003u) / 1000003.0 - 0.5;
+                return float(std::ldexp(mant, int((h >> 20) % 40u) - 20)); // 2^-20 .. 2^19
+            };
+            std::vector<float> in(count);
+            for (size_t i = 0; i < count; ++i) in[i] = value(rank, i);
+            std::vector<char> bytes(count * sizeof(float));
+            memcpy(bytes.data(), in.data(), bytes.size());
+            DevBuf send(bytes.size()), recv(bytes.size());
+            ASSERT_ALL_RANKS(send.base != nullptr && recv.base != nullptr);
+            send.upload(bytes);
+            char* out = in_place ? send.ptr() : recv.ptr();
+            vcclResult_t rc = vcclAllReduce(send.ptr(), out, count, vcclFloat32, vcclSum, comm, s.s);
+            ASSERT_ALL_RANKS_WHY(rc == vcclSuccess, vcclGetLastError(comm));
+            ASSERT_ALL_RANKS(cudaStreamSynchronize(s.s) == cudaSuccess);
+            std::vector<char> got = in_place ? send.download() : recv.download();
+            std::vector<char> first(got.size());
+            if (rank == 0) first = got;
+            MPI_Bcast(first.data(), int(first.size()), MPI_BYTE, 0, MPI_COMM_WORLD);
+            std::ostringstream where;
+            where << "count " << count << (in_place ? " in place" : " out of place") << ": ";
+            if (failure.empty() && got != first) failure = where.str() + "rank " + std::to_string(rank) + " differs from rank 0";
+            for (size_t i = 0; failure.empty() && i < count; ++i) {
+                double want = 0, mag = 0;
+                for (int r = 0; r < n; ++r) {
+                    want += double(value(r, i));
+                    mag += std::fabs(double(value(r, i)));
+                }
+                float g;
+                memcpy(&g, got.data() + i * sizeof(float), sizeof g);
+                if (std::fabs(double(g) - want) > mag * 1e-6) {
+                    failure = where.str() + "element " + std::to_string(i) + ": got " + std::to_string(g) + ", want " +
+                              std::to_string(want);
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(failure.empty(), failure);
+}
+
 /* Byte pattern of rank r's data at byte i (data movement collectives). */
 char data_byte(int r, size_t i) { return char((r * 131 + int(i % 251) * 7 + int(i / 251)) & 0xff); }
 
