@@ -486,6 +486,7 @@ int main(int argc, char** argv) {
     }
     const int64_t stop_at = started + int64_t(opt.duration_s * 1e9);
 
+    int any_rank_failed = 0; // from the stop vote: some rank's last operation failed
     for (long it = 0;; ++it) {
         bool allreduce = it % 2 == 0;
         size_t count = sizes[size_t(it / 2) % sizes.size()];
@@ -497,6 +498,7 @@ int main(int argc, char** argv) {
         // stopped alone would leave the other waiting in a collective.
         int flags[2] = {op.end >= stop_at, r != vcclSuccess};
         MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        any_rank_failed = flags[1];
         if (flags[0] || flags[1]) break;
     }
     const int64_t finished = now_ns();
@@ -589,15 +591,18 @@ int main(int argc, char** argv) {
     std::ofstream(opt.dir + "/result.r" + std::to_string(rank) + ".json") << line << "\n";
 
     // After an error the communicator is not trusted to finish a clean shutdown: abort, which never hangs.
+    // Decided by all ranks together: when every path is down, a rank whose last operation completed (its
+    // peer's data had all arrived) sees no error while its peer times out waiting for an acknowledgement; a
+    // barrier on the error-free rank alone would then wait for a peer that is already aborting and finalising.
     const int64_t close_start = now_ns();
     vcclResult_t close_rc;
-    if (errors == 0) {
+    if (errors == 0 && !any_rank_failed) {
         MPI_Barrier(MPI_COMM_WORLD);
         close_rc = vcclCommDestroy(comm);
     } else {
         close_rc = vcclCommAbort(comm);
     }
-    printf("fault_worker: rank %d %s in %.1f ms (%s)\n", rank, errors == 0 ? "destroyed" : "aborted",
+    printf("fault_worker: rank %d %s in %.1f ms (%s)\n", rank, errors == 0 && !any_rank_failed ? "destroyed" : "aborted",
            ms(now_ns() - close_start), vcclGetErrorString(close_rc));
     fflush(stdout);
     MPI_Finalize();

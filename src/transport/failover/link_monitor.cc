@@ -1,7 +1,9 @@
 #include "transport/failover/link_monitor.h"
 
+#include <linux/ethtool.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -41,7 +43,19 @@ bool LinkMonitor::query_up(const std::string& name) {
     memset(&ifr, 0, sizeof(ifr));
     strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
     bool up = true;
-    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+        up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+        // IFF_RUNNING follows the operational state, which the kernel's link watcher may update up to a second
+        // late; the driver's carrier (ETHTOOL_GLINK) is current. Used when the device answers it.
+        struct ethtool_value link;
+        memset(&link, 0, sizeof(link));
+        link.cmd = ETHTOOL_GLINK;
+        struct ifreq eifr;
+        memset(&eifr, 0, sizeof(eifr));
+        strncpy(eifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+        eifr.ifr_data = reinterpret_cast<char*>(&link);
+        if ((ifr.ifr_flags & IFF_UP) && ioctl(s, SIOCETHTOOL, &eifr) == 0) up = link.data != 0;
+    }
     close(s);
     return up;
 }
@@ -84,23 +98,22 @@ void LinkMonitor::note_change(size_t i) {
     changed_ns_[i] = now;
 }
 
+void LinkMonitor::set_state(size_t i, bool up, bool* changed) {
+    if (up == up_[i]) return;
+    up_[i] = up;
+    *changed = true;
+    note_change(i);
+}
+
 bool LinkMonitor::poll() {
     if (fd_ < 0) return false;
     bool changed = false;
+    bool event = false; // a watched device reported something: its neighbours' reports may be held back
     alignas(struct nlmsghdr) char buf[8192];
     for (;;) {
         ssize_t n = recv(fd_, buf, sizeof(buf), MSG_DONTWAIT);
         if (n < 0 && errno == ENOBUFS) {
-            // Events were lost: ask the interfaces directly.
-            for (size_t i = 0; i < names_.size(); ++i) {
-                if (names_[i].empty()) continue;
-                bool now = query_up(names_[i]);
-                if (now != up_[i]) {
-                    changed = true;
-                    note_change(i);
-                }
-                up_[i] = now;
-            }
+            event = true; // events were lost: the direct queries below find the state
             continue;
         }
         if (n <= 0) break;
@@ -109,13 +122,21 @@ bool LinkMonitor::poll() {
             auto* info = static_cast<struct ifinfomsg*>(NLMSG_DATA(h));
             for (size_t i = 0; i < names_.size(); ++i) {
                 if (ifindex_[i] == 0 || info->ifi_index != ifindex_[i]) continue;
-                bool now = h->nlmsg_type == RTM_NEWLINK && (info->ifi_flags & IFF_UP) && (info->ifi_flags & IFF_RUNNING);
-                if (now != up_[i]) {
-                    up_[i] = now;
-                    changed = true;
-                    note_change(i);
-                }
+                event = true;
+                if (h->nlmsg_type == RTM_DELLINK) set_state(i, false, &changed);
             }
+        }
+    }
+    // The kernel reports a carrier change at once only when no other link event came in the second before
+    // (its link watcher batches the rest, up to a second later): when two rails fail together, the second
+    // would be seen a second late. So after any event, the devices' own state is read directly every
+    // kDirectIntervalNs for kDirectWindowNs.
+    uint64_t now = now_ns();
+    if (event) direct_until_ns_ = now + kDirectWindowNs;
+    if (now < direct_until_ns_ && (event || now >= next_direct_ns_)) {
+        next_direct_ns_ = now + kDirectIntervalNs;
+        for (size_t i = 0; i < names_.size(); ++i) {
+            if (!names_[i].empty()) set_state(i, query_up(names_[i]), &changed);
         }
     }
     return changed;

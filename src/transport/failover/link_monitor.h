@@ -1,6 +1,7 @@
 /*
  * Link state of the network devices under the failover paths, from the kernel's netlink link events
- * (RTMGRP_LINK): a rail whose carrier drops is known within a poll, long before any timeout. Devices that
+ * (RTMGRP_LINK) and, for a while after each, the devices' carrier read directly: a rail whose carrier drops
+ * is known within a few milliseconds, long before any timeout. Devices that
  * are not netdevs (RDMA names like mlx5_0) are not watched; their failures surface as endpoint errors or
  * acknowledgement timeouts instead.
  */
@@ -39,7 +40,13 @@ public:
     const std::string& device(int path) const { return names_[size_t(path)]; }
 
 private:
+    /* Administratively up with a carrier (the driver's, when it answers ETHTOOL_GLINK). */
     static bool query_up(const std::string& name);
+    void set_state(size_t i, bool up, bool* changed);
+    static constexpr uint64_t kDirectWindowNs = 1500000000ull; // longer than the kernel's 1 s batching
+    static constexpr uint64_t kDirectIntervalNs = 2000000ull;
+    uint64_t direct_until_ns_ = 0;
+    uint64_t next_direct_ns_ = 0;
     int fd_ = -1;
     std::vector<std::string> names_; // watched netdev per path, empty: none
     std::vector<int> ifindex_;
