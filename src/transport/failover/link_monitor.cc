@@ -69,6 +69,18 @@ LinkMonitor::LinkMonitor(const std::vector<std::string>& devices) {
         changed_ns_.push_back(0);
         streak_.push_back(0);
     }
+    // Paths without a netdev may name an RDMA device: its port events stand in for link events.
+    std::vector<std::string> rdma(devices.size());
+    for (size_t i = 0; i < devices.size(); ++i) {
+        if (names_[i].empty()) rdma[i] = devices[i];
+    }
+    ports_.reset(new PortEvents(rdma));
+    labels_ = names_;
+    for (size_t i = 0; i < devices.size(); ++i) {
+        if (!ports_->watched(int(i))) continue;
+        labels_[i] = ports_->name(int(i));
+        up_[i] = ports_->up(int(i));
+    }
     bool any = false;
     for (const std::string& n : names_) any = any || !n.empty();
     if (!any) return;
@@ -106,8 +118,13 @@ void LinkMonitor::set_state(size_t i, bool up, bool* changed) {
 }
 
 bool LinkMonitor::poll() {
-    if (fd_ < 0) return false;
     bool changed = false;
+    if (ports_->poll()) {
+        for (size_t i = 0; i < up_.size(); ++i) {
+            if (ports_->watched(int(i))) set_state(i, ports_->up(int(i)), &changed);
+        }
+    }
+    if (fd_ < 0) return changed;
     bool event = false; // a watched device reported something: its neighbours' reports may be held back
     alignas(struct nlmsghdr) char buf[8192];
     for (;;) {

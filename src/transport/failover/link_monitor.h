@@ -1,16 +1,19 @@
 /*
  * Link state of the network devices under the failover paths, from the kernel's netlink link events
  * (RTMGRP_LINK) and, for a while after each, the devices' carrier read directly: a rail whose carrier drops
- * is known within a few milliseconds, long before any timeout. Devices that
- * are not netdevs (RDMA names like mlx5_0) are not watched; their failures surface as endpoint errors or
- * acknowledgement timeouts instead.
+ * is known within a few milliseconds, long before any timeout. A path whose device is not a netdev (an
+ * InfiniBand name like mlx5_0:1) is watched through verbs port events instead (port_events.h); one that is
+ * neither surfaces its failures as endpoint errors or acknowledgement timeouts.
  */
 #ifndef VCCL_TRANSPORT_FAILOVER_LINK_MONITOR_H_
 #define VCCL_TRANSPORT_FAILOVER_LINK_MONITOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "transport/failover/port_events.h"
 
 namespace vccl {
 namespace failover {
@@ -37,7 +40,7 @@ public:
     /* State changes of that device in a row, each within 2 s of the one before: 1 after a single drop or
      * return, more while it flaps. */
     int flap_streak(int path) const { return streak_[size_t(path)]; }
-    const std::string& device(int path) const { return names_[size_t(path)]; }
+    const std::string& device(int path) const { return labels_[size_t(path)]; }
 
 private:
     /* Administratively up with a carrier (the driver's, when it answers ETHTOOL_GLINK). */
@@ -49,6 +52,8 @@ private:
     uint64_t next_direct_ns_ = 0;
     int fd_ = -1;
     std::vector<std::string> names_; // watched netdev per path, empty: none
+    std::vector<std::string> labels_; // the netdev or RDMA port watched per path, for messages
+    std::unique_ptr<PortEvents> ports_;
     std::vector<int> ifindex_;
     std::vector<bool> up_;
     std::vector<uint64_t> changed_ns_; // when up_ last changed (0: never)
