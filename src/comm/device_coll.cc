@@ -3,7 +3,8 @@
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
  *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them;
- *   AllReduce: up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank sends its whole buffer to every peer and
+ *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (off by default) one kernel that stores into the peers' memory
+ *              (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank sends its whole buffer to every peer and
  *              reduces all of them: one batch of transfers and one kernel, since small transfers cost their
  *              handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
  *              all-gather of the reduced blocks;
@@ -17,6 +18,8 @@
 #include "config.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "device/ipc_p2p.h"
+#include "device/ll_allreduce.h"
 #include "device/reduce_kernels.h"
 
 #if VCCL_HAVE_CUDA
@@ -152,6 +155,24 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
     return reduce(comm, op, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
+/* AllReduce in one kernel launch (device/ll_allreduce.h), for messages up to comm->ipc->ll_bytes(). */
+vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
+#if VCCL_HAVE_CUDA
+    LlArgs args{};
+    args.stride_words = uint32_t((bytes + 7) / 8 * 2);
+    void* scratch = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(size_t(comm->nranks) * args.stride_words * 4, op.stream, &scratch));
+    args.scratch = static_cast<uint32_t*>(scratch);
+    comm->ipc->ll_next(&args);
+    vcclResult_t r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
+    if (r != vcclSuccess) return set_last_error(r, "low-latency allreduce kernel launch failed");
+    return vcclSuccess;
+#else
+    (void)comm, (void)op, (void)send, (void)recv, (void)bytes;
+    return set_last_error(vcclInternalError, "device allreduce in a build without CUDA");
+#endif
+}
+
 } // namespace
 
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
@@ -166,6 +187,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         case CollType::ReduceScatter:
             return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
         case CollType::AllReduce: {
+            if (a.count * ts <= comm->ipc->ll_bytes()) return allreduce_ll(comm, op, send, recv, a.count * ts);
             if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
             size_t off, bytes;
             block_bytes(a.count, n, rank, ts, &off, &bytes);

@@ -66,6 +66,11 @@ VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "0",
 VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
+VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "0",
+             "Allreduce on device buffers of one host up to this size (at most 16K) runs in one kernel of one thread "
+             "block that stores into every peer's GPU memory and reduces there, with no host round trip; needs every "
+             "rank of the communicator on this host and the same value on every rank. Off (0) by default: not "
+             "measured on 2 GPUs yet")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
 VCCL_ENV_DEF(kTelemetry, "VCCL_TELEMETRY", Bool, "1",

@@ -1,5 +1,6 @@
 #include "device/ipc_p2p.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -46,6 +47,8 @@ public:
     void abandon_send(int) override {}
     void abandon_recv(int) override {}
     int failed_peer() override { return -1; }
+    size_t ll_bytes() const override { return 0; }
+    void ll_next(LlArgs*) override {}
     void test_fail_next(bool) override {}
 private:
     static vcclResult_t unreachable() {
@@ -59,8 +62,12 @@ struct PeerInfo {
     int32_t device;
     uint32_t fifo_slots;      // staging FIFO geometry (0: none); a FIFO is used only between equal ones
     uint32_t fifo_slot_bytes;
+    uint32_t ll_bytes;        // low-latency allreduce (0: none); used only when equal on every rank
+    char uuid[16];            // of the GPU: ranks sharing one take turns, which the low-latency kernel cannot
     char handle[64];
 };
+
+std::atomic<bool> g_ll_on_shared_gpu{false}; // testing::allow_ll_on_shared_gpu
 
 } // namespace
 
@@ -143,6 +150,7 @@ public:
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
         if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
+        if (ll_control_ != nullptr) cudaFreeHost(const_cast<int*>(ll_control_));
         for (cudaStream_t st : private_streams_) {
             if (st != nullptr) cudaStreamDestroy(st);
         }
@@ -241,6 +249,23 @@ public:
         if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (done)", res);
         done_waited_[peer] = seq;
         return vcclSuccess;
+    }
+
+    size_t ll_bytes() const override { return ll_active_ ? ll_bytes_ : 0; }
+
+    void ll_next(LlArgs* a) override {
+        uint64_t call = ++ll_calls_;
+        // Sets alternate with every call; the number the words carry never repeats within two calls and is
+        // never 0 (the words' initial value).
+        size_t set = size_t(call & 1u);
+        a->seq = ll_seq(call);
+        a->nranks = nranks_;
+        a->rank = rank_;
+        a->control = ll_control_;
+        for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
+            a->outbox[r] = r == rank_ ? nullptr : ll_words(peer_flags_[r], rank_, set);
+            a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
+        }
     }
 
     size_t fifo_bytes(int peer) const override {
@@ -432,6 +457,17 @@ private:
     // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
     // sent and received and the last FREE (credit) and FULL waits enqueued.
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
+    // Low-latency allreduce: words per (sender, set) and where they start in a rank's buffer; whether every
+    // rank can take part; calls made; the control words the kernel shares with the host (abort, mismatch).
+    size_t ll_bytes_ = 0, ll_set_words_ = 0, ll_offset_ = 0;
+    bool ll_active_ = false;
+    uint64_t ll_calls_ = 0;
+    volatile int* ll_control_ = nullptr;
+    /* The words `sender` writes for set `set` in the buffer of its receiver at `base` (as mapped here). */
+    uint64_t* ll_words(uint32_t* base, int sender, size_t set) const {
+        return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(base) + ll_offset_) +
+               (size_t(sender) * 2 + set) * ll_set_words_;
+    }
     FifoCredits credits_; // when to wait for and publish FREE (device/fifo_credits.h)
     std::vector<int> local_index_;
     std::vector<bool> fifo_ok_;
@@ -538,6 +574,15 @@ std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied(const ui
 }
 
 int CudaIpcP2p::release_waits(int64_t wait_ms) {
+    if (ll_control_ != nullptr) {
+        // A low-latency allreduce kernel still waiting for a peer gets the same time as the other waits, then
+        // sees the abort flag within microseconds (its output is then not valid).
+        const uint64_t until = now_ns() + uint64_t(wait_ms) * 1000000ull;
+        while (ll_calls_ > 0 && uint32_t(ll_control_[kLlDone]) != ll_seq(ll_calls_) && now_ns() < until) {
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        ll_control_[kLlAbort] = 1;
+    }
     if (flags_ == nullptr || flags_host_ == nullptr) return 0;
     std::lock_guard<std::mutex> lock(flags_mutex_);
     DeviceScope scope(device_);
@@ -617,6 +662,7 @@ void CudaIpcP2p::notify_abandoned(int peer, bool send, Region release, uint32_t 
 }
 
 int CudaIpcP2p::failed_peer() {
+    if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
     if (flags_ == nullptr || flags_host_ == nullptr) return -1;
     std::lock_guard<std::mutex> lock(flags_mutex_);
     // At most one read per millisecond: frameworks poll the asynchronous error often (PyTorch on every
@@ -673,6 +719,16 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
     slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
     const size_t fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;
+    ll_bytes_ = size_t(env::get_size(env::kAllreduceLlBytes));
+    if (ll_bytes_ > kMaxLlBytes || nranks_ > kMaxLlRanks) {
+        VCCL_WARN(kLogDevice, "VCCL_ALLREDUCE_LL_BYTES=%zu with %d ranks: the low-latency allreduce takes at most %zu "
+                  "bytes and %d ranks; off", ll_bytes_, nranks_, kMaxLlBytes, kMaxLlRanks);
+        ll_bytes_ = 0;
+    }
+    // A header word, then 4 data bytes per word; sets 256-byte aligned.
+    ll_set_words_ = ll_bytes_ > 0 ? (1 + (ll_bytes_ + 3) / 4 + 31) / 32 * 32 : 0;
+    ll_offset_ = (slots_offset_ + fifo_total + 4095) / 4096 * 4096;
+    const size_t ll_total = size_t(nranks_) * 2 * ll_set_words_ * sizeof(uint64_t);
 
     // Every rank takes part in both exchanges below, whatever it could set up: they are collective.
     std::vector<PeerInfo> infos(nranks_);
@@ -685,12 +741,26 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     auto whole_blocks = [](size_t bytes) { return (bytes + kIpcBlock - 1) / kIpcBlock * kIpcBlock; };
     bool allocated = false;
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess) {
-        allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_ + fifo_total)) == cudaSuccess;
-        if (!allocated && fifo_total > 0) { // no room for the slots: flags only, no FIFO
+        allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(ll_offset_ + ll_total)) == cudaSuccess;
+        if (!allocated && fifo_total + ll_total > 0) { // no room for the slots: flags only
             cudaGetLastError();
-            VCCL_WARN(kLogDevice, "rank %d: cannot allocate %zu bytes of FIFO slots: staging FIFO off", rank_, fifo_total);
+            VCCL_WARN(kLogDevice, "rank %d: cannot allocate %zu bytes of FIFO slots and low-latency words: staging "
+                      "FIFO and low-latency allreduce off", rank_, fifo_total + ll_total);
             fifo_slots_ = fifo_slot_bytes_ = fifo_slot_stride_ = 0;
+            ll_bytes_ = ll_set_words_ = 0;
             allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_)) == cudaSuccess;
+        }
+    }
+    if (allocated && ll_bytes_ > 0) {
+        void* control = nullptr;
+        if (cudaMemset(reinterpret_cast<char*>(flags_) + ll_offset_, 0, ll_total) == cudaSuccess &&
+            cudaHostAlloc(&control, kLlControlWords * sizeof(int), cudaHostAllocMapped) == cudaSuccess) {
+            memset(control, 0, kLlControlWords * sizeof(int));
+            ll_control_ = static_cast<volatile int*>(control); // one address for host and device (UVA)
+        } else {
+            cudaGetLastError();
+            VCCL_WARN(kLogDevice, "rank %d: cannot set up the low-latency allreduce: off", rank_);
+            ll_bytes_ = 0;
         }
     }
     if (allocated && cudaMemset(flags_, 0, flag_bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
@@ -704,6 +774,9 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
             mine.device = device_;
             mine.fifo_slots = uint32_t(fifo_slots_);
             mine.fifo_slot_bytes = uint32_t(fifo_slot_bytes_);
+            mine.ll_bytes = uint32_t(ll_bytes_);
+            cudaDeviceProp prop;
+            if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) memcpy(mine.uuid, &prop.uuid, sizeof(mine.uuid));
         }
     }
     cudaGetLastError();
@@ -742,12 +815,36 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         count += reach_[r] ? 1 : 0;
         fifo_count += fifo_ok_[r] ? 1 : 0;
     }
+    // Low-latency allreduce: every rank stores into every other's buffer, so every pair must have mapped each
+    // other (the whole matrix, which every rank holds: the decision is the same everywhere) with equal sizes.
+    ll_active_ = mine.ll_bytes > 0;
+    for (int r = 0; r < nranks_ && ll_active_; ++r) {
+        ll_active_ = infos[r].ok && infos[r].ll_bytes == mine.ll_bytes;
+        for (int q = 0; q < nranks_ && ll_active_; ++q) ll_active_ = opened[size_t(r) * nranks_ + q] != 0;
+    }
+    if (mine.ll_bytes > 0 && !ll_active_) {
+        VCCL_WARN(kLogDevice, "rank %d: low-latency allreduce off: not every rank is on this host with its buffer "
+                  "mapped by every other, or VCCL_ALLREDUCE_LL_BYTES differs between ranks", rank_);
+    }
+    bool shared_gpu = false;
+    for (int r = 0; r < nranks_; ++r) {
+        for (int q = r + 1; q < nranks_; ++q) shared_gpu = shared_gpu || memcmp(infos[r].uuid, infos[q].uuid, 16) == 0;
+    }
+    if (ll_active_ && shared_gpu && !g_ll_on_shared_gpu.load()) {
+        ll_active_ = false;
+        VCCL_WARN(kLogDevice, "rank %d: low-latency allreduce off: ranks of this communicator share a GPU, where its "
+                  "waiting kernels would take turns by time slices (about 2 ms per call)", rank_);
+    }
     VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d); staging FIFO (%zu slots of "
               "%zu bytes) with %d", rank_, count, nranks_, device_, fifo_slots_, fifo_slot_bytes_, fifo_count);
     return vcclSuccess;
 }
 
 } // namespace
+
+namespace testing {
+void allow_ll_on_shared_gpu(int allow) { g_ll_on_shared_gpu.store(allow != 0); }
+} // namespace testing
 
 vcclResult_t IpcP2p::create(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids,
                             std::unique_ptr<IpcP2p>* out) {
@@ -758,6 +855,10 @@ vcclResult_t IpcP2p::create(Bootstrap* bootstrap, const std::vector<uint64_t>& h
 }
 
 #else // no CUDA
+
+namespace testing {
+void allow_ll_on_shared_gpu(int) {}
+} // namespace testing
 
 vcclResult_t IpcP2p::create(Bootstrap*, const std::vector<uint64_t>&, std::unique_ptr<IpcP2p>* out) {
     *out = std::make_unique<NoIpcP2p>();

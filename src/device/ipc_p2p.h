@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/export.h"
+#include "device/ll_allreduce.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -117,6 +118,13 @@ public:
      * them would wait for the blocked stream). */
     virtual int release_waits(int64_t wait_ms) = 0;
 
+    /* Low-latency allreduce (device/ll_allreduce.h): the largest message it takes, 0 when it is off or not
+     * possible (not every rank of the communicator on this host and mapped, VCCL_ALLREDUCE_LL_BYTES differs);
+     * equal on every rank. */
+    virtual size_t ll_bytes() const = 0;
+    /* Sequence number and pointers of the next low-latency allreduce; the caller adds scratch. */
+    virtual void ll_next(LlArgs* args) = 0;
+
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
      * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it
      * enqueues anything: the peer's stream then waits for a DONE, FULL, READY or FREE that never comes. */
@@ -126,6 +134,9 @@ public:
 namespace testing {
 /* Test hook reachable from tests/gpu (exported by libvccl.map): see IpcP2p::test_fail_next. */
 VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
+/* Test hook: communicators created after it use the low-latency allreduce even where ranks share a GPU
+ * (where it is otherwise off: each waiting kernel holds the GPU for a time slice, ~2 ms per call). */
+VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
 } // namespace testing
 
 } // namespace vccl

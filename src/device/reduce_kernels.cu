@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "device/reduce_kernels.h"
+#include "device/reduce_ops.cuh"
 
 namespace vccl {
 
@@ -21,31 +22,6 @@ namespace {
 struct Sources {
     const void* ptr[kMaxReduceSources];
 };
-
-template <typename T> struct Acc { using type = T; };
-template <> struct Acc<__half> { using type = float; };
-template <> struct Acc<__nv_bfloat16> { using type = float; };
-
-template <typename T> __device__ typename Acc<T>::type load(const void* p, size_t i) {
-    return static_cast<const T*>(p)[i];
-}
-template <> __device__ float load<__half>(const void* p, size_t i) { return __half2float(static_cast<const __half*>(p)[i]); }
-template <> __device__ float load<__nv_bfloat16>(const void* p, size_t i) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-}
-
-template <typename T> __device__ void store(void* p, size_t i, typename Acc<T>::type v) { static_cast<T*>(p)[i] = T(v); }
-template <> __device__ void store<__half>(void* p, size_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
-template <> __device__ void store<__nv_bfloat16>(void* p, size_t i, float v) {
-    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-}
-
-template <typename A, int Op> __device__ A combine(A a, A b) {
-    if (Op == vcclProd) return a * b;
-    if (Op == vcclMax) return a > b ? a : b;
-    if (Op == vcclMin) return a < b ? a : b;
-    return a + b; // vcclSum and vcclAvg
-}
 
 template <typename T, int Op>
 __global__ void reduce_kernel(void* dst, Sources srcs, int nsrcs, size_t count, int divide_by) {
@@ -119,19 +95,6 @@ __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst,
             dst[k] = out;
         }
     }
-}
-
-/* Calls launch(std::integral_constant<int, OP>) for the run-time op, so each kernel is instantiated per op. */
-template <typename Launch> cudaError_t for_op(vcclRedOp_t op, Launch&& launch) {
-    switch (op) {
-    case vcclSum: launch(std::integral_constant<int, vcclSum>()); break;
-    case vcclProd: launch(std::integral_constant<int, vcclProd>()); break;
-    case vcclMax: launch(std::integral_constant<int, vcclMax>()); break;
-    case vcclMin: launch(std::integral_constant<int, vcclMin>()); break;
-    case vcclAvg: launch(std::integral_constant<int, vcclAvg>()); break;
-    default: return cudaErrorInvalidValue;
-    }
-    return cudaGetLastError();
 }
 
 template <typename T>

@@ -42,6 +42,7 @@ using namespace vtest;
 namespace vccl {
 namespace testing {
 vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
+void allow_ll_on_shared_gpu(int allow);                 // likewise
 }
 } // namespace vccl
 
@@ -99,6 +100,9 @@ vcclComm_t gpu_comm() {
     if (!tried) {
         tried = true;
         my_device();
+        // Ranks sharing a GPU (VTEST_GPU_SHARE) test the low-latency allreduce too, though it is slow there.
+        const char* share = getenv("VTEST_GPU_SHARE");
+        vccl::testing::allow_ll_on_shared_gpu(share != nullptr && atoi(share) != 0);
         comm = make_comm(CommKind::Mpi);
         if (comm != nullptr) on_finalize([] { vcclCommDestroy(comm); });
     }
@@ -464,8 +468,9 @@ std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> re
 }
 
 /* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer; off by default). */
-size_t fifo_bytes() {
-    const char* v = getenv("VCCL_P2P_FIFO_BYTES");
+/* A size variable of the environment as the library reads it (plain, K or M suffix); 0 when unset. */
+size_t env_size(const char* name) {
+    const char* v = getenv(name);
     if (v == nullptr) return 0;
     char* end = nullptr;
     unsigned long long x = strtoull(v, &end, 10);
@@ -473,6 +478,8 @@ size_t fifo_bytes() {
     if (end != nullptr && (*end == 'M' || *end == 'm')) x <<= 20;
     return size_t(x);
 }
+
+size_t fifo_bytes() { return env_size("VCCL_P2P_FIFO_BYTES"); }
 
 /* One group with `sizes.size()` sends to the next rank and as many receives from the previous one (receives
  * first or last), every buffer checked. With more small transfers than the FIFO has slots, a stream order
@@ -858,6 +865,75 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
     int64_t ms = t != nullptr ? atoll(t) : 0;
     if (ms <= 0 || ms > 30000) GTEST_SKIP() << "needs VCCL_OP_TIMEOUT_MS between 1 and 30000 (np2 scripts set it)";
     std::string why = failed_peer_case(false, false, ms, rendezvous_bytes());
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES; tests/gpu/np2_shared_gpu_ll.sh sets it): its kernel waits
+ * on the GPU for the peers' words, so a peer that never calls must not keep it (or the stream) for ever. */
+size_t ll_bytes() { return env_size("VCCL_ALLREDUCE_LL_BYTES"); }
+
+/* Polls the stream for up to 5 s; a stream still blocked ends the process (anything else would hang). */
+void expect_stream_goes_on(cudaStream_t s, const char* after) {
+    cudaError_t q = cudaErrorNotReady;
+    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
+        q = cudaStreamQuery(s);
+        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (q != cudaSuccess) {
+        fprintf(stderr, "rank %d: the stream is still blocked 5 s after %s (%s); exiting without cleanup\n",
+                world_rank(), after, cuda_str(q).c_str());
+        fflush(stderr);
+        _exit(1);
+    }
+}
+
+TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    DevBuf buf(64);
+    std::string why;
+    if (world_rank() == 0) { // the others never call
+        vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+        if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
+            why = "the stream was not waiting for the absent peers (low-latency path not taken?)";
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    vcclResult_t end = vcclCommAbort(comm);
+    double took = MPI_Wtime() - t0;
+    if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
+    if (took > 3.0 && why.empty()) why = "abort took " + std::to_string(took) + " s";
+    expect_stream_goes_on(s.s, "abort");
+    MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuLl, MismatchedCountsAreReportedWithoutBlocking) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    size_t count = 16 * size_t(world_rank() + 1);
+    if (ll_bytes() < 64 * size_t(world_size())) GTEST_SKIP() << "needs a larger VCCL_ALLREDUCE_LL_BYTES"; // same on every rank
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    DevBuf buf(count * 4);
+    std::string why;
+    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
+    if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
+    expect_stream_goes_on(s.s, "an allreduce whose counts differ between ranks");
+    vcclResult_t async = vcclSuccess;
+    if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
+        if (why.empty()) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclCommAbort(comm);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 

@@ -1,0 +1,56 @@
+/*
+ * Low-latency allreduce for small messages among the GPUs of one host, in one kernel launch and no host
+ * round trip: each rank's kernel stores its input straight into every peer's GPU memory (the IPC-mapped
+ * buffer of device/ipc_p2p.h) as 8-byte words that carry 4 data bytes and the call's sequence number, waits
+ * until every peer's words of this call have arrived in its own memory, and reduces them in rank order (every
+ * rank gets the same bits). A word is stored and loaded whole, so the sequence number proves its data bytes
+ * arrived: no fence and no separate flag.
+ *
+ * Each sender has two sets of words in each receiver's buffer, used by calls of odd and even sequence numbers:
+ * a rank's call k + 2 can only start after its call k + 1, which waited for every peer's call k + 1 words, which
+ * peers wrote after their call k had read everything: no set is overwritten while it is read.
+ * Word 0 of a set says the sender's byte count: a receiver whose count differs reports the sender (mismatched
+ * calls) and does not wait for its words. A kernel that waits for a peer that never calls is released by the
+ * communicator's abort flag (vcclCommAbort, vcclCommDestroy), with output that is not valid.
+ *
+ * This launches a kernel (one thread block): it is for allreduce, not for send/recv, which stay SM-free.
+ */
+#ifndef VCCL_DEVICE_LL_ALLREDUCE_H_
+#define VCCL_DEVICE_LL_ALLREDUCE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vccl.h"
+
+namespace vccl {
+
+constexpr int kMaxLlRanks = 64;
+constexpr size_t kMaxLlBytes = 16u << 10;
+
+/* Control words in pinned host memory shared with the kernels: abort (host), a peer whose count differed
+ * (rank + 1, kernel), the sequence number of the last call that stopped waiting (kernel). */
+enum LlControl { kLlAbort = 0, kLlMismatch = 1, kLlDone = 2, kLlControlWords = 3 };
+
+/* The number the words of call `call` (1, 2, ...) carry: never 0 (the words' initial value), and different
+ * for any two calls less than 2^32 - 1 apart. */
+inline uint32_t ll_seq(uint64_t call) { return uint32_t((call - 1) % 0xFFFFFFFFull) + 1; }
+
+struct LlArgs {
+    uint64_t* outbox[kMaxLlRanks];        // peer r's words from this rank, in r's memory (this call's set)
+    const uint64_t* inbox[kMaxLlRanks];   // this rank's words from peer r, in its own memory (this call's set)
+    uint32_t* scratch;                    // device: nranks rows of stride_words 32-bit words
+    uint32_t stride_words;                // even, so that 8-byte elements stay aligned
+    volatile int* control;                // kLlControlWords, host memory mapped for the device
+    int nranks;
+    int rank;
+    uint32_t seq;                         // this call's sequence number, never 0
+};
+
+/* Enqueues the allreduce of `count` elements on `stream`; bytes = count * size of `type` <= kMaxLlBytes. */
+vcclResult_t ll_allreduce(const LlArgs& args, const void* in, void* out, size_t count, vcclDataType_t type,
+                          vcclRedOp_t op, vcclStream_t stream);
+
+} // namespace vccl
+
+#endif

@@ -1,0 +1,58 @@
+/* Element access and combining rules shared by the reduction kernels (reduce_kernels.cu, ll_allreduce.cu):
+ * fp16 and bf16 are accumulated in float, every other type in itself. Device code only. */
+#ifndef VCCL_DEVICE_REDUCE_OPS_CUH_
+#define VCCL_DEVICE_REDUCE_OPS_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "vccl.h"
+
+namespace vccl {
+namespace {
+
+template <typename T> struct Acc { using type = T; };
+template <> struct Acc<__half> { using type = float; };
+template <> struct Acc<__nv_bfloat16> { using type = float; };
+
+template <typename T> __device__ typename Acc<T>::type load(const void* p, size_t i) {
+    return static_cast<const T*>(p)[i];
+}
+template <> __device__ float load<__half>(const void* p, size_t i) { return __half2float(static_cast<const __half*>(p)[i]); }
+template <> __device__ float load<__nv_bfloat16>(const void* p, size_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+}
+
+template <typename T> __device__ void store(void* p, size_t i, typename Acc<T>::type v) { static_cast<T*>(p)[i] = T(v); }
+template <> __device__ void store<__half>(void* p, size_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
+template <> __device__ void store<__nv_bfloat16>(void* p, size_t i, float v) {
+    static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+}
+
+template <typename A, int Op> __device__ A combine(A a, A b) {
+    if (Op == vcclProd) return a * b;
+    if (Op == vcclMax) return a > b ? a : b;
+    if (Op == vcclMin) return a < b ? a : b;
+    return a + b; // vcclSum and vcclAvg
+}
+
+/* Calls launch(std::integral_constant<int, OP>) for the run-time op, so each kernel is instantiated per op. */
+template <typename Launch> cudaError_t for_op(vcclRedOp_t op, Launch&& launch) {
+    switch (op) {
+    case vcclSum: launch(std::integral_constant<int, vcclSum>()); break;
+    case vcclProd: launch(std::integral_constant<int, vcclProd>()); break;
+    case vcclMax: launch(std::integral_constant<int, vcclMax>()); break;
+    case vcclMin: launch(std::integral_constant<int, vcclMin>()); break;
+    case vcclAvg: launch(std::integral_constant<int, vcclAvg>()); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+
+} // namespace
+} // namespace vccl
+
+#endif
