@@ -41,6 +41,7 @@ struct vcclComm {
     std::unique_ptr<vccl::IpcP2p> ipc; // direct GPU send/recv on one host (NULL when disabled)
     vccl::StagingBuffer staging;
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
+    vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas // device buffers run through pinned host copies (device/staging.h)
 
     std::atomic<bool> aborted{false};

@@ -1,5 +1,6 @@
 #include "comm/enqueue.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -112,9 +113,17 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         return set_last_error(failed, "communicator %s failed earlier: %s", comm->name.c_str(),
                               comm->async_error_text.c_str());
     }
-    std::vector<const Op*> p2p;
-    vcclResult_t status = vcclSuccess;
+    // Device work runs in call order whatever streams the calls use (device/staging.h, StreamOrder).
+    std::vector<vcclStream_t> streams;
     for (const Op& op : ops) {
+        if (op.mem == MemType::Cuda && std::find(streams.begin(), streams.end(), op.stream) == streams.end()) {
+            streams.push_back(op.stream);
+        }
+    }
+    std::vector<const Op*> p2p;
+    vcclResult_t status = comm->stream_order.before(streams);
+    for (const Op& op : ops) {
+        if (status != vcclSuccess) break;
         if (op.kind != OpKind::Collective) {
             p2p.push_back(&op);
         } else if (device_coll_direct_possible(comm, op)) {
@@ -131,6 +140,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     if (status == vcclSuccess && !p2p.empty()) {
         status = run_p2p_batch(comm, p2p);
     }
+    // Also after a failure: whatever was enqueued stays ordered before later calls.
+    vcclResult_t ordered = comm->stream_order.after(streams);
+    if (status == vcclSuccess) status = ordered;
     // Peer loss and timeouts leave the communicator unusable; argument errors do not.
     if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError) {
         comm_set_async_error(comm, status, last_error_message());

@@ -116,7 +116,41 @@ vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller) {
     return r;
 }
 
+StreamOrder::~StreamOrder() {
+    if (event_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(event_)); // released once it completes
+}
+
+vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>& streams) {
+    if (!recorded_) return vcclSuccess;
+    for (vcclStream_t s : streams) {
+        if (s == last_) continue;
+        VCCL_RETURN_IF_ERROR(cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(event_), 0),
+                                        "cudaStreamWaitEvent (communicator order)"));
+    }
+    return vcclSuccess;
+}
+
+vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
+    if (streams.empty()) return vcclSuccess;
+    vcclStream_t last = streams.back();
+    for (vcclStream_t s : streams) VCCL_RETURN_IF_ERROR(stream_wait_for(last, s));
+    if (event_ == nullptr) {
+        cudaEvent_t ev;
+        VCCL_RETURN_IF_ERROR(cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate"));
+        event_ = ev;
+    }
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(last)),
+                                    "cudaEventRecord (communicator order)"));
+    last_ = last;
+    recorded_ = true;
+    return vcclSuccess;
+}
+
 #else // no CUDA: device memory never reaches here
+
+StreamOrder::~StreamOrder() {}
+vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }
+vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>&) { return vcclSuccess; }
 
 DeviceScratch::~DeviceScratch() {}
 

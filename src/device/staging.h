@@ -8,6 +8,7 @@
 #define VCCL_DEVICE_STAGING_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "vccl.h"
 
@@ -34,6 +35,23 @@ public:
 private:
     void* ptr_ = nullptr;
     size_t bytes_ = 0;
+};
+
+/* Keeps a communicator's device work in call order whatever streams the calls use, as NCCL does: its
+ * operations share scratch memory and sequence numbers, so one enqueued on a stream other than the last one
+ * first waits (on the device) for everything enqueued on the last one. One event record per call, about a
+ * microsecond of host time; the event stays valid when the caller destroys the old stream. */
+class StreamOrder {
+public:
+    ~StreamOrder();
+    /* Before enqueuing a call's work on `streams` (its distinct streams, in order). */
+    vcclResult_t before(const std::vector<vcclStream_t>& streams);
+    /* After enqueuing it: the last stream waits for the others, then the call's end is recorded there. */
+    vcclResult_t after(const std::vector<vcclStream_t>& streams);
+private:
+    void* event_ = nullptr; // cudaEvent_t, made on first use
+    vcclStream_t last_ = nullptr;
+    bool recorded_ = false;
 };
 
 /* In-place exchanges on device memory: a copy of `bytes` at `src` taken on `stream` (stream-ordered

@@ -868,6 +868,55 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* One communicator used from two streams in turn (allowed, as with NCCL): its operations must still run in the
+ * order of the calls, since they share the communicator's scratch memory and sequence numbers. Each call's
+ * input is written by a kernel that first spins 2 ms, so a later call on the other stream would overtake it
+ * if nothing ordered them. */
+TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    int rank = world_rank(), n = world_size();
+    Stream a, b;
+    const int iters = 6;
+    std::string why;
+    for (size_t elems : {size_t(1031), size_t(300001)}) {
+        std::vector<std::unique_ptr<DevBuf>> send, recv;
+        for (int it = 0; it < iters; ++it) {
+            send.emplace_back(new DevBuf(elems * 4));
+            recv.emplace_back(new DevBuf(elems * 4));
+        }
+        cudaDeviceSynchronize();
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            cudaStream_t s = it % 2 == 0 ? a.s : b.s;
+            auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
+            cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + rank + 1), it % 2 == 0 ? 2000 : 0, s);
+            if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+            vcclResult_t r = vcclAllReduce(sp, recv[it]->ptr(), elems, vcclUint32, vcclSum, comm, s);
+            if (r != vcclSuccess && why.empty()) why = std::string("call failed: ") + result_str(r);
+        }
+        for (cudaStream_t s : {a.s, b.s}) {
+            cudaError_t ce = cudaStreamSynchronize(s);
+            if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+        }
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            std::vector<char> got = recv[it]->download();
+            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+            for (size_t i = 0; i < elems; ++i) {
+                uint32_t want = 0;
+                for (int r = 0; r < n; ++r) want += vt_pattern(i, uint32_t(100 * it + r + 1));
+                if (g[i] != want) {
+                    why = std::to_string(elems) + " elements, call " + std::to_string(it) + " (stream " +
+                          (it % 2 == 0 ? "A" : "B") + "), element " + std::to_string(i) + ": got " +
+                          std::to_string(g[i]) + ", want " + std::to_string(want);
+                    break;
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES; tests/gpu/np2_shared_gpu_ll.sh sets it): its kernel waits
  * on the GPU for the peers' words, so a peer that never calls must not keep it (or the stream) for ever. */
 size_t ll_bytes() { return env_size("VCCL_ALLREDUCE_LL_BYTES"); }
