@@ -274,6 +274,30 @@ VCCL_EXPORT vcclResult_t vcclGroupStart(void);
 VCCL_EXPORT vcclResult_t vcclGroupEnd(void);
 
 /* ------------------------------------------------------------------------------------------------ */
+/* Memory. Any device memory works with every call; these make direct transfers cheaper.             */
+
+/**
+ * Allocates size bytes of device memory on the current device that peers on this host can map (CUDA IPC):
+ * whole 2 MiB blocks, so the allocation never shares an IPC mapping with another one. size 0 gives NULL.
+ * Free it with vcclMemFree. vcclUnhandledCudaError when CUDA cannot allocate (or vccl was built without it).
+ */
+VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size);
+
+/** Frees memory from vcclMemAlloc; any other pointer is vcclInvalidArgument. NULL is a no-op. */
+VCCL_EXPORT vcclResult_t vcclMemFree(void* ptr);
+
+/**
+ * Registers [buff, buff + size) with comm and returns a handle for vcclCommDeregister. A registered device
+ * buffer's IPC export is taken once, here, so transfers into or out of it skip the driver queries each call
+ * otherwise makes. Optional: unregistered buffers work the same. The buffer must stay allocated until it is
+ * deregistered (or comm destroyed); registrations may overlap. Local (no other rank takes part).
+ */
+VCCL_EXPORT vcclResult_t vcclCommRegister(const vcclComm_t comm, void* buff, size_t size, void** handle);
+
+/** Removes a registration of comm; a handle comm did not give is vcclInvalidArgument. */
+VCCL_EXPORT vcclResult_t vcclCommDeregister(const vcclComm_t comm, void* handle);
+
+/* ------------------------------------------------------------------------------------------------ */
 /* Telemetry. Per path (a peer and a path index: 0 primary, 1 backup) the library keeps byte counts, */
 /* outstanding work and the bandwidth of the last VCCL_TELEMETRY_WINDOW completions. See vccl(7)     */
 /* (VCCL_TELEMETRY*) and vccl-telemetry(1) for the live shared-memory export and files.              */

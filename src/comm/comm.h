@@ -42,6 +42,7 @@ struct vcclComm {
     vccl::StagingBuffer staging;
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
+    vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)
     int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas // device buffers run through pinned host copies (device/staging.h)
 
     std::atomic<bool> aborted{false};

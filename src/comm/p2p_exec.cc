@@ -129,7 +129,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
             status = transport->irecv(op->peer, kP2pSendDescTag, &theirs[i], sizeof(P2pDescriptor), MemType::Host, &req);
             if (status == vcclSuccess) announced.push_back(req);
         } else {
-            ipc->describe(op->sendbuf, op->bytes, false, &mine[i]);
+            ipc->describe(op->sendbuf, op->bytes, false, comm->registrations.find(op->sendbuf, op->bytes), &mine[i]);
             if ((mine[i].flags & kDescDevice) && op->bytes <= ipc->fifo_bytes(op->peer)) mine[i].flags |= kDescFifo;
             status = transport->isend(op->peer, kP2pSendDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false,
                                       &req);
@@ -149,7 +149,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         const Op* op = ops[i];
         if (!exchanged[i] || op->kind != OpKind::Recv || sender_fifo(theirs[i])) continue;
         // In place needs no care here: run_p2p_batch gave device sends that overlap a device receive a copy.
-        ipc->describe(op->recvbuf, op->bytes, true, &mine[i]);
+        ipc->describe(op->recvbuf, op->bytes, true, comm->registrations.find(op->recvbuf, op->bytes), &mine[i]);
         TransportRequest* req = nullptr;
         status = transport->isend(op->peer, kP2pRecvDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false, &req);
         if (status == vcclSuccess) answered.push_back(req);

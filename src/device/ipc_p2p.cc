@@ -29,11 +29,12 @@ namespace {
 class NoIpcP2p final : public IpcP2p {
 public:
     bool reachable(int) const override { return false; }
-    void describe(const void*, size_t bytes, bool, P2pDescriptor* out) override {
+    void describe(const void*, size_t bytes, bool, const Registration*, P2pDescriptor* out) override {
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
         out->bytes = bytes;
     }
+    bool export_buffer(const void*, Registration*) override { return false; }
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
@@ -162,28 +163,50 @@ public:
 
     bool reachable(int peer) const override { return peer >= 0 && size_t(peer) < reach_.size() && reach_[peer]; }
 
-    void describe(const void* buf, size_t bytes, bool is_recv, P2pDescriptor* out) override {
+    void describe(const void* buf, size_t bytes, bool is_recv, const Registration* reg, P2pDescriptor* out) override {
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
         out->bytes = bytes;
+        if (reg != nullptr) {
+            if (!reg->device) return;
+            out->flags |= kDescDevice;
+            if (!is_recv || !reg->exported) return;
+            static_assert(sizeof(reg->handle) <= sizeof(out->handle), "IPC handle size");
+            memcpy(out->handle, reg->handle, sizeof(reg->handle));
+            out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(reg->alloc_base);
+            out->alloc_base = reg->alloc_base;
+            out->alloc_size = reg->alloc_size;
+            out->flags |= kDescIpc;
+            return;
+        }
         if (buf == nullptr || mem_type_of(buf) != MemType::Cuda) return;
         out->flags |= kDescDevice;
         if (!is_recv) return;
+        Registration r;
+        if (!export_buffer(buf, &r)) return;
+        memcpy(out->handle, r.handle, sizeof(r.handle));
+        out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(r.alloc_base);
+        out->alloc_base = r.alloc_base;
+        out->alloc_size = r.alloc_size;
+        out->flags |= kDescIpc;
+    }
+
+    bool export_buffer(const void* buf, Registration* r) override {
+        if (!driver().ok) return false;
         CUdeviceptr base = 0;
         size_t size = 0;
-        if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) return;
+        if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) return false;
         cudaIpcMemHandle_t handle;
         // Not every allocation can be exported (stream-ordered pools, VMM): those take the staged path.
         if (cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)) != cudaSuccess) {
             cudaGetLastError();
-            return;
+            return false;
         }
-        static_assert(sizeof(handle) <= sizeof(out->handle), "IPC handle size");
-        memcpy(out->handle, &handle, sizeof(handle));
-        out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(base);
-        out->alloc_base = uint64_t(base);
-        out->alloc_size = size;
-        out->flags |= kDescIpc;
+        static_assert(sizeof(handle) <= sizeof(r->handle), "IPC handle size");
+        memcpy(r->handle, &handle, sizeof(handle));
+        r->alloc_base = uint64_t(base);
+        r->alloc_size = size;
+        return true;
     }
 
     vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) override {

@@ -34,6 +34,7 @@
 
 #include "core/export.h"
 #include "device/ll_allreduce.h"
+#include "device/registrations.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -66,8 +67,11 @@ public:
 
     /* Same host and both sides set up: sends and receives with this peer exchange descriptors. Symmetric. */
     virtual bool reachable(int peer) const = 0;
-    /* Describes this side's buffer. Receivers export their allocation when they can. */
-    virtual void describe(const void* buf, size_t bytes, bool is_recv, P2pDescriptor* out) = 0;
+    /* Describes this side's buffer. Receivers export their allocation when they can; a registered buffer
+     * (reg, may be NULL) is described from its registration without asking the driver. */
+    virtual void describe(const void* buf, size_t bytes, bool is_recv, const Registration* reg, P2pDescriptor* out) = 0;
+    /* Exports the allocation holding device buffer buf into r (vcclCommRegister); false when it cannot. */
+    virtual bool export_buffer(const void* buf, Registration* r) = 0;
     /* True when both descriptors allow the direct path. */
     static bool direct(const P2pDescriptor& send, const P2pDescriptor& recv) {
         return (send.flags & kDescDevice) && (recv.flags & kDescDevice) && (recv.flags & kDescIpc);

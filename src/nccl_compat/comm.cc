@@ -150,11 +150,6 @@ void unwrap(ncclComm* comm) {
         std::lock_guard<std::mutex> lock(g_registry_mutex);
         registry().erase(comm);
     }
-    {
-        std::lock_guard<std::mutex> lock(comm->reg_mutex);
-        for (void* h : comm->registrations) ::operator delete(h);
-        comm->registrations.clear();
-    }
     comm->magic = 0;
     delete comm;
 }

@@ -22,8 +22,6 @@ struct ncclComm {
     uint64_t magic = kMagic;
     vcclComm_t vc = nullptr;
     int cuda_dev = -1;
-    std::mutex reg_mutex;
-    std::unordered_set<void*> registrations; /* handles from ncclCommRegister */
     static constexpr uint64_t kMagic = 0x6e63636c636f6d6dull; /* "ncclcomm" */
 };
 

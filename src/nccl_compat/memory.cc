@@ -1,74 +1,33 @@
 /*
- * libvccl-nccl: memory. ncclMemAlloc/ncclMemFree are plain cudaMalloc/cudaFree. Buffer registration is a
- * no-op for now: ncclCommRegister hands back a handle that only ncclCommDeregister (on the same
- * communicator) accepts; vccl's data path does not need registered buffers, and ncclCommWindowRegister
- * (symmetric memory) is not supported.
+ * libvccl-nccl: memory. ncclMemAlloc/ncclMemFree and ncclCommRegister/ncclCommDeregister are vccl's
+ * (vcclMemAlloc: CUDA IPC exportable device memory in whole 2 MiB blocks; registration caches a buffer's
+ * export for direct transfers). ncclCommWindowRegister (symmetric memory) is not supported.
  */
-#include <new>
-
-#include "config.h"
 #include "nccl_compat/compat.h"
 
-#if VCCL_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
 using namespace vccl::nccl_compat;
-
-namespace {
-struct Registration {
-    const ncclComm* comm;
-    void* buff;
-    size_t size;
-};
-} // namespace
 
 extern "C" {
 
 VNCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
     if (ptr == nullptr) return fail(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
-#if VCCL_HAVE_CUDA
-    void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, size);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return fail(ncclUnhandledCudaError, "ncclMemAlloc: cudaMalloc(%zu) failed: %s", size, cudaGetErrorString(e));
-    }
-    *ptr = p;
+    vcclResult_t r = vcclMemAlloc(ptr, size);
+    if (r != vcclSuccess) return fail(to_nccl(r), "%s", vcclGetLastError(nullptr));
     return ncclSuccess;
-#else
-    return unsupported("ncclMemAlloc", "built without CUDA");
-#endif
 }
 
 VNCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
-    if (ptr == nullptr) return ncclSuccess;
-#if VCCL_HAVE_CUDA
-    cudaError_t e = cudaFree(ptr);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return fail(ncclUnhandledCudaError, "ncclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
-    }
+    vcclResult_t r = vcclMemFree(ptr);
+    if (r != vcclSuccess) return fail(to_nccl(r), "%s", vcclGetLastError(nullptr));
     return ncclSuccess;
-#else
-    return unsupported("ncclMemFree", "built without CUDA");
-#endif
 }
 
 VNCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size, void** handle) {
     vcclComm_t vc = nullptr;
     ncclResult_t r = lookup(comm, "ncclCommRegister", &vc);
     if (r != ncclSuccess) return r;
-    if (handle == nullptr) return fail(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
-    if (buff == nullptr && size != 0) return fail(ncclInvalidArgument, "ncclCommRegister: buff is NULL");
-    auto* reg = static_cast<Registration*>(::operator new(sizeof(Registration), std::nothrow));
-    if (reg == nullptr) return fail(ncclSystemError, "ncclCommRegister: out of memory");
-    *reg = Registration{comm, buff, size};
-    {
-        std::lock_guard<std::mutex> lock(comm->reg_mutex);
-        comm->registrations.insert(reg);
-    }
-    *handle = reg;
+    vcclResult_t v = vcclCommRegister(vc, buff, size, handle);
+    if (v != vcclSuccess) return fail(to_nccl(v), "%s", vcclGetLastError(vc));
     return ncclSuccess;
 }
 
@@ -76,14 +35,8 @@ VNCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle)
     vcclComm_t vc = nullptr;
     ncclResult_t r = lookup(comm, "ncclCommDeregister", &vc);
     if (r != ncclSuccess) return r;
-    {
-        std::lock_guard<std::mutex> lock(comm->reg_mutex);
-        if (handle == nullptr || comm->registrations.erase(handle) == 0) {
-            return fail(ncclInvalidArgument, "ncclCommDeregister: %p is not a registration of this communicator",
-                        handle);
-        }
-    }
-    ::operator delete(handle);
+    vcclResult_t v = vcclCommDeregister(vc, handle);
+    if (v != vcclSuccess) return fail(to_nccl(v), "%s", vcclGetLastError(vc));
     return ncclSuccess;
 }
 

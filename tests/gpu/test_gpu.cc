@@ -467,7 +467,73 @@ std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> re
     return "";
 }
 
-/* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer; off by default). */
+/* vcclMemAlloc memory, registered (whole buffers and an overlapping part) and not: ring send/recv and an
+ * allreduce into it give the right bytes, before and after deregistration. */
+TEST(GpuMemory, MemAllocAndRegisteredBuffers) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string why;
+    for (size_t bytes : {size_t(1), size_t(4099), size_t(4 << 20) + 8}) {
+        void* send = nullptr;
+        void* recv = nullptr;
+        vcclResult_t a = vcclMemAlloc(&send, bytes), b = vcclMemAlloc(&recv, bytes);
+        ASSERT_ALL_RANKS_WHY(a == vcclSuccess && b == vcclSuccess, vcclGetLastError(nullptr));
+        for (int round = 0; round < 3 && why.empty(); ++round) {
+            // round 0: registered; 1: registered again in part, overlapping; 2: deregistered
+            void *hs = nullptr, *hr = nullptr, *hpart = nullptr;
+            if (round < 2) {
+                if (vcclCommRegister(comm, send, bytes, &hs) != vcclSuccess ||
+                    vcclCommRegister(comm, recv, bytes, &hr) != vcclSuccess ||
+                    (round == 1 && vcclCommRegister(comm, static_cast<char*>(recv) + bytes / 2, bytes - bytes / 2, &hpart) !=
+                                       vcclSuccess)) {
+                    why = std::string("register failed: ") + vcclGetLastError(comm);
+                    break;
+                }
+            }
+            std::vector<char> data(bytes);
+            for (size_t i = 0; i < bytes; ++i) data[i] = data_byte(rank + 7 * round, i);
+            cudaMemcpy(send, data.data(), bytes, cudaMemcpyHostToDevice);
+            cudaMemset(recv, 0, bytes);
+            cudaDeviceSynchronize();
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(send, bytes, vcclUint8, next, comm, s.s);
+            vcclResult_t y = vcclRecv(recv, bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            std::string f = call_failure(comm, {g, x, y, e});
+            if (!f.empty()) why = f;
+            if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "stream failed";
+            std::vector<char> got(bytes);
+            cudaMemcpy(got.data(), recv, bytes, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < bytes && why.empty(); ++i) {
+                if (got[i] != data_byte(prev + 7 * round, i)) why = "send/recv byte " + std::to_string(i) + " wrong";
+            }
+            // Allreduce of uint8 sums into the registered receive buffer.
+            if (why.empty()) {
+                f = call_failure(comm, {vcclAllReduce(send, recv, bytes, vcclUint8, vcclSum, comm, s.s)});
+                if (!f.empty()) why = f;
+            }
+            if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "stream failed";
+            cudaMemcpy(got.data(), recv, bytes, cudaMemcpyDeviceToHost);
+            for (size_t i = 0; i < bytes && why.empty(); ++i) {
+                unsigned char want = 0;
+                for (int r = 0; r < n; ++r) want = static_cast<unsigned char>(want + data_byte(r + 7 * round, i));
+                if (static_cast<unsigned char>(got[i]) != want) why = "allreduce byte " + std::to_string(i) + " wrong";
+            }
+            for (void* h : {hs, hr, hpart}) {
+                if (h != nullptr && vcclCommDeregister(comm, h) != vcclSuccess && why.empty()) why = "deregister failed";
+            }
+            if (!why.empty()) why = std::to_string(bytes) + " bytes, round " + std::to_string(round) + ": " + why;
+        }
+        if (vcclMemFree(send) != vcclSuccess || vcclMemFree(recv) != vcclSuccess) {
+            if (why.empty()) why = std::string("vcclMemFree failed: ") + vcclGetLastError(nullptr);
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* A size variable of the environment as the library reads it (plain, K or M suffix); 0 when unset. */
 size_t env_size(const char* name) {
     const char* v = getenv(name);
@@ -479,6 +545,7 @@ size_t env_size(const char* name) {
     return size_t(x);
 }
 
+/* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer; off by default). */
 size_t fifo_bytes() { return env_size("VCCL_P2P_FIFO_BYTES"); }
 
 /* One group with `sizes.size()` sends to the next rank and as many receives from the previous one (receives

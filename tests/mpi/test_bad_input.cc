@@ -248,6 +248,71 @@ TEST_F(BadInput, DestroyedCommIsInvalidUsage) {
     EXPECT_ALL_RANKS_WHY(e.ok(), e.why());
 }
 
+TEST_F(BadInput, RegistrationBadArguments) {
+    Expect e;
+    const vcclResult_t IA = vcclInvalidArgument;
+    void* h = nullptr;
+    e("Register NULL comm", vcclCommRegister(nullptr, a_, sizeof(a_), &h), IA);
+    e("Register NULL handle", vcclCommRegister(comm_, a_, sizeof(a_), nullptr), IA);
+    e("Register NULL buffer", vcclCommRegister(comm_, nullptr, 64, &h), IA);
+    e("Register wrapping range", vcclCommRegister(comm_, reinterpret_cast<void*>(~uintptr_t(0) - 8), 64, &h), IA);
+    e("Deregister NULL comm", vcclCommDeregister(nullptr, &h), IA);
+    e("Deregister NULL handle", vcclCommDeregister(comm_, nullptr), IA);
+    e("Deregister unknown handle", vcclCommDeregister(comm_, a_), IA);
+    // Host memory registers (nothing to cache) and deregisters once; overlapping registrations are allowed.
+    void* h1 = nullptr;
+    void* h2 = nullptr;
+    e("Register host buffer", vcclCommRegister(comm_, a_, sizeof(a_), &h1), vcclSuccess);
+    e("Register overlapping", vcclCommRegister(comm_, a_ + 8, 16, &h2), vcclSuccess);
+    e("Register zero bytes", vcclCommRegister(comm_, nullptr, 0, &h), vcclSuccess);
+    e("Deregister zero bytes", vcclCommDeregister(comm_, h), vcclSuccess);
+    e("Deregister", vcclCommDeregister(comm_, h1), vcclSuccess);
+    e("Deregister twice", vcclCommDeregister(comm_, h1), IA);
+    // A registered host buffer still works in a call.
+    for (int i = 0; i < 16; ++i) a_[8 + i] = rank_ + i;
+    e("AllReduce on a registered buffer", vcclAllReduce(a_ + 8, b_, 16, vcclInt32, vcclSum, comm_, nullptr), vcclSuccess);
+    int32_t want0 = 0;
+    for (int r = 0; r < n_; ++r) want0 += r;
+    if (b_[0] != want0 || b_[15] != want0 + 15 * n_) e("AllReduce result on a registered buffer", vcclInternalError, vcclSuccess);
+    e("Deregister the other", vcclCommDeregister(comm_, h2), vcclSuccess);
+    EXPECT_ALL_RANKS_WHY(e.ok(), e.why());
+}
+
+TEST_F(BadInput, MemAllocBadArguments) {
+    Expect e;
+    e("MemAlloc NULL ptr", vcclMemAlloc(nullptr, 64), vcclInvalidArgument);
+    void* p = a_;
+    e("MemAlloc size 0", vcclMemAlloc(&p, 0), vcclSuccess);
+    if (p != nullptr) e("MemAlloc size 0 gives NULL", vcclInternalError, vcclSuccess);
+    e("MemFree NULL", vcclMemFree(nullptr), vcclSuccess);
+    e("MemFree of other memory", vcclMemFree(a_), vcclInvalidArgument);
+    // Without a GPU (CI) the allocation fails with a CUDA error and a message; with one it must work.
+    vcclResult_t r = vcclMemAlloc(&p, 1000);
+    if (r == vcclSuccess) {
+        e("MemFree", vcclMemFree(p), vcclSuccess);
+        e("MemFree twice", vcclMemFree(p), vcclInvalidArgument);
+    } else {
+        e("MemAlloc without a GPU", r, vcclUnhandledCudaError);
+        if (std::string(vcclGetLastError(nullptr)).find("vcclMemAlloc") == std::string::npos) {
+            e("MemAlloc error message names the call", vcclInternalError, vcclSuccess);
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(e.ok(), e.why());
+}
+
+TEST_F(BadInput, RegistrationOfDestroyedCommIsInvalidUsage) {
+    vcclResult_t rc;
+    vcclComm_t c = make_comm(CommKind::Mpi, &rc);
+    ASSERT_ALL_RANKS(c != nullptr) << result_str(rc);
+    void* h = nullptr;
+    ASSERT_ALL_RANKS(vcclCommRegister(c, a_, sizeof(a_), &h) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess); // frees its registrations
+    Expect e;
+    e("Register", vcclCommRegister(c, a_, sizeof(a_), &h), vcclInvalidUsage);
+    e("Deregister", vcclCommDeregister(c, h), vcclInvalidUsage);
+    EXPECT_ALL_RANKS_WHY(e.ok(), e.why());
+}
+
 TEST_F(BadInput, CommInitRankBadArguments) {
     Expect e;
     const vcclResult_t IA = vcclInvalidArgument;
