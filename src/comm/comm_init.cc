@@ -212,7 +212,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
 
     int idle_ms = int(env::get_int(env::kIdleProgressMs));
     if (idle_ms > 0 && comm->transport->wants_idle_progress()) {
-        comm->idle_progress = std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms);
+        comm->idle_progress =
+            std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count);
     }
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());

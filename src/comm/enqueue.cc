@@ -105,6 +105,7 @@ vcclResult_t enqueue(const Op& op) {
 
 vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     std::lock_guard<std::mutex> lock(comm->op_mutex);
+    comm->op_count.fetch_add(1, std::memory_order_relaxed);
     if (comm->aborted.load()) {
         return set_last_error(vcclInvalidUsage, "communicator %s was aborted", comm->name.c_str());
     }

@@ -1,11 +1,13 @@
 #include "comm/idle_progress.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace vccl {
 
-IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms)
-    : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1) {
+IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms,
+                           const std::atomic<uint64_t>* activity)
+    : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1), activity_(activity) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -19,13 +21,38 @@ IdleProgress::~IdleProgress() {
 }
 
 void IdleProgress::run() {
+    using clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> wake_lock(wake_mutex_);
+    const int slowest = std::max(interval_ms_, kMaxIntervalMs);
+    int interval = interval_ms_;
+    uint64_t seen = activity_ != nullptr ? activity_->load() : 0;
+    clock::time_point last_busy = clock::now();
     for (;;) {
-        wake_.wait_for(wake_lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+        wake_.wait_for(wake_lock, std::chrono::milliseconds(interval), [this] { return stop_; });
         if (stop_) return;
-        // Never waits for the lock: an operation in progress drives the transport itself.
-        std::unique_lock<std::mutex> op_lock(*op_mutex_, std::try_to_lock);
-        if (op_lock.owns_lock()) transport_->progress();
+        bool busy = false;
+        {
+            // Never waits for the lock: an operation in progress drives the transport itself.
+            std::unique_lock<std::mutex> op_lock(*op_mutex_, std::try_to_lock);
+            if (op_lock.owns_lock()) {
+                transport_->progress();
+                busy = transport_->has_pending();
+            } else {
+                busy = true;
+            }
+        }
+        uint64_t now_activity = activity_ != nullptr ? activity_->load() : 0;
+        if (now_activity != seen) {
+            seen = now_activity;
+            busy = true;
+        }
+        clock::time_point now = clock::now();
+        if (busy) {
+            last_busy = now;
+            interval = interval_ms_;
+        } else if (now - last_busy > std::chrono::nanoseconds(kQuietNs)) {
+            interval = std::min(interval * 2, slowest);
+        }
     }
 }
 

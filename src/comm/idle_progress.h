@@ -12,7 +12,9 @@
 #ifndef VCCL_COMM_IDLE_PROGRESS_H_
 #define VCCL_COMM_IDLE_PROGRESS_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 
@@ -22,8 +24,14 @@ namespace vccl {
 
 class IdleProgress {
 public:
-    /* Every interval_ms, when op_mutex is free, calls transport->progress() under it. */
-    IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms);
+    /* Every interval_ms, when op_mutex is free, calls transport->progress() under it. After kQuietNs with
+     * no operation (*activity unchanged, the lock never found taken) and nothing pending in the transport,
+     * the interval doubles up to kMaxIntervalMs; any of those brings it back at once. A peer that needs this
+     * rank after such a quiet time is in a fault (a lost acknowledgement, a path switch) and waits at most
+     * kMaxIntervalMs more, against failover timeouts of hundreds of milliseconds. */
+    IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms, const std::atomic<uint64_t>* activity);
+    static constexpr int kMaxIntervalMs = 20;
+    static constexpr int64_t kQuietNs = 1000000000; // 1 s
     ~IdleProgress(); // stops and joins the thread
     IdleProgress(const IdleProgress&) = delete;
     IdleProgress& operator=(const IdleProgress&) = delete;
@@ -34,6 +42,7 @@ private:
     std::mutex* op_mutex_;
     Transport* transport_;
     int interval_ms_;
+    const std::atomic<uint64_t>* activity_; // operations started on the communicator
     std::mutex wake_mutex_;
     std::condition_variable wake_;
     bool stop_ = false;

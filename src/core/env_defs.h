@@ -47,7 +47,8 @@ VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
              "With failover on, a thread drives the transport every this many milliseconds while no operation "
              "runs on the communicator, so acknowledgements and path switches go on while the application waits "
-             "elsewhere (e.g. in MPI); 0: off (a peer may then stall until this rank calls vccl again)")
+             "elsewhere (e.g. in MPI); after 1 s with no operation and nothing in flight it backs off to 20 ms "
+             "until the next one; 0: off (a peer may then stall until this rank calls vccl again)")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
              "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
              "(entry i mod length); default: the cores of the GPU's NUMA node")

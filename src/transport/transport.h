@@ -90,6 +90,9 @@ public:
     /* True when the transport has work of its own between operations (failover: acknowledgements, path
      * switches) and should be progressed while the communicator is idle (comm/idle_progress.h). */
     virtual bool wants_idle_progress() const { return false; }
+    /* True while messages, acknowledgements or a path switch are in flight (a peer may be waiting on this
+     * rank): idle progress then keeps its short interval. Called under the operation lock. */
+    virtual bool has_pending() const { return false; }
     /* Frees req; cancels it first if it is still pending. */
     virtual void release(TransportRequest* req) = 0;
     /* Flushes outstanding sends to peers and closes connections; gives up at `deadline`. */

@@ -26,10 +26,12 @@ public:
         if (in_operation.load()) during_operation++;
         calls++;
     }
+    bool has_pending() const override { return pending.load(); }
     void release(TransportRequest*) override {}
     vcclResult_t close(Deadline) override { return vcclSuccess; }
 
     std::atomic<bool> in_operation{false}; // set by the test while it holds the operation lock
+    std::atomic<bool> pending{false};      // what has_pending() reports
     std::atomic<int> calls{0};
     std::atomic<int> during_operation{0};
 };
@@ -48,7 +50,7 @@ bool wait_for_calls(const CountingTransport& t, int n, int timeout_ms) {
 TEST(IdleProgress, ProgressesWhileIdleUnderTheLock) {
     std::mutex op_mutex;
     CountingTransport t;
-    IdleProgress idle(&op_mutex, &t, 1);
+    IdleProgress idle(&op_mutex, &t, 1, nullptr);
     EXPECT_TRUE(wait_for_calls(t, 5, 5000)) << "only " << t.calls.load() << " progress calls in 5 s";
     // Each call holds the lock: an operation that takes it meanwhile waits for the call to end.
     for (int i = 0; i < 20; ++i) {
@@ -63,7 +65,7 @@ TEST(IdleProgress, ProgressesWhileIdleUnderTheLock) {
 TEST(IdleProgress, NeverProgressesWhileAnOperationHoldsTheLock) {
     std::mutex op_mutex;
     CountingTransport t;
-    IdleProgress idle(&op_mutex, &t, 1);
+    IdleProgress idle(&op_mutex, &t, 1, nullptr);
     ASSERT_TRUE(wait_for_calls(t, 1, 5000));
     int before;
     {
@@ -82,11 +84,38 @@ TEST(IdleProgress, StopsPromptlyAndNeverAfterDestruction) {
     CountingTransport t;
     auto start = std::chrono::steady_clock::now();
     {
-        IdleProgress idle(&op_mutex, &t, 60000); // one interval is a minute: destruction must not wait for it
+        IdleProgress idle(&op_mutex, &t, 60000, nullptr); // one interval is a minute: destruction must not wait for it
     }
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     EXPECT_LT(ms, 5000.0);
     int after = t.calls.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(t.calls.load(), after);
+}
+
+/* Progress calls during `ms` milliseconds. */
+int calls_during(const CountingTransport& t, int ms) {
+    int before = t.calls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return t.calls.load() - before;
+}
+
+/* Quiet for over a second (no operation, nothing pending): the interval backs off to kMaxIntervalMs (about 25
+ * calls in 500 ms instead of about 500); an operation or pending transport work brings 1 ms back at once. The
+ * bounds leave a loaded machine a wide margin. */
+TEST(IdleProgress, BacksOffWhenQuietAndReturnsOnActivity) {
+    std::mutex op_mutex;
+    CountingTransport t;
+    std::atomic<uint64_t> activity{0};
+    IdleProgress idle(&op_mutex, &t, 1, &activity);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+    int quiet = calls_during(t, 500);
+    EXPECT_LE(quiet, 60) << "no back-off after a quiet second";
+    EXPECT_GE(quiet, 10) << "backed off beyond " << IdleProgress::kMaxIntervalMs << " ms";
+    activity++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40)); // the next (slow) poll sees it
+    EXPECT_GE(calls_during(t, 300), 60) << "an operation did not bring the short interval back";
+    t.pending = true; // e.g. an unacknowledged message: stays fast however long nothing else happens
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_GE(calls_during(t, 300), 60) << "backed off while the transport had work in flight";
 }

@@ -236,6 +236,18 @@ public:
         }
         return false;
     }
+    bool has_pending() const override {
+        for (const auto& pp : peers_) {
+            const PeerState& p = *pp;
+            if (!p.failover || p.failed != vcclSuccess) continue;
+            if (!p.out.empty() || !p.in.empty() || !p.posted.empty() || !p.unexpected.empty() || !p.slot_drain.empty() ||
+                !p.ack_done.empty() || p.ack_upto_dirty || p.awaiting_resume || p.active != 0 || p.path_lost[0] ||
+                p.path_lost[1] || p.stall_since != 0 || p.probe_path >= 0) {
+                return true;
+            }
+        }
+        return false;
+    }
     void release(TransportRequest* req) override;
     vcclResult_t close(Deadline deadline) override;
 
