@@ -167,6 +167,11 @@ public:
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
         out->bytes = bytes;
+        // A registration may span several allocations: its cached export holds only for the first one.
+        const uintptr_t b = reinterpret_cast<uintptr_t>(buf);
+        if (reg != nullptr && reg->exported && (b < reg->alloc_base || b + bytes > reg->alloc_base + reg->alloc_size)) {
+            reg = nullptr;
+        }
         if (reg != nullptr) {
             if (!reg->device) return;
             out->flags |= kDescDevice;

@@ -481,12 +481,20 @@ TEST(GpuMemory, MemAllocAndRegisteredBuffers) {
         void* recv = nullptr;
         vcclResult_t a = vcclMemAlloc(&send, bytes), b = vcclMemAlloc(&recv, bytes);
         ASSERT_ALL_RANKS_WHY(a == vcclSuccess && b == vcclSuccess, vcclGetLastError(nullptr));
+        if (recv < send) std::swap(send, recv); // recv is the upper allocation: round 1's span must not use its export
         for (int round = 0; round < 3 && why.empty(); ++round) {
-            // round 0: registered; 1: registered again in part, overlapping; 2: deregistered
-            void *hs = nullptr, *hr = nullptr, *hpart = nullptr;
+            // round 0: each buffer registered; 1: one range that spans both allocations (its cached export holds
+            // for the lower one only) and the upper half of recv, overlapping it; 2: deregistered
+            void *hs = nullptr, *hr = nullptr, *hpart = nullptr, *hspan = nullptr;
+            char* lo = std::min(static_cast<char*>(send), static_cast<char*>(recv));
+            char* hi = std::max(static_cast<char*>(send), static_cast<char*>(recv)) + bytes;
+            if (round == 1 && vcclCommRegister(comm, lo, size_t(hi - lo), &hspan) != vcclSuccess) {
+                why = std::string("register failed: ") + vcclGetLastError(comm);
+                break;
+            }
             if (round < 2) {
-                if (vcclCommRegister(comm, send, bytes, &hs) != vcclSuccess ||
-                    vcclCommRegister(comm, recv, bytes, &hr) != vcclSuccess ||
+                if ((round == 0 && (vcclCommRegister(comm, send, bytes, &hs) != vcclSuccess ||
+                                    vcclCommRegister(comm, recv, bytes, &hr) != vcclSuccess)) ||
                     (round == 1 && vcclCommRegister(comm, static_cast<char*>(recv) + bytes / 2, bytes - bytes / 2, &hpart) !=
                                        vcclSuccess)) {
                     why = std::string("register failed: ") + vcclGetLastError(comm);
@@ -522,7 +530,7 @@ TEST(GpuMemory, MemAllocAndRegisteredBuffers) {
                 for (int r = 0; r < n; ++r) want = static_cast<unsigned char>(want + data_byte(r + 7 * round, i));
                 if (static_cast<unsigned char>(got[i]) != want) why = "allreduce byte " + std::to_string(i) + " wrong";
             }
-            for (void* h : {hs, hr, hpart}) {
+            for (void* h : {hs, hr, hpart, hspan}) {
                 if (h != nullptr && vcclCommDeregister(comm, h) != vcclSuccess && why.empty()) why = "deregister failed";
             }
             if (!why.empty()) why = std::to_string(bytes) + " bytes, round " + std::to_string(round) + ": " + why;
