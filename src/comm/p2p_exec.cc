@@ -107,6 +107,11 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         *rest = ops;
         return vcclSuccess;
     }
+    // Flag writes left pending by the ipc calls below are enqueued on every way out.
+    struct FlushAtExit {
+        IpcP2p* ipc;
+        ~FlushAtExit() { (void)ipc->flush(); }
+    } flush_at_exit{ipc};
     enum class Path : char { Host, Direct, Fifo, FifoDrop, Skip };
     size_t n = ops.size();
     std::vector<P2pDescriptor> mine(n), theirs(n);
@@ -258,6 +263,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         if (path[i] == Path::Direct && ops[i]->kind == OpKind::Recv)
             VCCL_RETURN_IF_ERROR(ipc->post_recv_wait(ops[i]->peer, seq[i], ops[i]->stream));
     }
+    VCCL_RETURN_IF_ERROR(ipc->flush()); // before the host waits below, and before the caller enqueues more
     // Receives into host memory complete before the call returns, as on the host transport.
     for (size_t i = 0; i < n; ++i) {
         if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)

@@ -83,6 +83,10 @@ public:
     virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream) = 0;
     /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
+    /* READY and DONE writes are enqueued together with their stream's next memory operation (one driver
+     * call); flush() enqueues what is left. Callers flush at the end of every batch, before anything else
+     * (a kernel, a copy, the caller's own work) may be enqueued on those streams. */
+    virtual vcclResult_t flush() = 0;
 
     /* Largest transfer the staging FIFO with `peer` takes (0: no FIFO with it). Equal on both sides. */
     virtual size_t fifo_bytes(int peer) const = 0;
