@@ -52,20 +52,19 @@ extern "C" VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size) {
 
 extern "C" VCCL_EXPORT vcclResult_t vcclMemFree(void* ptr) {
     if (ptr == nullptr) return vcclSuccess;
-    {
-        std::lock_guard<std::mutex> lock(g_alloc_mutex);
-        if (allocations().erase(ptr) == 0) {
-            return set_last_error(vcclInvalidArgument, "vcclMemFree: %p was not allocated by vcclMemAlloc (or was freed)",
-                                  ptr);
-        }
+    std::lock_guard<std::mutex> lock(g_alloc_mutex);
+    auto it = allocations().find(ptr);
+    if (it == allocations().end()) {
+        return set_last_error(vcclInvalidArgument, "vcclMemFree: %p was not allocated by vcclMemAlloc (or was freed)", ptr);
     }
 #if VCCL_HAVE_CUDA
     cudaError_t e = cudaFree(ptr);
-    if (e != cudaSuccess) {
+    if (e != cudaSuccess) { // still allocated as far as CUDA is concerned: the caller may try again
         cudaGetLastError();
         return set_last_error(vcclUnhandledCudaError, "vcclMemFree: cudaFree(%p) failed: %s", ptr, cudaGetErrorString(e));
     }
 #endif
+    allocations().erase(it);
     return vcclSuccess;
 }
 

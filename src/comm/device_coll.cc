@@ -160,13 +160,18 @@ vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* 
 #if VCCL_HAVE_CUDA
     LlArgs args{};
     args.stride_words = uint32_t((bytes + 7) / 8 * 2);
-    void* scratch = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(size_t(comm->nranks) * args.stride_words * 4, op.stream, &scratch));
-    args.scratch = static_cast<uint32_t*>(scratch);
+    // The call's number is taken whatever happens: peers count calls too, and a call given up here must be
+    // given up for them (ll_abandon), not paired with this rank's next one.
     comm->ipc->ll_next(&args);
-    vcclResult_t r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
-    if (r != vcclSuccess) return set_last_error(r, "low-latency allreduce kernel launch failed");
-    return vcclSuccess;
+    void* scratch = nullptr;
+    vcclResult_t r = comm->device_scratch.get(size_t(comm->nranks) * args.stride_words * 4, op.stream, &scratch);
+    args.scratch = static_cast<uint32_t*>(scratch);
+    if (r == vcclSuccess) {
+        r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
+        if (r != vcclSuccess) set_last_error(r, "low-latency allreduce kernel launch failed");
+    }
+    if (r != vcclSuccess) comm->ipc->ll_abandon(args);
+    return r;
 #else
     (void)comm, (void)op, (void)send, (void)recv, (void)bytes;
     return set_last_error(vcclInternalError, "device allreduce in a build without CUDA");

@@ -51,6 +51,7 @@ public:
     int failed_peer() override { return -1; }
     size_t ll_bytes() const override { return 0; }
     void ll_next(LlArgs*) override {}
+    void ll_abandon(const LlArgs&) override {}
     vcclResult_t flush() override { return vcclSuccess; }
     void test_fail_next(bool) override {}
 private:
@@ -65,7 +66,8 @@ struct PeerInfo {
     int32_t device;
     uint32_t fifo_slots;      // staging FIFO geometry (0: none); a FIFO is used only between equal ones
     uint32_t fifo_slot_bytes;
-    uint32_t ll_bytes;        // low-latency allreduce (0: none); used only when equal on every rank
+    uint32_t ll_bytes;        // low-latency allreduce (0: none); used only when equal on every rank,
+    uint32_t ll_offset;       // and so is where its words start (after the FIFO slots, whose size may differ)
     char uuid[16];            // of the GPU: ranks sharing one take turns, which the low-latency kernel cannot
     char handle[64];
 };
@@ -277,6 +279,7 @@ public:
         notify_abandoned(peer, false, kFail, 0);
     }
     int failed_peer() override;
+    int release_flag_waits(int64_t wait_ms); // release_waits without the low-latency kernels
 
     vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {
         DeviceScope scope(device_);
@@ -303,13 +306,34 @@ public:
         }
     }
 
+    void ll_abandon(const LlArgs& a) override {
+        // Each peer's header word of this call gets the sequence number with an impossible byte count: its
+        // kernel takes the mismatch path (reported by vcclCommGetAsyncError) instead of waiting for data.
+        // Two ordered 32-bit writes, count first, so the number never shows without it.
+        DeviceScope scope(device_);
+        std::lock_guard<std::mutex> lock(flags_mutex_);
+        if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            notify_stream_ = nullptr;
+            return;
+        }
+        CUstream cs = reinterpret_cast<CUstream>(notify_stream_);
+        for (int r = 0; r < a.nranks && r < kMaxLlRanks; ++r) {
+            if (a.outbox[r] == nullptr) continue;
+            CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
+            driver().write_value(cs, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT);
+            driver().write_value(cs, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+        }
+        VCCL_WARN(kLogDevice, "rank %d: gave up low-latency allreduce call %u before its kernel ran; told the peers", rank_,
+                  a.seq);
+    }
+
     size_t fifo_bytes(int peer) const override {
         return peer >= 0 && size_t(peer) < fifo_ok_.size() && fifo_ok_[peer] ? fifo_slot_bytes_ : 0;
     }
 
     vcclResult_t post_fifo_send(int peer, const void* buf, size_t bytes, void* stream) override {
         DeviceScope scope(device_);
-        issue_pending(static_cast<CUstream>(stream), nullptr);
         const uint64_t n = fifo_sent_[peer] + 1;
         // Whatever failed, transfer n is given up: counted, FULL(n) published so the receiver goes on.
         auto give_up = [&](vcclResult_t failed) {
@@ -317,6 +341,9 @@ public:
             notify_abandoned(peer, true, kFull, uint32_t(n));
             return failed;
         };
+        // Earlier READY/DONE writes of this stream first; if they cannot be enqueued the batch fails here.
+        CUresult pending = issue_pending(static_cast<CUstream>(stream), nullptr);
+        if (pending != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWriteValue32 (ready/done)", pending));
         if (fail_next_ == FailNext::Send) {
             fail_next_ = FailNext::None;
             return give_up(set_last_error(vcclInternalError, "FIFO send to rank %d failed (test hook)", peer));
@@ -346,7 +373,11 @@ public:
 
     vcclResult_t post_fifo_recv(int peer, void* buf, size_t bytes, bool to_host, void* stream) override {
         DeviceScope scope(device_);
-        issue_pending(static_cast<CUstream>(stream), nullptr);
+        CUresult pending = issue_pending(static_cast<CUstream>(stream), nullptr);
+        if (pending != CUDA_SUCCESS) {
+            abandon_fifo_recv(peer);
+            return cu_fail("cuStreamWriteValue32 (ready/done)", pending);
+        }
         const uint64_t n = fifo_recvd_[peer] + 1;
         if (fail_next_ == FailNext::RecvReady) {
             fail_next_ = FailNext::None;
@@ -654,15 +685,23 @@ std::vector<std::pair<CudaIpcP2p::Region, int>> CudaIpcP2p::unsatisfied(const ui
 
 int CudaIpcP2p::release_waits(int64_t wait_ms) {
     flush();
+    const uint64_t until = now_ns() + uint64_t(wait_ms) * 1000000ull;
+    int released = release_flag_waits(wait_ms);
     if (ll_control_ != nullptr) {
-        // A low-latency allreduce kernel still waiting for a peer gets the same time as the other waits, then
-        // sees the abort flag within microseconds (its output is then not valid).
-        const uint64_t until = now_ns() + uint64_t(wait_ms) * 1000000ull;
-        while (ll_calls_ > 0 && uint32_t(ll_control_[kLlDone]) != ll_seq(ll_calls_) && now_ns() < until) {
+        // A low-latency allreduce kernel still waiting for a peer gets what is left of the same time (at least
+        // 100 ms: it may have been queued behind a wait released just now), then sees the abort flag within
+        // microseconds (its output is then not valid).
+        const uint64_t ll_until = std::max<uint64_t>(until, now_ns() + 100000000ull);
+        while (ll_calls_ > 0 && uint32_t(ll_control_[kLlDone]) != ll_seq(ll_calls_) && now_ns() < ll_until &&
+               wait_ms > 0) {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
         ll_control_[kLlAbort] = 1;
     }
+    return released;
+}
+
+int CudaIpcP2p::release_flag_waits(int64_t wait_ms) {
     if (flags_ == nullptr || flags_host_ == nullptr) return 0;
     std::lock_guard<std::mutex> lock(flags_mutex_);
     DeviceScope scope(device_);
@@ -898,6 +937,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
             mine.fifo_slots = uint32_t(fifo_slots_);
             mine.fifo_slot_bytes = uint32_t(fifo_slot_bytes_);
             mine.ll_bytes = uint32_t(ll_bytes_);
+            mine.ll_offset = uint32_t(ll_offset_);
             cudaDeviceProp prop;
             if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) memcpy(mine.uuid, &prop.uuid, sizeof(mine.uuid));
         }
@@ -942,12 +982,12 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     // other (the whole matrix, which every rank holds: the decision is the same everywhere) with equal sizes.
     ll_active_ = mine.ll_bytes > 0;
     for (int r = 0; r < nranks_ && ll_active_; ++r) {
-        ll_active_ = infos[r].ok && infos[r].ll_bytes == mine.ll_bytes;
+        ll_active_ = infos[r].ok && infos[r].ll_bytes == mine.ll_bytes && infos[r].ll_offset == mine.ll_offset;
         for (int q = 0; q < nranks_ && ll_active_; ++q) ll_active_ = opened[size_t(r) * nranks_ + q] != 0;
     }
     if (mine.ll_bytes > 0 && !ll_active_) {
         VCCL_WARN(kLogDevice, "rank %d: low-latency allreduce off: not every rank is on this host with its buffer "
-                  "mapped by every other, or VCCL_ALLREDUCE_LL_BYTES differs between ranks", rank_);
+                  "mapped by every other, or VCCL_ALLREDUCE_LL_BYTES or the staging FIFO's size (VCCL_P2P_FIFO_*) differs between ranks", rank_);
     }
     bool shared_gpu = false;
     for (int r = 0; r < nranks_; ++r) {

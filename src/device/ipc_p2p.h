@@ -132,6 +132,9 @@ public:
     virtual size_t ll_bytes() const = 0;
     /* Sequence number and pointers of the next low-latency allreduce; the caller adds scratch. */
     virtual void ll_next(LlArgs* args) = 0;
+    /* The call that ll_next described will not launch (a host-side failure): its peers are told through their
+     * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. */
+    virtual void ll_abandon(const LlArgs& args) = 0;
 
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
      * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it

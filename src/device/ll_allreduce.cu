@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_allreduce_kernel(LlArgs a, cons
     __shared__ int skip[kMaxLlRanks];
     __shared__ int aborted;
     if (threadIdx.x == 0) aborted = 0;
+    __syncthreads(); // before any thread may set it
     const uint32_t words = (bytes + 3) / 4;
     const uint64_t tag = uint64_t(a.seq) << 32;
 

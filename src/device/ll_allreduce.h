@@ -32,6 +32,9 @@ constexpr size_t kMaxLlBytes = 16u << 10;
  * (rank + 1, kernel), the sequence number of the last call that stopped waiting (kernel). */
 enum LlControl { kLlAbort = 0, kLlMismatch = 1, kLlDone = 2, kLlControlWords = 3 };
 
+/* The byte count a rank that gave up a call writes into its peers' header words (larger than any call). */
+constexpr uint32_t kLlAbandonedBytes = 0xFFFFFFFFu;
+
 /* The number the words of call `call` (1, 2, ...) carry: never 0 (the words' initial value), and different
  * for any two calls less than 2^32 - 1 apart. */
 inline uint32_t ll_seq(uint64_t call) { return uint32_t((call - 1) % 0xFFFFFFFFull) + 1; }

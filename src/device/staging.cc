@@ -122,8 +122,9 @@ StreamOrder::~StreamOrder() {
 
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>& streams) {
     if (!recorded_) return vcclSuccess;
+    // Also on the same handle: cudaStreamPerThread and the legacy stream name a different stream per thread,
+    // and a destroyed stream's handle may come back for a new one. On the same stream the wait costs a call.
     for (vcclStream_t s : streams) {
-        if (s == last_) continue;
         VCCL_RETURN_IF_ERROR(cuda_check(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(event_), 0),
                                         "cudaStreamWaitEvent (communicator order)"));
     }
@@ -134,13 +135,33 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
     if (streams.empty()) return vcclSuccess;
     vcclStream_t last = streams.back();
     for (vcclStream_t s : streams) VCCL_RETURN_IF_ERROR(stream_wait_for(last, s));
+    // The event must belong to the stream's device, which need not be the calling thread's current one.
+    int current = 0, device = 0;
+    VCCL_RETURN_IF_ERROR(cuda_check(cudaGetDevice(&current), "cudaGetDevice"));
+    if (cudaStreamGetDevice(static_cast<cudaStream_t>(last), &device) != cudaSuccess) {
+        cudaGetLastError();
+        device = current;
+    }
+    if (device != current) VCCL_RETURN_IF_ERROR(cuda_check(cudaSetDevice(device), "cudaSetDevice"));
+    vcclResult_t r = vcclSuccess;
+    if (event_ != nullptr && event_device_ != device) {
+        cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+        event_ = nullptr;
+    }
     if (event_ == nullptr) {
         cudaEvent_t ev;
-        VCCL_RETURN_IF_ERROR(cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate"));
-        event_ = ev;
+        r = cuda_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+        if (r == vcclSuccess) {
+            event_ = ev;
+            event_device_ = device;
+        }
     }
-    VCCL_RETURN_IF_ERROR(cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(last)),
-                                    "cudaEventRecord (communicator order)"));
+    if (r == vcclSuccess) {
+        r = cuda_check(cudaEventRecord(static_cast<cudaEvent_t>(event_), static_cast<cudaStream_t>(last)),
+                       "cudaEventRecord (communicator order)");
+    }
+    if (device != current) cudaSetDevice(current);
+    VCCL_RETURN_IF_ERROR(r);
     last_ = last;
     recorded_ = true;
     return vcclSuccess;

@@ -50,6 +50,7 @@ public:
     vcclResult_t after(const std::vector<vcclStream_t>& streams);
 private:
     void* event_ = nullptr; // cudaEvent_t, made on first use
+    int event_device_ = -1;
     vcclStream_t last_ = nullptr;
     bool recorded_ = false;
 };

@@ -44,6 +44,9 @@ namespace testing {
 vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 void allow_ll_on_shared_gpu(int allow);                 // likewise
 }
+namespace env {
+void reload(); // libvccl's: re-reads VCCL_* variables (exported for tests)
+}
 } // namespace vccl
 
 namespace {
@@ -1036,6 +1039,41 @@ TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
     if (took > 3.0 && why.empty()) why = "abort took " + std::to_string(took) + " s";
     expect_stream_goes_on(s.s, "abort");
     MPI_Barrier(MPI_COMM_WORLD);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* The kernel's words start after the staging FIFO's slots, whose size may differ between ranks: then it must be
+ * off on every rank (it was not, and ranks wrote into each other's FIFO slots), and allreduce still right. */
+TEST(GpuLl, DifferentFifoSizesTurnItOffEverywhere) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    const char* old = getenv("VCCL_P2P_FIFO_BYTES");
+    std::string saved = old != nullptr ? old : "";
+    setenv("VCCL_P2P_FIFO_BYTES", world_rank() == 0 ? "64K" : "0", 1);
+    vccl::env::reload();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    if (old != nullptr) setenv("VCCL_P2P_FIFO_BYTES", saved.c_str(), 1); else unsetenv("VCCL_P2P_FIFO_BYTES");
+    vccl::env::reload();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    std::string why;
+    for (size_t count : {size_t(1), size_t(16), size_t(1000)}) {
+        std::vector<char> in(count * 4);
+        for (size_t i = 0; i < count; ++i) store_int(in.data(), i, vcclInt32, int64_t(world_rank() + 1) * int64_t(i + 1));
+        DevBuf buf(in.size());
+        buf.upload(in);
+        vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclInt32, vcclSum, comm, s.s);
+        if (r != vcclSuccess && why.empty()) why = "call failed: " + result_str(r);
+        expect_stream_goes_on(s.s, "an allreduce with different FIFO sizes");
+        std::vector<char> got = buf.download();
+        int64_t ranks_sum = int64_t(world_size()) * (world_size() + 1) / 2;
+        for (size_t i = 0; i < count && why.empty(); ++i) {
+            if (load(got.data(), i, vcclInt32) != double(ranks_sum * int64_t(i + 1)))
+                why = "count " + std::to_string(count) + " element " + std::to_string(i) + " wrong";
+        }
+    }
+    vcclCommDestroy(comm);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 

@@ -2,6 +2,10 @@
  * leads to, device-list parsing, and what happens where no RDMA device exists (CI). A real port going down
  * needs RDMA hardware: not covered here. */
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
 
 #include "transport/failover/link_monitor.h"
 #include "transport/failover/port_events.h"
@@ -73,4 +77,33 @@ TEST(PortEvents, LinkMonitorWithAnUnknownRdmaNameLeavesThePathUp) {
     EXPECT_EQ("", links.device(0));
     EXPECT_EQ("lo", links.device(1)); // a netdev: watched through netlink
     EXPECT_TRUE(links.up(1));
+}
+
+/* A rail device that disappears (unplugged, its VF unbound, moved to another namespace) must read as down: the
+ * direct query after the RTM_DELLINK event found no device and used to report it up again. Needs root and
+ * iproute2 to make a veth pair (CI has both); skipped otherwise. */
+TEST(LinkMonitorDevices, RemovedDeviceIsDown) {
+    std::string a = "vccltd" + std::to_string(getpid() % 100000), b = a + "p";
+    std::string add = "ip link add " + a + " type veth peer name " + b + " >/dev/null 2>&1 && ip link set " + a +
+                      " up >/dev/null 2>&1 && ip link set " + b + " up >/dev/null 2>&1";
+    if (system(add.c_str()) != 0) {
+        system(("ip link del " + a + " >/dev/null 2>&1").c_str());
+        GTEST_SKIP() << "cannot create a veth pair here (needs root and iproute2)";
+    }
+    vccl::failover::LinkMonitor links({a});
+    bool up = false;
+    for (int i = 0; i < 200 && !up; ++i) { // the carrier comes up shortly after both ends are up
+        links.poll();
+        up = links.up(0);
+        if (!up) usleep(10000);
+    }
+    EXPECT_TRUE(up) << a << " never came up";
+    ASSERT_EQ(system(("ip link del " + a + " >/dev/null 2>&1").c_str()), 0);
+    bool down = false;
+    for (int i = 0; i < 200 && !down; ++i) {
+        links.poll();
+        down = !links.up(0);
+        if (!down) usleep(10000);
+    }
+    EXPECT_TRUE(down) << "a deleted device still reads as up";
 }

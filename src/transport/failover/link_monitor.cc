@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "core/clock.h"
@@ -43,7 +44,9 @@ bool LinkMonitor::query_up(const std::string& name) {
     memset(&ifr, 0, sizeof(ifr));
     strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
     bool up = true;
-    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+    int flags_rc = ioctl(s, SIOCGIFFLAGS, &ifr);
+    if (flags_rc != 0 && (errno == ENODEV || errno == ENXIO)) up = false; // removed or moved to another namespace
+    if (flags_rc == 0) {
         up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
         // IFF_RUNNING follows the operational state, which the kernel's link watcher may update up to a second
         // late; the driver's carrier (ETHTOOL_GLINK) is current. Used when the device answers it.
