@@ -135,5 +135,14 @@ vcclResult_t fail_next_direct(vcclComm_t comm, int send) {
     return vcclSuccess;
 }
 
+/* Test hook (tests/gpu): this rank's next low-latency allreduce fails on the host before its kernel is
+ * launched, as a failed scratch allocation or launch would. */
+vcclResult_t fail_next_ll(vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_ll"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    comm->test_fail_next_ll = true;
+    return vcclSuccess;
+}
+
 } // namespace testing
 } // namespace vccl

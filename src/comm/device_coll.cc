@@ -166,6 +166,10 @@ vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* 
     void* scratch = nullptr;
     vcclResult_t r = comm->device_scratch.get(size_t(comm->nranks) * args.stride_words * 4, op.stream, &scratch);
     args.scratch = static_cast<uint32_t*>(scratch);
+    if (r == vcclSuccess && comm->test_fail_next_ll) {
+        comm->test_fail_next_ll = false;
+        r = set_last_error(vcclInternalError, "low-latency allreduce failed before its launch (test hook)");
+    }
     if (r == vcclSuccess) {
         r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
         if (r != vcclSuccess) set_last_error(r, "low-latency allreduce kernel launch failed");

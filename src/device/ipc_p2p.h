@@ -148,6 +148,8 @@ VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
 /* Test hook: communicators created after it use the low-latency allreduce even where ranks share a GPU
  * (where it is otherwise off: each waiting kernel holds the GPU for a time slice, ~2 ms per call). */
 VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
+/* Test hook: the next low-latency allreduce of comm fails before its launch (see IpcP2p::ll_abandon). */
+VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

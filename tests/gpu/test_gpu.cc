@@ -43,6 +43,7 @@ namespace vccl {
 namespace testing {
 vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 void allow_ll_on_shared_gpu(int allow);                 // likewise
+vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
 }
 namespace env {
 void reload(); // libvccl's: re-reads VCCL_* variables (exported for tests)
@@ -1074,6 +1075,34 @@ TEST(GpuLl, DifferentFifoSizesTurnItOffEverywhere) {
         }
     }
     vcclCommDestroy(comm);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* A call that fails on one rank before its kernel is launched (host side) must not leave the others' kernels
+ * waiting, nor pair them with that rank's next call: they are told and report it. */
+TEST(GpuLl, CallGivenUpOnTheHostTellsThePeers) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    DevBuf buf(64);
+    std::string why;
+    const bool failing = world_rank() == 0;
+    if (failing && vccl::testing::fail_next_ll(comm) != vcclSuccess) why = "test hook refused";
+    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+    if (failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
+    if (!failing && r != vcclSuccess && why.empty()) why = "the call failed on the host: " + result_str(r);
+    expect_stream_goes_on(s.s, "a low-latency allreduce that another rank gave up");
+    if (!failing && why.empty()) {
+        vcclResult_t async = vcclSuccess;
+        if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
+            why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclCommAbort(comm);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
