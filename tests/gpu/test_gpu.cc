@@ -996,6 +996,57 @@ TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* The same for send/recv: a ring exchange per call, calls alternating between two streams, every other send
+ * buffer written by a kernel that spins 2 ms first. The receive of a later call must not take the place (the
+ * sequence number) of an earlier one. */
+TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream a, b;
+    const int iters = 6;
+    std::string why;
+    for (size_t elems : {size_t(3), size_t(262147)}) {
+        std::vector<std::unique_ptr<DevBuf>> send, recv;
+        for (int it = 0; it < iters; ++it) {
+            send.emplace_back(new DevBuf(elems * 4));
+            recv.emplace_back(new DevBuf(elems * 4));
+        }
+        cudaDeviceSynchronize();
+        MPI_Barrier(MPI_COMM_WORLD);
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            cudaStream_t s = it % 2 == 0 ? a.s : b.s;
+            auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
+            cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + rank + 1), it % 2 == 0 ? 2000 : 0, s);
+            if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(sp, elems, vcclUint32, next, comm, s);
+            vcclResult_t y = vcclRecv(recv[it]->ptr(), elems, vcclUint32, prev, comm, s);
+            vcclResult_t e = vcclGroupEnd();
+            std::string f = call_failure(comm, {g, x, y, e});
+            if (!f.empty() && why.empty()) why = f;
+        }
+        for (cudaStream_t s : {a.s, b.s}) {
+            cudaError_t ce = cudaStreamSynchronize(s);
+            if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+        }
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            std::vector<char> got = recv[it]->download();
+            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+            for (size_t i = 0; i < elems; ++i) {
+                if (g[i] != vt_pattern(i, uint32_t(100 * it + prev + 1))) {
+                    why = std::to_string(elems) + " elements, call " + std::to_string(it) + ", element " +
+                          std::to_string(i) + " wrong";
+                    break;
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES; tests/gpu/np2_shared_gpu_ll.sh sets it): its kernel waits
  * on the GPU for the peers' words, so a peer that never calls must not keep it (or the stream) for ever. */
 size_t ll_bytes() { return env_size("VCCL_ALLREDUCE_LL_BYTES"); }
