@@ -311,13 +311,8 @@ public:
         // kernel takes the mismatch path (reported by vcclCommGetAsyncError) instead of waiting for data.
         // Two ordered 32-bit writes, count first, so the number never shows without it.
         DeviceScope scope(device_);
-        std::lock_guard<std::mutex> lock(flags_mutex_);
-        if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
-            cudaGetLastError();
-            notify_stream_ = nullptr;
-            return;
-        }
-        CUstream cs = reinterpret_cast<CUstream>(notify_stream_);
+        CUstream cs = notify_stream();
+        if (cs == nullptr) return;
         for (int r = 0; r < a.nranks && r < kMaxLlRanks; ++r) {
             if (a.outbox[r] == nullptr) continue;
             CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
@@ -593,7 +588,15 @@ private:
     std::mutex flags_mutex_;
     cudaStream_t private_streams_[kPrivateStreams] = {};
     uint32_t* flags_host_ = nullptr; // pinned: one copy of flags_ per private stream (pageable would block)
-    cudaStream_t notify_stream_ = nullptr; // notify_abandoned's, made on first use
+    cudaStream_t notify_stream_ = nullptr; // notify_abandoned's and ll_abandon's, made on first use
+    /* notify_stream_ (made now if needed), or nullptr when it cannot be made. */
+    CUstream notify_stream() {
+        if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
+            cudaGetLastError();
+            notify_stream_ = nullptr;
+        }
+        return reinterpret_cast<CUstream>(notify_stream_);
+    }
     uint64_t last_fail_check_ns_ = 0;
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
@@ -756,12 +759,8 @@ int CudaIpcP2p::release_flag_waits(int64_t wait_ms) {
 bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq) {
     if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return false;
     DeviceScope scope(device_);
-    if (notify_stream_ == nullptr && cudaStreamCreateWithFlags(&notify_stream_, cudaStreamNonBlocking) != cudaSuccess) {
-        cudaGetLastError();
-        notify_stream_ = nullptr;
-        return false;
-    }
-    CUstream cs = static_cast<CUstream>(notify_stream_);
+    CUstream cs = notify_stream();
+    if (cs == nullptr) return false;
     bool ok = driver().write_value(cs, flag_addr(peer, kFail, rank_), ++abandoned_, CU_STREAM_WRITE_VALUE_DEFAULT) ==
               CUDA_SUCCESS;
     if (release != kFail) {

@@ -463,6 +463,21 @@ TEST(GpuP2p, RingOddSizesEitherOrder) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 
+/* Polls the stream for up to 5 s; a stream still blocked ends the process (anything else would hang). */
+void expect_stream_goes_on(cudaStream_t s, const char* after) {
+    cudaError_t q = cudaErrorNotReady;
+    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
+        q = cudaStreamQuery(s);
+        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (q != cudaSuccess) {
+        fprintf(stderr, "rank %d: the stream is still blocked 5 s after %s (%s); exiting without cleanup\n",
+                world_rank(), after, cuda_str(q).c_str());
+        fflush(stderr);
+        _exit(1); // freeing anything now would wait for the blocked stream
+    }
+}
+
 /* "call failed: ..." for the first result that is not vcclSuccess, or an empty string. */
 std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> results) {
     for (vcclResult_t r : results) {
@@ -738,17 +753,7 @@ std::string mismatch_case(size_t send_bytes, size_t recv_bytes) {
         if (r != vcclInvalidUsage) why = "the receiver's call returned " + result_str(r);
         else if (msg.find("mismatch") == std::string::npos) why = "the error does not name the mismatch: " + msg;
     }
-    cudaError_t q = cudaErrorNotReady;
-    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
-        q = cudaStreamQuery(s.s);
-        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (q != cudaSuccess) {
-        fprintf(stderr, "rank %d: the stream is still blocked 5 s after a mismatched transfer (%s); exiting\n", rank,
-                cuda_str(q).c_str());
-        fflush(stderr);
-        _exit(1);
-    }
+    expect_stream_goes_on(s.s, "a mismatched transfer");
     vcclResult_t end = vcclCommDestroy(comm);
     if (end != vcclSuccess && why.empty()) why = "destroy failed: " + result_str(end);
     return why;
@@ -888,17 +893,7 @@ std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, 
         }
     }
     // The stream goes on: poll instead of cudaStreamSynchronize, which would hang the test on failure.
-    cudaError_t q = cudaErrorNotReady;
-    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
-        q = cudaStreamQuery(s.s);
-        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (q != cudaSuccess) {
-        fprintf(stderr, "rank %d: the stream is still blocked 5 s after %s (%s); exiting without cleanup\n", rank, what,
-                cuda_str(q).c_str());
-        fflush(stderr);
-        _exit(1); // freeing anything now would wait for the blocked stream
-    }
+    expect_stream_goes_on(s.s, what);
     MPI_Barrier(MPI_COMM_WORLD); // a released send may still be copying into the peer's buffer: keep it until then
     return why;
 }
@@ -948,56 +943,73 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
 }
 
 /* One communicator used from two streams in turn (allowed, as with NCCL): its operations must still run in the
- * order of the calls, since they share the communicator's scratch memory and sequence numbers. Each call's
- * input is written by a kernel that first spins 2 ms, so a later call on the other stream would overtake it
- * if nothing ordered them. */
+ * order of the calls, since they share the communicator's scratch memory and sequence numbers. Call `it` runs
+ * on stream A or B in turn, its input written by a kernel that first spins 2 ms on A, so a later call on B
+ * would overtake it if nothing ordered them. issue(it, send, recv, stream) makes the call (an empty string or
+ * why it failed); want(it, i) is element i of call it's result. */
+template <typename Issue, typename Want>
+std::string alternating_streams_case(size_t elems, Issue&& issue, Want&& want) {
+    const int iters = 6;
+    Stream a, b;
+    std::string why;
+    std::vector<std::unique_ptr<DevBuf>> send, recv;
+    for (int it = 0; it < iters; ++it) {
+        send.emplace_back(new DevBuf(elems * 4));
+        recv.emplace_back(new DevBuf(elems * 4));
+    }
+    cudaDeviceSynchronize();
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int it = 0; it < iters && why.empty(); ++it) {
+        cudaStream_t s = it % 2 == 0 ? a.s : b.s;
+        auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
+        cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + world_rank() + 1), it % 2 == 0 ? 2000 : 0, s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        std::string f = issue(it, sp, reinterpret_cast<uint32_t*>(recv[it]->ptr()), s);
+        if (!f.empty() && why.empty()) why = f;
+    }
+    for (cudaStream_t s : {a.s, b.s}) {
+        cudaError_t ce = cudaStreamSynchronize(s);
+        if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+    }
+    for (int it = 0; it < iters && why.empty(); ++it) {
+        std::vector<char> got = recv[it]->download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t w = want(it, i);
+            if (g[i] != w) {
+                why = std::to_string(elems) + " elements, call " + std::to_string(it) + " (stream " +
+                      (it % 2 == 0 ? "A" : "B") + "), element " + std::to_string(i) + ": got " + std::to_string(g[i]) +
+                      ", want " + std::to_string(w);
+                break;
+            }
+        }
+    }
+    return why;
+}
+
 TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
-    int rank = world_rank(), n = world_size();
-    Stream a, b;
-    const int iters = 6;
+    int n = world_size();
     std::string why;
     for (size_t elems : {size_t(1031), size_t(300001)}) {
-        std::vector<std::unique_ptr<DevBuf>> send, recv;
-        for (int it = 0; it < iters; ++it) {
-            send.emplace_back(new DevBuf(elems * 4));
-            recv.emplace_back(new DevBuf(elems * 4));
-        }
-        cudaDeviceSynchronize();
-        MPI_Barrier(MPI_COMM_WORLD);
-        for (int it = 0; it < iters && why.empty(); ++it) {
-            cudaStream_t s = it % 2 == 0 ? a.s : b.s;
-            auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
-            cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + rank + 1), it % 2 == 0 ? 2000 : 0, s);
-            if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
-            vcclResult_t r = vcclAllReduce(sp, recv[it]->ptr(), elems, vcclUint32, vcclSum, comm, s);
-            if (r != vcclSuccess && why.empty()) why = std::string("call failed: ") + result_str(r);
-        }
-        for (cudaStream_t s : {a.s, b.s}) {
-            cudaError_t ce = cudaStreamSynchronize(s);
-            if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
-        }
-        for (int it = 0; it < iters && why.empty(); ++it) {
-            std::vector<char> got = recv[it]->download();
-            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
-            for (size_t i = 0; i < elems; ++i) {
-                uint32_t want = 0;
-                for (int r = 0; r < n; ++r) want += vt_pattern(i, uint32_t(100 * it + r + 1));
-                if (g[i] != want) {
-                    why = std::to_string(elems) + " elements, call " + std::to_string(it) + " (stream " +
-                          (it % 2 == 0 ? "A" : "B") + "), element " + std::to_string(i) + ": got " +
-                          std::to_string(g[i]) + ", want " + std::to_string(want);
-                    break;
-                }
-            }
-        }
+        if (!why.empty()) break;
+        why = alternating_streams_case(
+            elems,
+            [&](int, uint32_t* send, uint32_t* recv, cudaStream_t s) {
+                vcclResult_t r = vcclAllReduce(send, recv, elems, vcclUint32, vcclSum, comm, s);
+                return r == vcclSuccess ? std::string() : std::string("call failed: ") + result_str(r);
+            },
+            [&](int it, size_t i) {
+                uint32_t sum = 0;
+                for (int r = 0; r < n; ++r) sum += vt_pattern(i, uint32_t(100 * it + r + 1));
+                return sum;
+            });
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
-/* The same for send/recv: a ring exchange per call, calls alternating between two streams, every other send
- * buffer written by a kernel that spins 2 ms first. The receive of a later call must not take the place (the
+/* The same for send/recv: a ring exchange per call. The receive of a later call must not take the place (the
  * sequence number) of an earlier one. */
 TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
     vcclComm_t comm = gpu_comm();
@@ -1005,44 +1017,19 @@ TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     int rank = world_rank(), n = world_size();
     int next = (rank + 1) % n, prev = (rank + n - 1) % n;
-    Stream a, b;
-    const int iters = 6;
     std::string why;
     for (size_t elems : {size_t(3), size_t(262147)}) {
-        std::vector<std::unique_ptr<DevBuf>> send, recv;
-        for (int it = 0; it < iters; ++it) {
-            send.emplace_back(new DevBuf(elems * 4));
-            recv.emplace_back(new DevBuf(elems * 4));
-        }
-        cudaDeviceSynchronize();
-        MPI_Barrier(MPI_COMM_WORLD);
-        for (int it = 0; it < iters && why.empty(); ++it) {
-            cudaStream_t s = it % 2 == 0 ? a.s : b.s;
-            auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
-            cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + rank + 1), it % 2 == 0 ? 2000 : 0, s);
-            if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
-            vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(sp, elems, vcclUint32, next, comm, s);
-            vcclResult_t y = vcclRecv(recv[it]->ptr(), elems, vcclUint32, prev, comm, s);
-            vcclResult_t e = vcclGroupEnd();
-            std::string f = call_failure(comm, {g, x, y, e});
-            if (!f.empty() && why.empty()) why = f;
-        }
-        for (cudaStream_t s : {a.s, b.s}) {
-            cudaError_t ce = cudaStreamSynchronize(s);
-            if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
-        }
-        for (int it = 0; it < iters && why.empty(); ++it) {
-            std::vector<char> got = recv[it]->download();
-            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
-            for (size_t i = 0; i < elems; ++i) {
-                if (g[i] != vt_pattern(i, uint32_t(100 * it + prev + 1))) {
-                    why = std::to_string(elems) + " elements, call " + std::to_string(it) + ", element " +
-                          std::to_string(i) + " wrong";
-                    break;
-                }
-            }
-        }
+        if (!why.empty()) break;
+        why = alternating_streams_case(
+            elems,
+            [&](int, uint32_t* send, uint32_t* recv, cudaStream_t s) {
+                vcclResult_t g = vcclGroupStart();
+                vcclResult_t x = vcclSend(send, elems, vcclUint32, next, comm, s);
+                vcclResult_t y = vcclRecv(recv, elems, vcclUint32, prev, comm, s);
+                vcclResult_t e = vcclGroupEnd();
+                return call_failure(comm, {g, x, y, e});
+            },
+            [&](int it, size_t i) { return vt_pattern(i, uint32_t(100 * it + prev + 1)); });
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
@@ -1051,20 +1038,6 @@ TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
  * on the GPU for the peers' words, so a peer that never calls must not keep it (or the stream) for ever. */
 size_t ll_bytes() { return env_size("VCCL_ALLREDUCE_LL_BYTES"); }
 
-/* Polls the stream for up to 5 s; a stream still blocked ends the process (anything else would hang). */
-void expect_stream_goes_on(cudaStream_t s, const char* after) {
-    cudaError_t q = cudaErrorNotReady;
-    for (int i = 0; i < 500 && q == cudaErrorNotReady; ++i) {
-        q = cudaStreamQuery(s);
-        if (q == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (q != cudaSuccess) {
-        fprintf(stderr, "rank %d: the stream is still blocked 5 s after %s (%s); exiting without cleanup\n",
-                world_rank(), after, cuda_str(q).c_str());
-        fflush(stderr);
-        _exit(1);
-    }
-}
 
 TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
