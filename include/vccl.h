@@ -277,13 +277,19 @@ VCCL_EXPORT vcclResult_t vcclGroupEnd(void);
 /* Memory. Any device memory works with every call; these make direct transfers cheaper.             */
 
 /**
- * Allocates size bytes of device memory on the current device that peers on this host can map (CUDA IPC):
- * whole 2 MiB blocks, so the allocation never shares an IPC mapping with another one. size 0 gives NULL.
+ * Allocates size bytes of device memory on the current device that peers on this host can map: CUDA VMM
+ * memory (cuMemCreate, rounded up to the allocation granularity, exported to peers as a file descriptor),
+ * or with VCCL_MEM_VMM=0 or a GPU without VMM, cudaMalloc memory in whole 2 MiB blocks (CUDA IPC). Readable
+ * and writable from every GPU of the process that can access the current one as a peer. size 0 gives NULL.
  * Free it with vcclMemFree. vcclUnhandledCudaError when CUDA cannot allocate (or vccl was built without it).
  */
 VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size);
 
-/** Frees memory from vcclMemAlloc; any other pointer is vcclInvalidArgument. NULL is a no-op. */
+/**
+ * Frees memory from vcclMemAlloc, after waiting for the device as cudaFree does; any other pointer is
+ * vcclInvalidArgument. NULL is a no-op. A peer that mapped the memory holds on to it until its communicator
+ * maps a new buffer over that range or is destroyed.
+ */
 VCCL_EXPORT vcclResult_t vcclMemFree(void* ptr);
 
 /**

@@ -144,5 +144,11 @@ vcclResult_t fail_next_ll(vcclComm_t comm) {
     return vcclSuccess;
 }
 
+long long direct_sends(vcclComm_t comm) {
+    if (check_comm(comm, "direct_sends") != vcclSuccess) return -1;
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    return comm->ipc ? static_cast<long long>(comm->ipc->direct_sends()) : 0;
+}
+
 } // namespace testing
 } // namespace vccl

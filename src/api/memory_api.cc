@@ -1,10 +1,14 @@
 /* Memory entry points: vcclMemAlloc/vcclMemFree and buffer registration (device/registrations.h). */
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
 #include "api/check.h"
 #include "config.h"
+#include "core/env.h"
+#include "core/log.h"
 #include "core/status.h"
+#include "device/vmm.h"
 
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -31,6 +35,17 @@ extern "C" VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size) {
     if (size == 0) return vcclSuccess;
     if (size > SIZE_MAX - kBlock) return set_last_error(vcclInvalidArgument, "vcclMemAlloc: size %zu is too large", size);
 #if VCCL_HAVE_CUDA
+    if (env::get_bool(env::kMemVmm)) {
+        int device = 0;
+        std::string why;
+        if (cudaGetDevice(&device) == cudaSuccess && vmm::supported(device, &why)) return vmm::alloc(size, ptr);
+        cudaGetLastError();
+        static std::once_flag once;
+        std::call_once(once, [&] {
+            VCCL_INFO(kLogDevice, "vcclMemAlloc: CUDA VMM unavailable on device %d (%s): using cudaMalloc", device,
+                      why.c_str());
+        });
+    }
     size_t rounded = (size + kBlock - 1) / kBlock * kBlock;
     void* p = nullptr;
     cudaError_t e = cudaMalloc(&p, rounded);
@@ -52,6 +67,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size) {
 
 extern "C" VCCL_EXPORT vcclResult_t vcclMemFree(void* ptr) {
     if (ptr == nullptr) return vcclSuccess;
+    if (vmm::owns(ptr)) return vmm::free(ptr);
     std::lock_guard<std::mutex> lock(g_alloc_mutex);
     auto it = allocations().find(ptr);
     if (it == allocations().end()) {

@@ -134,7 +134,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
             status = transport->irecv(op->peer, kP2pSendDescTag, &theirs[i], sizeof(P2pDescriptor), MemType::Host, &req);
             if (status == vcclSuccess) announced.push_back(req);
         } else {
-            ipc->describe(op->sendbuf, op->bytes, false, comm->registrations.find(op->sendbuf, op->bytes), &mine[i]);
+            ipc->describe(op->peer, op->sendbuf, op->bytes, false, comm->registrations.find(op->sendbuf, op->bytes), &mine[i]);
             if ((mine[i].flags & kDescDevice) && op->bytes <= ipc->fifo_bytes(op->peer)) mine[i].flags |= kDescFifo;
             status = transport->isend(op->peer, kP2pSendDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false,
                                       &req);
@@ -154,7 +154,11 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         const Op* op = ops[i];
         if (!exchanged[i] || op->kind != OpKind::Recv || sender_fifo(theirs[i])) continue;
         // In place needs no care here: run_p2p_batch gave device sends that overlap a device receive a copy.
-        ipc->describe(op->recvbuf, op->bytes, true, comm->registrations.find(op->recvbuf, op->bytes), &mine[i]);
+        // Exported only for a sender whose buffer allows a direct transfer: a VMM export sends the peer a
+        // file descriptor it would otherwise never take.
+        int exporting_to = theirs[i].magic == kDescMagic && (theirs[i].flags & kDescDevice) ? op->peer : -1;
+        ipc->describe(exporting_to, op->recvbuf, op->bytes, true, comm->registrations.find(op->recvbuf, op->bytes),
+                      &mine[i]);
         TransportRequest* req = nullptr;
         status = transport->isend(op->peer, kP2pRecvDescTag, &mine[i], sizeof(P2pDescriptor), MemType::Host, false, &req);
         if (status == vcclSuccess) answered.push_back(req);

@@ -59,6 +59,9 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
+VCCL_ENV_DEF(kMemVmm, "VCCL_MEM_VMM", Bool, "1",
+             "vcclMemAlloc makes CUDA VMM memory (cuMemCreate, shared with peers of the host as a file descriptor "
+             "over a Unix socket); 0, or a GPU without VMM: cudaMalloc in whole 2 MiB blocks (shared by CUDA IPC)")
 VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "0",
              "Direct send/recv: transfers from device memory up to this size go through a staging FIFO in the "
              "receiver's GPU memory, so the sender does not wait for the receiver to post (at most 4M; must be "

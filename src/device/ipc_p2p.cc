@@ -8,14 +8,19 @@
 #include <string>
 #include <thread>
 
+#include <errno.h>
+#include <unistd.h>
+
 #include "bootstrap/bootstrap.h"
 #include "config.h"
 #include "core/clock.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "device/fd_channel.h"
 #include "device/fifo_credits.h"
 #include "device/memory.h"
+#include "device/vmm.h"
 
 #if VCCL_HAVE_CUDA
 #include <cuda.h>
@@ -30,7 +35,7 @@ namespace {
 class NoIpcP2p final : public IpcP2p {
 public:
     bool reachable(int) const override { return false; }
-    void describe(const void*, size_t bytes, bool, const Registration*, P2pDescriptor* out) override {
+    void describe(int, const void*, size_t bytes, bool, const Registration*, P2pDescriptor* out) override {
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
         out->bytes = bytes;
@@ -54,6 +59,7 @@ public:
     void ll_abandon(const LlArgs&) override {}
     vcclResult_t flush() override { return vcclSuccess; }
     void test_fail_next(bool) override {}
+    uint64_t direct_sends() const override { return 0; }
 private:
     static vcclResult_t unreachable() {
         return set_last_error(vcclInternalError, "direct device transfer to an unreachable peer");
@@ -70,6 +76,8 @@ struct PeerInfo {
     uint32_t ll_offset;       // and so is where its words start (after the FIFO slots, whose size may differ)
     char uuid[16];            // of the GPU: ranks sharing one take turns, which the low-latency kernel cannot
     char handle[64];
+    uint64_t fd_name;         // descriptor socket (device/fd_channel.h) for VMM buffers; 0: none
+    uint64_t fd_secret;
 };
 
 std::atomic<bool> g_ll_on_shared_gpu{false}; // testing::allow_ll_on_shared_gpu
@@ -156,7 +164,7 @@ public:
         // mapping is closed.
         if (flags_ != nullptr) cudaFree(flags_);
         for (auto& per_peer : mappings_) {
-            for (Mapping& m : per_peer) cudaIpcCloseMemHandle(m.ptr);
+            for (Mapping& m : per_peer) unmap(m);
         }
         for (size_t r = 0; r < peer_flags_.size(); ++r) {
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
@@ -174,7 +182,8 @@ public:
 
     bool reachable(int peer) const override { return peer >= 0 && size_t(peer) < reach_.size() && reach_[peer]; }
 
-    void describe(const void* buf, size_t bytes, bool is_recv, const Registration* reg, P2pDescriptor* out) override {
+    void describe(int peer, const void* buf, size_t bytes, bool is_recv, const Registration* reg,
+                  P2pDescriptor* out) override {
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
         out->bytes = bytes;
@@ -186,20 +195,30 @@ public:
         if (reg != nullptr) {
             if (!reg->device) return;
             out->flags |= kDescDevice;
-            if (!is_recv || !reg->exported) return;
-            static_assert(sizeof(reg->handle) <= sizeof(out->handle), "IPC handle size");
-            memcpy(out->handle, reg->handle, sizeof(reg->handle));
-            out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(reg->alloc_base);
-            out->alloc_base = reg->alloc_base;
-            out->alloc_size = reg->alloc_size;
-            out->flags |= kDescIpc;
+            if (!is_recv || !reg->exported || peer < 0) return;
+            describe_export(peer, buf, *reg, out);
             return;
         }
         if (buf == nullptr || mem_type_of(buf) != MemType::Cuda) return;
         out->flags |= kDescDevice;
-        if (!is_recv) return;
+        if (!is_recv || peer < 0) return;
         Registration r;
         if (!export_buffer(buf, &r)) return;
+        describe_export(peer, buf, r, out);
+    }
+
+    /* The export part of a receive buffer's descriptor; a VMM allocation's file descriptor goes to `peer`
+     * first, and when it cannot the transfer is staged (no kDescIpc). */
+    void describe_export(int peer, const void* buf, const Registration& r, P2pDescriptor* out) {
+        if (r.vmm) {
+            VmmRef ref;
+            memcpy(&ref, r.handle, sizeof(ref));
+            // Records of peers holding freed allocations are dropped now and then (ids are never reused).
+            if (fds_.offers() > kMaxOffers) fds_.prune_offers([](uint64_t id) { return vmm::alive(id); });
+            if (!fds_.offer(peer, ref.id, [&] { return vmm::export_fd(ref.id); })) return;
+            out->flags |= kDescVmm;
+        }
+        static_assert(sizeof(r.handle) <= sizeof(out->handle), "IPC handle size");
         memcpy(out->handle, r.handle, sizeof(r.handle));
         out->offset = reinterpret_cast<uintptr_t>(buf) - uintptr_t(r.alloc_base);
         out->alloc_base = r.alloc_base;
@@ -209,6 +228,17 @@ public:
 
     bool export_buffer(const void* buf, Registration* r) override {
         if (!driver().ok) return false;
+        vmm::Allocation a;
+        if (vmm::find(buf, 1, &a)) { // vcclMemAlloc memory: no CUDA IPC handle, a file descriptor instead
+            if (!fds_.is_open()) return false;
+            VmmRef ref{kVmmMagic, 0, a.id, a.size};
+            static_assert(sizeof(ref) <= sizeof(r->handle), "VMM reference size");
+            memcpy(r->handle, &ref, sizeof(ref));
+            r->vmm = true;
+            r->alloc_base = uint64_t(a.base);
+            r->alloc_size = a.size;
+            return true;
+        }
         CUdeviceptr base = 0;
         size_t size = 0;
         if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) return false;
@@ -270,8 +300,10 @@ public:
         // The default write is ordered after the copy and fenced, so the receiver sees the data with DONE.
         // Enqueued with the stream's next memory operation, at the latest by flush().
         defer_write(cs, flag_addr(peer, kDone, rank_), s, peer, true, kDone, s);
+        ++direct_sends_;
         return vcclSuccess;
     }
+    uint64_t direct_sends() const override { return direct_sends_; }
 
     void abandon_send(int peer) override { notify_abandoned(peer, true, kDone, ++send_seq_[peer]); }
     void abandon_recv(int peer) override {
@@ -420,6 +452,10 @@ private:
     enum Region { kReady = 0, kDone = 1, kFail = 2, kFull = 3, kFree = 4 };
     static constexpr size_t kRegions = 5;
     static constexpr size_t kMaxMappingsPerPeer = 64;
+    /* A VMM buffer's file descriptor is in this rank's socket queue before its descriptor message arrives;
+     * the wait only covers a scheduling hiccup. */
+    static constexpr int kFdWaitMs = 1000;
+    static constexpr size_t kMaxOffers = 1024;
     static constexpr size_t kMaxFifoSlotBytes = 4u << 20;
     static constexpr int64_t kMaxFifoSlots = 64;
     static constexpr size_t kIpcBlock = size_t(2) << 20; // granularity of CUDA IPC mappings of cudaMalloc memory
@@ -430,7 +466,25 @@ private:
         uint64_t last_use;
         uint64_t alloc_base; // in the exporting process
         uint64_t alloc_size;
+        size_t vmm_size;     // a VMM allocation's mapping (vmm::unmap); 0: a CUDA IPC mapping
     };
+    static void unmap(const Mapping& m) {
+        if (m.vmm_size > 0) {
+            vmm::unmap(m.ptr, m.vmm_size);
+        } else {
+            cudaIpcCloseMemHandle(m.ptr);
+        }
+    }
+    /* Unmaps a mapping of `peer`'s memory that is being let go; a VMM one's exporter is told, so it sends
+     * the descriptor again if the buffer is used again. */
+    void drop(int peer, const Mapping& m) {
+        unmap(m);
+        if (m.vmm_size > 0) {
+            VmmRef ref;
+            memcpy(&ref, m.handle, sizeof(ref));
+            fds_.forget(peer, ref.id);
+        }
+    }
 
     /* Address of flag `index` in `region` of `owner`'s flag buffer (as mapped here). READY[r] is written by
      * receiver r into its sender's flags; DONE[s] by sender s into its receiver's flags. */
@@ -438,11 +492,12 @@ private:
         return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + size_t(region) * nranks_ + index);
     }
 
-    /* Unmaps and forgets every mapping of `list` that `pred` selects. */
-    template <typename Pred> static void close_mappings_if(std::vector<Mapping>& list, Pred pred) {
+    /* Unmaps and forgets every mapping of `peer`'s memory that `pred` selects. */
+    template <typename Pred> void close_mappings_if(int peer, Pred pred) {
+        std::vector<Mapping>& list = mappings_[peer];
         for (size_t i = 0; i < list.size();) {
             if (pred(list[i])) {
-                cudaIpcCloseMemHandle(list[i].ptr);
+                drop(peer, list[i]);
                 list.erase(list.begin() + long(i));
             } else {
                 ++i;
@@ -469,7 +524,7 @@ private:
         }
         // The peer freed an allocation and made a new one over its range: the old mapping is stale (its
         // last transfer completed before the peer could free it), and CUDA refuses to map the range twice.
-        close_mappings_if(list, [&](const Mapping& m) {
+        close_mappings_if(peer, [&](const Mapping& m) {
             return m.alloc_base < desc.alloc_base + desc.alloc_size && desc.alloc_base < m.alloc_base + m.alloc_size;
         });
         if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
@@ -477,12 +532,35 @@ private:
             for (size_t i = 1; i < list.size(); ++i) {
                 if (list[i].last_use < list[oldest].last_use) oldest = i;
             }
-            cudaIpcCloseMemHandle(list[oldest].ptr);
+            drop(peer, list[oldest]);
             list.erase(list.begin() + long(oldest));
+        }
+        void* ptr = nullptr;
+        if (desc.flags & kDescVmm) {
+            // Its file descriptor came over the descriptor socket before this descriptor (FdChannel::offer).
+            VmmRef ref;
+            memcpy(&ref, desc.handle, sizeof(ref));
+            if (ref.magic != kVmmMagic || ref.size == 0) {
+                return set_last_error(vcclInternalError, "rank %d described a VMM buffer wrongly", peer);
+            }
+            std::string why;
+            int fd = fds_.take(peer, ref.id, kFdWaitMs, &why);
+            if (fd < 0) {
+                fds_.forget(peer, ref.id); // so that the next transfer into that buffer brings it again
+                return set_last_error(vcclSystemError, "cannot map rank %d's receive buffer (vcclMemAlloc memory): %s",
+                                      peer, why.c_str());
+            }
+            vcclResult_t imported = vmm::import(fd, size_t(ref.size), device_, &ptr); // closes fd
+            if (imported != vcclSuccess) {
+                fds_.forget(peer, ref.id);
+                return imported;
+            }
+            remember(list, desc, ptr, size_t(ref.size));
+            *base = ptr;
+            return vcclSuccess;
         }
         cudaIpcMemHandle_t handle;
         memcpy(&handle, desc.handle, sizeof(handle));
-        void* ptr = nullptr;
         cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
         if (err != cudaSuccess) {
             // Small cudaMalloc allocations share 2 MiB blocks, and CUDA maps an exported block only once per
@@ -490,22 +568,26 @@ private:
             cudaGetLastError();
             auto first_block = [](uint64_t a) { return a >> 21; };
             auto last_block = [](uint64_t a, uint64_t n) { return (a + (n > 0 ? n - 1 : 0)) >> 21; };
-            close_mappings_if(list, [&](const Mapping& m) {
+            close_mappings_if(peer, [&](const Mapping& m) {
                 return first_block(m.alloc_base) <= last_block(desc.alloc_base, desc.alloc_size) &&
                        first_block(desc.alloc_base) <= last_block(m.alloc_base, m.alloc_size);
             });
             err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
         }
         if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);
+        remember(list, desc, ptr, 0);
+        *base = ptr;
+        return vcclSuccess;
+    }
+    void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size) {
         Mapping m;
         memcpy(m.handle, desc.handle, sizeof(m.handle));
         m.ptr = ptr;
         m.last_use = clock_;
         m.alloc_base = desc.alloc_base;
         m.alloc_size = desc.alloc_size;
+        m.vmm_size = vmm_size;
         list.push_back(m);
-        *base = ptr;
-        return vcclSuccess;
     }
 
     int rank_ = 0;
@@ -580,6 +662,8 @@ private:
     std::vector<uint32_t> fifo_credit_waited_, fifo_full_waited_;
     std::vector<std::vector<Mapping>> mappings_;
     uint64_t clock_ = 0;
+    FdChannel fds_;               // VMM buffers' file descriptors to and from the ranks of this host
+    uint64_t direct_sends_ = 0;
     static constexpr int kPrivateStreams = 4;
     static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
     /* Reading and releasing this rank's own flags: several streams, since one of them may share a hardware
@@ -942,7 +1026,25 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         }
     }
     cudaGetLastError();
+    // The descriptor socket is only worth having where VMM buffers can be shared at all.
+    if (mine.ok && vmm::supported(device_, nullptr)) {
+        if (fds_.open(rank_)) {
+            mine.fd_name = fds_.address().name;
+            mine.fd_secret = fds_.address().secret;
+        } else {
+            VCCL_INFO(kLogDevice, "rank %d: no descriptor socket (%s): vcclMemAlloc buffers are received staged",
+                      rank_, strerror(errno));
+        }
+    }
     VCCL_RETURN_IF_ERROR(bootstrap->allgather(infos.data(), sizeof(PeerInfo)));
+    {
+        std::vector<FdChannel::Address> addresses(nranks_);
+        for (int r = 0; r < nranks_; ++r) {
+            bool same_host = !host_ids.empty() && host_ids[r] == host_ids[rank_];
+            if (same_host && r != rank_) addresses[r] = FdChannel::Address{infos[r].fd_name, infos[r].fd_secret};
+        }
+        fds_.set_peers(addresses);
+    }
 
     std::vector<uint8_t> opened(size_t(nranks_) * nranks_, 0); // row r: the peers rank r mapped
     if (mine.ok) {

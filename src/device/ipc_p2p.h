@@ -55,6 +55,17 @@ constexpr uint32_t kDescMagic = 0x76503250u;
 constexpr uint32_t kDescDevice = 1u;
 constexpr uint32_t kDescIpc = 2u;
 constexpr uint32_t kDescFifo = 4u;    // sender only: this transfer goes through the receiver's staging FIFO
+constexpr uint32_t kDescVmm = 8u;     // with kDescIpc: handle is a VmmRef, the allocation's descriptor comes by socket
+
+/* The handle of a VMM allocation (vcclMemAlloc, device/vmm.h): the file descriptor itself travels over the
+ * communicator's descriptor socket (device/fd_channel.h), keyed by id, just before the P2pDescriptor. */
+struct VmmRef {
+    uint32_t magic; // kVmmMagic
+    uint32_t reserved;
+    uint64_t id;    // the allocation's id in the exporting process (never reused there)
+    uint64_t size;  // bytes to map
+};
+constexpr uint32_t kVmmMagic = 0x766d6d31u;
 
 class IpcP2p {
 public:
@@ -67,9 +78,12 @@ public:
 
     /* Same host and both sides set up: sends and receives with this peer exchange descriptors. Symmetric. */
     virtual bool reachable(int peer) const = 0;
-    /* Describes this side's buffer. Receivers export their allocation when they can; a registered buffer
-     * (reg, may be NULL) is described from its registration without asking the driver. */
-    virtual void describe(const void* buf, size_t bytes, bool is_recv, const Registration* reg, P2pDescriptor* out) = 0;
+    /* Describes this side's buffer. Receivers export their allocation when they can (for `peer`, which then
+     * maps it; -1 when the sender's buffer rules out a direct transfer: nothing is exported); a registered
+     * buffer (reg, may be NULL) is described from its registration without asking the driver. A VMM
+     * allocation's file descriptor is sent to `peer` here, before the descriptor goes out. */
+    virtual void describe(int peer, const void* buf, size_t bytes, bool is_recv, const Registration* reg,
+                          P2pDescriptor* out) = 0;
     /* Exports the allocation holding device buffer buf into r (vcclCommRegister); false when it cannot. */
     virtual bool export_buffer(const void* buf, Registration* r) = 0;
     /* True when both descriptors allow the direct path. */
@@ -136,6 +150,9 @@ public:
      * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. */
     virtual void ll_abandon(const LlArgs& args) = 0;
 
+    /* Direct sends enqueued so far (post_send), for tests that check which path a transfer took. */
+    virtual uint64_t direct_sends() const = 0;
+
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
      * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it
      * enqueues anything: the peer's stream then waits for a DONE, FULL, READY or FREE that never comes. */
@@ -150,6 +167,8 @@ VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
 VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
 /* Test hook: the next low-latency allreduce of comm fails before its launch (see IpcP2p::ll_abandon). */
 VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
+/* Test hook: direct sends comm's rank has enqueued (IpcP2p::direct_sends); -1 for a bad comm. */
+VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

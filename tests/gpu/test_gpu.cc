@@ -44,6 +44,7 @@ namespace testing {
 vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 void allow_ll_on_shared_gpu(int allow);                 // likewise
 vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
+long long direct_sends(vcclComm_t comm);                // likewise
 }
 namespace env {
 void reload(); // libvccl's: re-reads VCCL_* variables (exported for tests)
@@ -479,7 +480,7 @@ void expect_stream_goes_on(cudaStream_t s, const char* after) {
 }
 
 /* "call failed: ..." for the first result that is not vcclSuccess, or an empty string. */
-std::string call_failure(vcclComm_t comm, std::initializer_list<vcclResult_t> results) {
+std::string call_failure(vcclComm_t comm, const std::vector<vcclResult_t>& results) {
     for (vcclResult_t r : results) {
         if (r != vcclSuccess) return std::string("call failed: ") + result_str(r) + ": " + vcclGetLastError(comm);
     }
@@ -557,6 +558,121 @@ TEST(GpuMemory, MemAllocAndRegisteredBuffers) {
         if (vcclMemFree(send) != vcclSuccess || vcclMemFree(recv) != vcclSuccess) {
             if (why.empty()) why = std::string("vcclMemFree failed: ") + vcclGetLastError(nullptr);
         }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* vcclMemAlloc memory is CUDA VMM memory (no CUDA IPC handle) and is still received directly: its file
+ * descriptor reaches the sender over the descriptor socket. Rounds: plain buffers, the receive buffer freed
+ * and allocated again (the sender must map the new one, not the stale one at that address), registered
+ * buffers; then one group receiving into more buffers than a datagram queue holds (some fall back to the
+ * staged path) must still deliver every byte. */
+TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const char* vmm_env = getenv("VCCL_MEM_VMM");
+    const bool want_vmm = vmm_env == nullptr || strcmp(vmm_env, "0") != 0;
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string why;
+    const size_t bytes = (size_t(4) << 20) + 8;
+    void* send = nullptr;
+    void* recv = nullptr;
+    ASSERT_ALL_RANKS_WHY(vcclMemAlloc(&send, bytes) == vcclSuccess && vcclMemAlloc(&recv, bytes) == vcclSuccess,
+                         vcclGetLastError(nullptr));
+    if (want_vmm) {
+        cudaIpcMemHandle_t h;
+        bool legacy = cudaIpcGetMemHandle(&h, recv) == cudaSuccess;
+        cudaGetLastError();
+        if (legacy) why = "vcclMemAlloc gave cudaMalloc memory (a CUDA IPC handle exists), not VMM memory";
+    }
+    auto ring = [&](void* sbuf, void* rbuf, size_t nbytes, int tag) -> std::string {
+        std::vector<char> data(nbytes);
+        for (size_t i = 0; i < nbytes; ++i) data[i] = data_byte(rank + tag, i);
+        cudaMemcpy(sbuf, data.data(), nbytes, cudaMemcpyHostToDevice);
+        cudaMemset(rbuf, 0, nbytes);
+        cudaDeviceSynchronize();
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(sbuf, nbytes, vcclUint8, next, comm, s.s);
+        vcclResult_t y = vcclRecv(rbuf, nbytes, vcclUint8, prev, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        std::string f = call_failure(comm, {g, x, y, e});
+        if (!f.empty()) return f;
+        if (cudaStreamSynchronize(s.s) != cudaSuccess) return "stream failed";
+        std::vector<char> got(nbytes);
+        cudaMemcpy(got.data(), rbuf, nbytes, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < nbytes; ++i) {
+            if (got[i] != data_byte(prev + tag, i)) return "byte " + std::to_string(i) + " wrong";
+        }
+        return "";
+    };
+    for (int round = 0; round < 3 && why.empty(); ++round) {
+        void *hs = nullptr, *hr = nullptr;
+        if (round == 1) { // a new receive buffer, likely at the freed one's address
+            if (vcclMemFree(recv) != vcclSuccess || vcclMemAlloc(&recv, bytes) != vcclSuccess) {
+                why = std::string("free/alloc again failed: ") + vcclGetLastError(nullptr);
+                break;
+            }
+        }
+        if (round == 2 && (vcclCommRegister(comm, send, bytes, &hs) != vcclSuccess ||
+                           vcclCommRegister(comm, recv, bytes, &hr) != vcclSuccess)) {
+            why = std::string("register failed: ") + vcclGetLastError(comm);
+            break;
+        }
+        long long before = vccl::testing::direct_sends(comm);
+        why = ring(send, recv, bytes, 11 * round);
+        long long after = vccl::testing::direct_sends(comm);
+        if (why.empty() && after <= before) why = "the transfer into vcclMemAlloc memory was staged, not direct";
+        for (void* h : {hs, hr}) {
+            if (h != nullptr && vcclCommDeregister(comm, h) != vcclSuccess && why.empty()) why = "deregister failed";
+        }
+        if (!why.empty()) why = "round " + std::to_string(round) + ": " + why;
+    }
+    // Many receive buffers in one group: the sender drains the descriptor socket only when it maps.
+    const int kMany = 24;
+    const size_t part = size_t(1) << 20;
+    std::vector<void*> sends(kMany, nullptr), recvs(kMany, nullptr);
+    for (int i = 0; i < kMany && why.empty(); ++i) {
+        if (vcclMemAlloc(&sends[i], part) != vcclSuccess || vcclMemAlloc(&recvs[i], part) != vcclSuccess) {
+            why = std::string("vcclMemAlloc failed: ") + vcclGetLastError(nullptr);
+        }
+    }
+    for (int pass = 0; pass < 2 && why.empty(); ++pass) {
+        std::vector<char> data(part);
+        for (int i = 0; i < kMany; ++i) {
+            for (size_t k = 0; k < part; ++k) data[k] = data_byte(rank * 100 + i + pass, k);
+            cudaMemcpy(sends[i], data.data(), part, cudaMemcpyHostToDevice);
+            cudaMemset(recvs[i], 0, part);
+        }
+        cudaDeviceSynchronize();
+        std::vector<vcclResult_t> rc;
+        rc.push_back(vcclGroupStart());
+        for (int i = 0; i < kMany; ++i) {
+            rc.push_back(vcclSend(sends[i], part, vcclUint8, next, comm, s.s));
+            rc.push_back(vcclRecv(recvs[i], part, vcclUint8, prev, comm, s.s));
+        }
+        rc.push_back(vcclGroupEnd());
+        why = call_failure(comm, rc);
+        if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "stream failed";
+        std::vector<char> got(part);
+        for (int i = 0; i < kMany && why.empty(); ++i) {
+            cudaMemcpy(got.data(), recvs[i], part, cudaMemcpyDeviceToHost);
+            for (size_t k = 0; k < part && why.empty(); ++k) {
+                if (got[k] != data_byte(prev * 100 + i + pass, k)) {
+                    why = "pass " + std::to_string(pass) + ", buffer " + std::to_string(i) + ": byte " + std::to_string(k) +
+                          " wrong";
+                }
+            }
+        }
+    }
+    for (int i = 0; i < kMany; ++i) {
+        if ((vcclMemFree(sends[i]) != vcclSuccess || vcclMemFree(recvs[i]) != vcclSuccess) && why.empty()) {
+            why = std::string("vcclMemFree failed: ") + vcclGetLastError(nullptr);
+        }
+    }
+    if ((vcclMemFree(send) != vcclSuccess || vcclMemFree(recv) != vcclSuccess) && why.empty()) {
+        why = std::string("vcclMemFree failed: ") + vcclGetLastError(nullptr);
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }

@@ -1,0 +1,267 @@
+#include "device/fd_channel.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "core/log.h"
+
+namespace vccl {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x76666431u; // "vfd1"
+
+enum : uint32_t { kDescriptor = 1, kForget = 2 };
+
+/* One datagram: who sends, the proof, what kind, and what the descriptor is for. A kDescriptor datagram
+ * carries exactly one descriptor, a kForget datagram none. */
+struct Datagram {
+    uint32_t magic;
+    uint32_t kind;
+    int32_t rank;
+    uint32_t reserved;
+    uint64_t secret;
+    uint64_t key;
+};
+
+uint64_t random_u64() {
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), 0) != ssize_t(sizeof(v))) {
+        // getrandom cannot fail for 8 bytes once the pool is ready; keep going with a weaker value
+        v = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) ^ (uint64_t(getpid()) << 32);
+    }
+    return v;
+}
+
+socklen_t fill_address(const std::string& path, sockaddr_un* sa) {
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    // Abstract namespace: a leading NUL, and the length says where the name ends.
+    memcpy(sa->sun_path + 1, path.data(), path.size());
+    return socklen_t(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+}
+
+} // namespace
+
+std::string FdChannel::socket_path(uint64_t name) {
+    char text[40];
+    snprintf(text, sizeof(text), "vccl-fd-%016llx", static_cast<unsigned long long>(name));
+    return text;
+}
+
+FdChannel::~FdChannel() {
+    for (auto& entry : kept_) close(entry.second.second);
+    if (sock_ >= 0) close(sock_);
+}
+
+bool FdChannel::open(int rank) {
+    rank_ = rank;
+    sock_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (sock_ < 0) return false;
+    int on = 1;
+    if (setsockopt(sock_, SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) != 0) {
+        int saved = errno;
+        close(sock_);
+        sock_ = -1;
+        errno = saved;
+        return false;
+    }
+    secret_ = random_u64();
+    for (int attempt = 0; attempt < 8; ++attempt) { // a random name is taken only by accident
+        name_ = random_u64() | 1u; // never 0 (0 means "none")
+        sockaddr_un sa;
+        socklen_t len = fill_address(socket_path(name_), &sa);
+        if (bind(sock_, reinterpret_cast<sockaddr*>(&sa), len) == 0) return true;
+        if (errno != EADDRINUSE) break;
+    }
+    int saved = errno;
+    close(sock_);
+    sock_ = -1;
+    name_ = 0;
+    errno = saved;
+    return false;
+}
+
+bool FdChannel::send_datagram(int peer, uint32_t kind, uint64_t key, int fd) {
+    if (sock_ < 0 || peer < 0 || size_t(peer) >= peers_.size() || peers_[peer].name == 0) return false;
+    Datagram d{kMagic, kind, int32_t(rank_), 0, secret_, key};
+    iovec iov{&d, sizeof(d)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    memset(control, 0, sizeof(control));
+    msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    sockaddr_un sa;
+    msg.msg_name = &sa;
+    msg.msg_namelen = fill_address(socket_path(peers_[peer].name), &sa);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fd >= 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    ssize_t n;
+    do {
+        n = sendmsg(sock_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n != ssize_t(sizeof(d))) {
+        // Typically EAGAIN: the peer has net.unix.max_dgram_qlen datagrams queued that it has not drained.
+        VCCL_INFO(kLogDevice, "rank %d: cannot send a %s datagram to rank %d: %s", rank_,
+                  kind == kDescriptor ? "buffer descriptor" : "forget", peer, n < 0 ? strerror(errno) : "short send");
+        return false;
+    }
+    return true;
+}
+
+bool FdChannel::offer(int peer, uint64_t key, const std::function<int()>& make_fd) {
+    if (sock_ < 0) return false;
+    drain(); // forgets first: the peer may have let go of this one
+    auto k = std::make_pair(peer, key);
+    if (offered_.count(k) != 0) return true;
+    int fd = make_fd();
+    if (fd < 0) return false;
+    bool sent = send_datagram(peer, kDescriptor, key, fd);
+    close(fd);
+    if (sent) offered_.insert(k);
+    return sent;
+}
+
+void FdChannel::prune_offers(const std::function<bool(uint64_t)>& alive) {
+    for (auto it = offered_.begin(); it != offered_.end();) {
+        if (alive(it->second)) {
+            ++it;
+        } else {
+            it = offered_.erase(it);
+        }
+    }
+}
+
+void FdChannel::forget(int peer, uint64_t key) {
+    if (sock_ < 0) return;
+    if (!send_datagram(peer, kForget, key, -1)) unsent_forgets_.emplace_back(peer, key);
+}
+
+bool FdChannel::drain() {
+    if (!unsent_forgets_.empty()) {
+        std::vector<std::pair<int, uint64_t>> again;
+        again.swap(unsent_forgets_);
+        for (auto& f : again) forget(f.first, f.second);
+    }
+    for (;;) {
+        Datagram d;
+        memset(&d, 0, sizeof(d));
+        iovec iov{&d, sizeof(d)};
+        // Room for more descriptors than a well-formed datagram carries, so extra ones are received (and
+        // closed) instead of being silently cut off.
+        alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int)) + CMSG_SPACE(sizeof(ucred))];
+        msghdr msg;
+        memset(&msg, 0, sizeof(msg));
+        msg.msg_iov = &iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control;
+        msg.msg_controllen = sizeof(control);
+        ssize_t n = recvmsg(sock_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno == EAGAIN || errno == EWOULDBLOCK;
+        }
+        std::vector<int> fds;
+        bool have_cred = false;
+        ucred cred{};
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level != SOL_SOCKET) continue;
+            if (c->cmsg_type == SCM_RIGHTS) {
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < count; ++i) {
+                    int fd;
+                    memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                    fds.push_back(fd);
+                }
+            } else if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+                memcpy(&cred, CMSG_DATA(c), sizeof(cred));
+                have_cred = true;
+            }
+        }
+        bool ok = n == ssize_t(sizeof(d)) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && d.magic == kMagic &&
+                  fds.size() == (d.kind == kDescriptor ? 1u : 0u) && (d.kind == kDescriptor || d.kind == kForget) &&
+                  have_cred && cred.uid == getuid() && d.rank >= 0 && size_t(d.rank) < peers_.size() &&
+                  peers_[d.rank].name != 0 && d.secret == peers_[d.rank].secret;
+        if (!ok) {
+            for (int fd : fds) close(fd);
+            if (++rejected_ == 1) {
+                VCCL_WARN(kLogDevice, "rank %d: dropped a datagram on its descriptor socket that no rank of this "
+                          "communicator sent", rank_);
+            }
+            continue;
+        }
+        auto key = std::make_pair(int(d.rank), d.key);
+        if (d.kind == kForget) {
+            offered_.erase(key);
+            continue;
+        }
+        auto it = kept_.find(key);
+        if (it != kept_.end()) { // sent again before it was taken: the newer one stands
+            close(it->second.second);
+            kept_.erase(it);
+        }
+        kept_.emplace(key, std::make_pair(++arrivals_, fds[0]));
+        if (kept_.size() > kMaxKept) { // never asked for (a transfer given up after its descriptor came)
+            auto oldest = kept_.begin();
+            for (auto i = kept_.begin(); i != kept_.end(); ++i) {
+                if (i->second.first < oldest->second.first) oldest = i;
+            }
+            close(oldest->second.second);
+            int from = oldest->first.first;
+            uint64_t k = oldest->first.second;
+            kept_.erase(oldest);
+            forget(from, k);
+        }
+    }
+}
+
+int FdChannel::take(int peer, uint64_t key, int wait_ms, std::string* why) {
+    if (sock_ < 0) {
+        if (why != nullptr) *why = "no descriptor socket";
+        return -1;
+    }
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    for (;;) {
+        if (!drain()) {
+            if (why != nullptr) *why = std::string("descriptor socket: ") + strerror(errno);
+            return -1;
+        }
+        auto it = kept_.find(std::make_pair(peer, key));
+        if (it != kept_.end()) {
+            int fd = it->second.second;
+            kept_.erase(it);
+            return fd;
+        }
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            if (why != nullptr) {
+                char text[160];
+                snprintf(text, sizeof(text), "rank %d's buffer descriptor did not arrive within %d ms", peer, wait_ms);
+                *why = text;
+            }
+            return -1;
+        }
+        pollfd p{sock_, POLLIN, 0};
+        poll(&p, 1, int(left.count()) + 1);
+    }
+}
+
+} // namespace vccl

@@ -1,0 +1,228 @@
+/* FdChannel (device/fd_channel.h): file descriptors passed between ranks of a host over Unix datagram
+ * sockets, as the direct path does for vcclMemAlloc (VMM) buffers. Two or three channels in one process
+ * stand for the ranks. */
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "device/fd_channel.h"
+
+using vccl::FdChannel;
+
+namespace {
+
+int open_fds() {
+    int n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    if (d == nullptr) return -1;
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+    return n;
+}
+
+/* A pipe whose read end is sent; what is written into the kept write end must come out of the received fd. */
+struct Pipe {
+    int fds[2] = {-1, -1};
+    Pipe() { EXPECT_EQ(pipe(fds), 0); }
+    ~Pipe() {
+        for (int fd : fds) {
+            if (fd >= 0) close(fd);
+        }
+    }
+};
+
+/* Offers a copy of fd (offer closes what make_fd returns). */
+bool offer(FdChannel& c, int peer, uint64_t key, int fd) {
+    return c.offer(peer, key, [fd] { return fd >= 0 ? dup(fd) : -1; });
+}
+
+bool same_pipe(const Pipe& p, int received, char byte) {
+    if (write(p.fds[1], &byte, 1) != 1) return false;
+    char got = 0;
+    return read(received, &got, 1) == 1 && got == byte;
+}
+
+/* Ranks 0 and 1 that know each other. */
+struct Pair {
+    FdChannel a, b;
+    Pair() {
+        EXPECT_TRUE(a.open(0));
+        EXPECT_TRUE(b.open(1));
+        a.set_peers({a.address(), b.address()});
+        b.set_peers({a.address(), b.address()});
+    }
+};
+
+} // namespace
+
+TEST(FdChannel, PassesADescriptorThatStillWorks) {
+    Pair p;
+    ASSERT_TRUE(p.a.is_open() && p.b.is_open());
+    EXPECT_NE(p.a.address().name, p.b.address().name);
+    Pipe pipe;
+    ASSERT_TRUE(offer(p.a, 1, 42, pipe.fds[0]));
+    std::string why;
+    int fd = p.b.take(0, 42, 1000, &why);
+    ASSERT_GE(fd, 0) << why;
+    EXPECT_NE(fd, pipe.fds[0]); // a new descriptor of the same pipe
+    EXPECT_TRUE(same_pipe(pipe, fd, 'x'));
+    close(fd);
+    EXPECT_EQ(p.b.kept(), 0u);
+    EXPECT_EQ(p.b.rejected(), 0u);
+}
+
+TEST(FdChannel, KeepsDescriptorsForLaterTransfersAndGivesEachToItsKey) {
+    Pair p;
+    Pipe x, y;
+    ASSERT_TRUE(offer(p.a, 1, 1, x.fds[0]));
+    ASSERT_TRUE(offer(p.a, 1, 2, y.fds[0]));
+    std::string why;
+    int fy = p.b.take(0, 2, 1000, &why); // the later one first: the earlier one is kept
+    ASSERT_GE(fy, 0) << why;
+    EXPECT_EQ(p.b.kept(), 1u);
+    int fx = p.b.take(0, 1, 1000, &why);
+    ASSERT_GE(fx, 0) << why;
+    EXPECT_TRUE(same_pipe(x, fx, 'a'));
+    EXPECT_TRUE(same_pipe(y, fy, 'b'));
+    close(fx);
+    close(fy);
+}
+
+TEST(FdChannel, OfferedOnceUntilTheImporterForgetsIt) {
+    Pair p;
+    Pipe x, y;
+    ASSERT_TRUE(offer(p.a, 1, 5, x.fds[0]));
+    ASSERT_TRUE(offer(p.a, 1, 5, y.fds[0])); // already there: nothing sent
+    EXPECT_EQ(p.a.offers(), 1u);
+    std::string why;
+    int f = p.b.take(0, 5, 1000, &why);
+    ASSERT_GE(f, 0) << why;
+    EXPECT_TRUE(same_pipe(x, f, 'c'));
+    close(f);
+    EXPECT_EQ(p.b.take(0, 5, 0, &why), -1) << "sent twice";
+    // The importer lets go of it: the next offer sends again.
+    p.b.forget(0, 5);
+    ASSERT_TRUE(offer(p.a, 1, 5, y.fds[0]));
+    f = p.b.take(0, 5, 1000, &why);
+    ASSERT_GE(f, 0) << why;
+    EXPECT_TRUE(same_pipe(y, f, 'd'));
+    close(f);
+    // Pruning drops the records of dead keys only.
+    ASSERT_TRUE(offer(p.a, 1, 6, y.fds[0]));
+    EXPECT_EQ(p.a.offers(), 2u);
+    p.a.prune_offers([](uint64_t key) { return key == 6; });
+    EXPECT_EQ(p.a.offers(), 1u);
+}
+
+TEST(FdChannel, AFullQueueMakesAnOfferFailUntilTheImporterDrains) {
+    Pair p;
+    Pipe pipe;
+    uint64_t key = 0;
+    // net.unix.max_dgram_qlen bounds the datagrams queued at the importer (10 by default).
+    while (key < 100000 && offer(p.a, 1, key, pipe.fds[0])) ++key;
+    ASSERT_LT(key, 100000u) << "the queue never filled";
+    ASSERT_GT(key, 0u);
+    const uint64_t failed = key;
+    std::string why;
+    int f = p.b.take(0, 0, 1000, &why); // drains the queue
+    ASSERT_GE(f, 0) << why;
+    close(f);
+    ASSERT_TRUE(offer(p.a, 1, failed, pipe.fds[0])) << "not offered again after the failure";
+    f = p.b.take(0, failed, 1000, &why);
+    ASSERT_GE(f, 0) << why;
+    EXPECT_TRUE(same_pipe(pipe, f, 'q'));
+    close(f);
+}
+
+TEST(FdChannel, TakeOfSomethingNeverSentFailsAfterItsWaitWithAReason) {
+    Pair p;
+    std::string why;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(p.b.take(0, 99, 50, &why), -1);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GE(ms, 45);
+    EXPECT_LT(ms, 2000);
+    EXPECT_NE(why.find("rank 0"), std::string::npos) << why;
+    EXPECT_NE(why.find("did not arrive"), std::string::npos) << why;
+}
+
+TEST(FdChannel, ADatagramWithoutTheRanksSecretIsDropped) {
+    Pair p;
+    // An impostor claims rank 0 but does not know rank 0's secret.
+    FdChannel impostor;
+    ASSERT_TRUE(impostor.open(0));
+    impostor.set_peers({impostor.address(), p.b.address()});
+    Pipe pipe;
+    ASSERT_TRUE(offer(impostor, 1, 7, pipe.fds[0]));
+    std::string why;
+    EXPECT_EQ(p.b.take(0, 7, 50, &why), -1);
+    EXPECT_EQ(p.b.rejected(), 1u);
+    EXPECT_EQ(p.b.kept(), 0u);
+    // The real rank 0 still gets through afterwards.
+    ASSERT_TRUE(offer(p.a, 1, 7, pipe.fds[0]));
+    int fd = p.b.take(0, 7, 1000, &why);
+    ASSERT_GE(fd, 0) << why;
+    close(fd);
+}
+
+TEST(FdChannel, ADatagramClaimingAnUnknownRankIsDropped) {
+    FdChannel a, b;
+    ASSERT_TRUE(a.open(5)); // rank 5 of a 2-rank view
+    ASSERT_TRUE(b.open(1));
+    a.set_peers({FdChannel::Address{}, b.address()});
+    b.set_peers({a.address(), b.address()});
+    Pipe pipe;
+    ASSERT_TRUE(offer(a, 1, 1, pipe.fds[0]));
+    std::string why;
+    EXPECT_EQ(b.take(5, 1, 20, &why), -1);
+    EXPECT_EQ(b.rejected(), 1u);
+}
+
+TEST(FdChannel, SendToAPeerWithoutASocketFails) {
+    FdChannel a;
+    ASSERT_TRUE(a.open(0));
+    a.set_peers({a.address(), FdChannel::Address{}});
+    Pipe pipe;
+    EXPECT_FALSE(offer(a, 1, 1, pipe.fds[0]));  // published no socket
+    EXPECT_FALSE(offer(a, 2, 1, pipe.fds[0]));  // no such rank
+    EXPECT_FALSE(offer(a, -1, 1, pipe.fds[0]));
+    EXPECT_FALSE(offer(a, 0, 1, -1));           // no descriptor
+    FdChannel::Address dead;
+    {
+        FdChannel gone;
+        ASSERT_TRUE(gone.open(1));
+        dead = gone.address();
+    }
+    a.set_peers({a.address(), dead});
+    EXPECT_FALSE(offer(a, 1, 1, pipe.fds[0])); // its socket is closed
+}
+
+TEST(FdChannel, DescriptorsNeverTakenAreBoundedClosedAndOfferedAgain) {
+    int before = open_fds();
+    {
+        Pair p;
+        Pipe pipe;
+        const uint64_t n = FdChannel::kMaxKept + 6;
+        std::string why;
+        for (uint64_t k = 0; k < n; ++k) {
+            ASSERT_TRUE(offer(p.a, 1, k, pipe.fds[0])) << k;
+            EXPECT_EQ(p.b.take(0, ~uint64_t(0), 0, &why), -1); // drains into what b keeps
+        }
+        EXPECT_EQ(p.b.kept(), FdChannel::kMaxKept);
+        EXPECT_EQ(p.b.take(0, 0, 0, &why), -1) << "the oldest should have been closed";
+        // b told a to forget the ones it closed: a sends key 0 again.
+        ASSERT_TRUE(offer(p.a, 1, 0, pipe.fds[0]));
+        int f = p.b.take(0, 0, 1000, &why);
+        ASSERT_GE(f, 0) << why;
+        EXPECT_TRUE(same_pipe(pipe, f, 'z'));
+        close(f);
+        int last = p.b.take(0, n - 1, 0, &why);
+        EXPECT_GE(last, 0) << why;
+        if (last >= 0) close(last);
+    }
+    EXPECT_EQ(open_fds(), before) << "descriptors leaked";
+}
