@@ -73,7 +73,8 @@ struct Entry {
     size_t size;
     CUmemGenericAllocationHandle handle;
     uint64_t id;
-    int fd; // exported on first use, closed at free
+    int fd;     // exported on first use, closed at free
+    int device; // where it lives: vcclMemFree waits for that device, whichever is current
 };
 
 std::mutex g_mutex;
@@ -173,7 +174,7 @@ vcclResult_t alloc(size_t size, void** ptr) {
     }
     {
         std::lock_guard<std::mutex> lock(g_mutex);
-        table()[uintptr_t(va)] = Entry{rounded, handle, ++g_next_id, -1};
+        table()[uintptr_t(va)] = Entry{rounded, handle, ++g_next_id, -1, device};
     }
     *ptr = reinterpret_cast<void*>(va);
     return vcclSuccess;
@@ -197,8 +198,11 @@ vcclResult_t free(void* ptr) {
         table().erase(it); // from here on no transfer describes it to a peer
     }
     // cudaFree waits for the device before it frees; unmapping does not, and a copy still in flight would fault.
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current != entry.device) cudaSetDevice(entry.device);
     cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) cudaGetLastError(); // a sticky error elsewhere: freeing is still right
+    if (current >= 0 && current != entry.device) cudaSetDevice(current);
     CUdeviceptr va = reinterpret_cast<CUdeviceptr>(ptr);
     CUresult r1 = api().unmap(va, entry.size);
     CUresult r2 = api().address_free(va, entry.size);
