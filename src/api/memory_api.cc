@@ -38,7 +38,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclMemAlloc(void** ptr, size_t size) {
     if (env::get_bool(env::kMemVmm)) {
         int device = 0;
         std::string why;
-        if (cudaGetDevice(&device) == cudaSuccess && vmm::supported(device, &why)) return vmm::alloc(size, ptr);
+        if (cudaGetDevice(&device) == cudaSuccess && vmm::supported(device, &why)) return vmm::alloc(device, size, ptr);
         cudaGetLastError();
         static std::once_flag once;
         std::call_once(once, [&] {

@@ -25,6 +25,8 @@
 #if VCCL_HAVE_CUDA
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "device/driver_entry.h"
 #endif
 
 namespace vccl {
@@ -104,23 +106,10 @@ struct DriverApi {
 const DriverApi& driver() {
     static const DriverApi api = [] {
         DriverApi a;
-        cudaDriverEntryPointQueryResult q;
-        bool ok = cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", reinterpret_cast<void**>(&a.wait_value),
-                                                   12000, cudaEnableDefault, &q) == cudaSuccess &&
-                  q == cudaDriverEntryPointSuccess;
-        ok = ok && cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", reinterpret_cast<void**>(&a.write_value),
-                                                    12000, cudaEnableDefault, &q) == cudaSuccess &&
-             q == cudaDriverEntryPointSuccess;
-        ok = ok && cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", reinterpret_cast<void**>(&a.address_range),
-                                                    12000, cudaEnableDefault, &q) == cudaSuccess &&
-             q == cudaDriverEntryPointSuccess;
-        if (cudaGetDriverEntryPointByVersion("cuStreamBatchMemOp", reinterpret_cast<void**>(&a.batch_mem_op), 12000,
-                                             cudaEnableDefault, &q) != cudaSuccess ||
-            q != cudaDriverEntryPointSuccess) {
-            a.batch_mem_op = nullptr;
-        }
-        cudaGetLastError();
-        a.ok = ok;
+        a.ok = load_driver_entry("cuStreamWaitValue32", &a.wait_value) &&
+               load_driver_entry("cuStreamWriteValue32", &a.write_value) &&
+               load_driver_entry("cuMemGetAddressRange", &a.address_range);
+        load_driver_entry("cuStreamBatchMemOp", &a.batch_mem_op); // optional
         return a;
     }();
     return api;
@@ -130,9 +119,6 @@ vcclResult_t cuda_fail(const char* what, cudaError_t err) {
     return set_last_error(vcclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(err));
 }
 
-vcclResult_t cu_fail(const char* what, CUresult res) {
-    return set_last_error(vcclUnhandledCudaError, "%s failed: CUDA driver error %d", what, int(res));
-}
 
 /* Makes `device` current for the scope (device ops of a communicator run on its device). */
 class DeviceScope {

@@ -13,6 +13,8 @@
 #if VCCL_HAVE_CUDA
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+
+#include "device/driver_entry.h"
 #endif
 
 namespace vccl {
@@ -39,34 +41,21 @@ struct Api {
     bool ok = false;
 };
 
-template <typename Fn> bool load(const char* name, Fn* fn) {
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-        cudaGetLastError();
-        *fn = nullptr;
-        return false;
-    }
-    return true;
-}
-
 const Api& api() {
     static const Api a = [] {
         Api x;
-        x.ok = load("cuDeviceGet", &x.device_get) && load("cuDeviceGetAttribute", &x.device_attribute) &&
-               load("cuMemGetAllocationGranularity", &x.granularity) && load("cuMemCreate", &x.create) &&
-               load("cuMemRelease", &x.release) && load("cuMemAddressReserve", &x.reserve) &&
-               load("cuMemAddressFree", &x.address_free) && load("cuMemMap", &x.map) && load("cuMemUnmap", &x.unmap) &&
-               load("cuMemSetAccess", &x.set_access) && load("cuMemExportToShareableHandle", &x.export_handle) &&
-               load("cuMemImportFromShareableHandle", &x.import_handle);
+        x.ok = load_driver_entry("cuDeviceGet", &x.device_get) &&
+               load_driver_entry("cuDeviceGetAttribute", &x.device_attribute) &&
+               load_driver_entry("cuMemGetAllocationGranularity", &x.granularity) &&
+               load_driver_entry("cuMemCreate", &x.create) && load_driver_entry("cuMemRelease", &x.release) &&
+               load_driver_entry("cuMemAddressReserve", &x.reserve) &&
+               load_driver_entry("cuMemAddressFree", &x.address_free) && load_driver_entry("cuMemMap", &x.map) &&
+               load_driver_entry("cuMemUnmap", &x.unmap) && load_driver_entry("cuMemSetAccess", &x.set_access) &&
+               load_driver_entry("cuMemExportToShareableHandle", &x.export_handle) &&
+               load_driver_entry("cuMemImportFromShareableHandle", &x.import_handle);
         return x;
     }();
     return a;
-}
-
-vcclResult_t cu_fail(const char* what, CUresult res) {
-    return set_last_error(vcclUnhandledCudaError, "%s failed: CUDA driver error %d", what, int(res));
 }
 
 struct Entry {
@@ -83,6 +72,14 @@ std::map<uintptr_t, Entry>& table() {
     return *t;
 }
 uint64_t g_next_id = 0;
+
+/* The entry of allocation `id`, or NULL; callers hold g_mutex. */
+Entry* by_id(uint64_t id) {
+    for (auto& kv : table()) {
+        if (kv.second.id == id) return &kv.second;
+    }
+    return nullptr;
+}
 
 CUmemAllocationProp prop_for(CUdevice dev) {
     CUmemAllocationProp prop = {};
@@ -116,16 +113,8 @@ bool supported(int device, std::string* why) {
     return true;
 }
 
-vcclResult_t alloc(size_t size, void** ptr) {
+vcclResult_t alloc(int device, size_t size, void** ptr) {
     *ptr = nullptr;
-    int device = 0;
-    cudaError_t e = cudaGetDevice(&device);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        return set_last_error(vcclUnhandledCudaError, "vcclMemAlloc: no current CUDA device: %s", cudaGetErrorString(e));
-    }
-    std::string why;
-    if (!supported(device, &why)) return set_last_error(vcclUnhandledCudaError, "vcclMemAlloc: %s", why.c_str());
     CUdevice dev;
     api().device_get(&dev, device);
     CUmemAllocationProp prop = prop_for(dev);
@@ -228,26 +217,20 @@ bool find(const void* p, size_t bytes, Allocation* out) {
 
 int export_fd(uint64_t id) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    for (auto& kv : table()) {
-        Entry& e = kv.second;
-        if (e.id != id) continue;
-        if (e.fd < 0) {
-            int fd = -1;
-            if (api().export_handle(&fd, e.handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) return -1;
-            e.fd = fd;
-        }
-        // A copy: vcclMemFree may close the kept one while the caller is still sending this one.
-        return fcntl(e.fd, F_DUPFD_CLOEXEC, 0);
+    Entry* e = by_id(id);
+    if (e == nullptr) return -1;
+    if (e->fd < 0) {
+        int fd = -1;
+        if (api().export_handle(&fd, e->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) return -1;
+        e->fd = fd;
     }
-    return -1;
+    // A copy: vcclMemFree may close the kept one while the caller is still sending this one.
+    return fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
 }
 
 bool alive(uint64_t id) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    for (auto& kv : table()) {
-        if (kv.second.id == id) return true;
-    }
-    return false;
+    return by_id(id) != nullptr;
 }
 
 vcclResult_t import(int fd, size_t size, int device, void** ptr) {
@@ -299,7 +282,7 @@ bool supported(int, std::string* why) {
     if (why != nullptr) *why = "vccl was built without CUDA";
     return false;
 }
-vcclResult_t alloc(size_t, void** ptr) {
+vcclResult_t alloc(int, size_t, void** ptr) {
     *ptr = nullptr;
     return set_last_error(vcclUnhandledCudaError, "vcclMemAlloc: vccl was built without CUDA");
 }

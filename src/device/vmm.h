@@ -24,9 +24,10 @@ namespace vmm {
 /* Whether `device` (a CUDA ordinal) can allocate exportable VMM memory; *why says why not. */
 bool supported(int device, std::string* why);
 
-/* At least `size` bytes (rounded up to the allocation granularity, 2 MiB on H100/H200) on the current
- * device, readable and writable from it and from every GPU that can access it as a peer. */
-vcclResult_t alloc(size_t size, void** ptr);
+/* At least `size` bytes (rounded up to the allocation granularity, 2 MiB on H100/H200) on `device` (the
+ * current one, for which supported() said yes), readable and writable from it and from every GPU that can
+ * access it as a peer. */
+vcclResult_t alloc(int device, size_t size, void** ptr);
 /* Whether ptr is an allocation made by alloc() and not yet freed. */
 bool owns(const void* ptr);
 /* Waits for the device (as cudaFree does), then unmaps and releases ptr. A peer that mapped it keeps the

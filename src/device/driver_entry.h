@@ -1,0 +1,35 @@
+/*
+ * CUDA driver calls without linking libcuda: entry points come from the runtime
+ * (cudaGetDriverEntryPointByVersion), so libvccl loads where no driver is installed. CUDA builds only.
+ */
+#ifndef VCCL_DEVICE_DRIVER_ENTRY_H_
+#define VCCL_DEVICE_DRIVER_ENTRY_H_
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "core/status.h"
+
+namespace vccl {
+
+/* Sets *fn to the driver's `name` (the CUDA 12.0 version of it); false and NULL when there is none. */
+template <typename Fn> bool load_driver_entry(const char* name, Fn* fn) {
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        *fn = nullptr;
+        return false;
+    }
+    return true;
+}
+
+/* vcclUnhandledCudaError with "WHAT failed: CUDA driver error N". */
+inline vcclResult_t cu_fail(const char* what, CUresult res) {
+    return set_last_error(vcclUnhandledCudaError, "%s failed: CUDA driver error %d", what, int(res));
+}
+
+} // namespace vccl
+
+#endif
