@@ -562,6 +562,39 @@ TEST(GpuMemory, MemAllocAndRegisteredBuffers) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* One group that sends each sends[k] to the next rank and receives each recvs[k] (bytes each, device memory)
+ * from the previous one; the data of buffer k is data_byte(rank * 100 + tag + k, i). "" or what went wrong. */
+std::string ring_exchange(vcclComm_t comm, cudaStream_t s, const std::vector<void*>& sends,
+                          const std::vector<void*>& recvs, size_t bytes, int tag) {
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::vector<char> data(bytes);
+    for (size_t k = 0; k < sends.size(); ++k) {
+        for (size_t i = 0; i < bytes; ++i) data[i] = data_byte(rank * 100 + tag + int(k), i);
+        cudaMemcpy(sends[k], data.data(), bytes, cudaMemcpyHostToDevice);
+        cudaMemset(recvs[k], 0, bytes);
+    }
+    cudaDeviceSynchronize();
+    std::vector<vcclResult_t> rc{vcclGroupStart()};
+    for (size_t k = 0; k < sends.size(); ++k) {
+        rc.push_back(vcclSend(sends[k], bytes, vcclUint8, next, comm, s));
+        rc.push_back(vcclRecv(recvs[k], bytes, vcclUint8, prev, comm, s));
+    }
+    rc.push_back(vcclGroupEnd());
+    std::string why = call_failure(comm, rc);
+    if (!why.empty()) return why;
+    if (cudaStreamSynchronize(s) != cudaSuccess) return "stream failed";
+    for (size_t k = 0; k < recvs.size(); ++k) {
+        cudaMemcpy(data.data(), recvs[k], bytes, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < bytes; ++i) {
+            if (data[i] != data_byte(prev * 100 + tag + int(k), i)) {
+                return "buffer " + std::to_string(k) + ": byte " + std::to_string(i) + " wrong";
+            }
+        }
+    }
+    return "";
+}
+
 /* vcclMemAlloc memory is CUDA VMM memory (no CUDA IPC handle) and is still received directly: its file
  * descriptor reaches the sender over the descriptor socket. Rounds: plain buffers, the receive buffer freed
  * and allocated again (the sender must map the new one, not the stale one at that address), registered
@@ -572,8 +605,6 @@ TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
     ASSERT_ALL_RANKS(comm != nullptr);
     const char* vmm_env = getenv("VCCL_MEM_VMM");
     const bool want_vmm = vmm_env == nullptr || strcmp(vmm_env, "0") != 0;
-    int rank = world_rank(), n = world_size();
-    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
     Stream s;
     std::string why;
     const size_t bytes = (size_t(4) << 20) + 8;
@@ -587,26 +618,6 @@ TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
         cudaGetLastError();
         if (legacy) why = "vcclMemAlloc gave cudaMalloc memory (a CUDA IPC handle exists), not VMM memory";
     }
-    auto ring = [&](void* sbuf, void* rbuf, size_t nbytes, int tag) -> std::string {
-        std::vector<char> data(nbytes);
-        for (size_t i = 0; i < nbytes; ++i) data[i] = data_byte(rank + tag, i);
-        cudaMemcpy(sbuf, data.data(), nbytes, cudaMemcpyHostToDevice);
-        cudaMemset(rbuf, 0, nbytes);
-        cudaDeviceSynchronize();
-        vcclResult_t g = vcclGroupStart();
-        vcclResult_t x = vcclSend(sbuf, nbytes, vcclUint8, next, comm, s.s);
-        vcclResult_t y = vcclRecv(rbuf, nbytes, vcclUint8, prev, comm, s.s);
-        vcclResult_t e = vcclGroupEnd();
-        std::string f = call_failure(comm, {g, x, y, e});
-        if (!f.empty()) return f;
-        if (cudaStreamSynchronize(s.s) != cudaSuccess) return "stream failed";
-        std::vector<char> got(nbytes);
-        cudaMemcpy(got.data(), rbuf, nbytes, cudaMemcpyDeviceToHost);
-        for (size_t i = 0; i < nbytes; ++i) {
-            if (got[i] != data_byte(prev + tag, i)) return "byte " + std::to_string(i) + " wrong";
-        }
-        return "";
-    };
     for (int round = 0; round < 3 && why.empty(); ++round) {
         void *hs = nullptr, *hr = nullptr;
         if (round == 1) { // a new receive buffer, likely at the freed one's address
@@ -621,7 +632,7 @@ TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
             break;
         }
         long long before = vccl::testing::direct_sends(comm);
-        why = ring(send, recv, bytes, 11 * round);
+        why = ring_exchange(comm, s.s, {send}, {recv}, bytes, 11 * round);
         long long after = vccl::testing::direct_sends(comm);
         if (why.empty() && after <= before) why = "the transfer into vcclMemAlloc memory was staged, not direct";
         for (void* h : {hs, hr}) {
@@ -639,32 +650,8 @@ TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
         }
     }
     for (int pass = 0; pass < 2 && why.empty(); ++pass) {
-        std::vector<char> data(part);
-        for (int i = 0; i < kMany; ++i) {
-            for (size_t k = 0; k < part; ++k) data[k] = data_byte(rank * 100 + i + pass, k);
-            cudaMemcpy(sends[i], data.data(), part, cudaMemcpyHostToDevice);
-            cudaMemset(recvs[i], 0, part);
-        }
-        cudaDeviceSynchronize();
-        std::vector<vcclResult_t> rc;
-        rc.push_back(vcclGroupStart());
-        for (int i = 0; i < kMany; ++i) {
-            rc.push_back(vcclSend(sends[i], part, vcclUint8, next, comm, s.s));
-            rc.push_back(vcclRecv(recvs[i], part, vcclUint8, prev, comm, s.s));
-        }
-        rc.push_back(vcclGroupEnd());
-        why = call_failure(comm, rc);
-        if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "stream failed";
-        std::vector<char> got(part);
-        for (int i = 0; i < kMany && why.empty(); ++i) {
-            cudaMemcpy(got.data(), recvs[i], part, cudaMemcpyDeviceToHost);
-            for (size_t k = 0; k < part && why.empty(); ++k) {
-                if (got[k] != data_byte(prev * 100 + i + pass, k)) {
-                    why = "pass " + std::to_string(pass) + ", buffer " + std::to_string(i) + ": byte " + std::to_string(k) +
-                          " wrong";
-                }
-            }
-        }
+        why = ring_exchange(comm, s.s, sends, recvs, part, 50 + pass);
+        if (!why.empty()) why = "pass " + std::to_string(pass) + ", " + why;
     }
     for (int i = 0; i < kMany; ++i) {
         if ((vcclMemFree(sends[i]) != vcclSuccess || vcclMemFree(recvs[i]) != vcclSuccess) && why.empty()) {
