@@ -16,6 +16,7 @@
 #include "comm/idle_progress.h"
 #include "core/export.h"
 #include "device/ipc_p2p.h"
+#include "device/staged_queue.h"
 #include "device/staging.h"
 #include "telemetry/telemetry.h"
 #include "transport/transport.h"
@@ -41,11 +42,15 @@ struct vcclComm {
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart
     vccl::ScratchArena scratch;
     std::unique_ptr<vccl::IpcP2p> ipc; // direct GPU send/recv on one host (NULL when disabled)
-    vccl::StagingBuffer staging;
+    vccl::StagingBuffer staging;       // the synchronous staging path (device/staging.h)
+    std::atomic<int> staged_pending{0};              // staged jobs queued or running: they own the transport
+    bool staged_queue_unavailable = false;           // made once and failed, or VCCL_STAGING_ASYNC=0
+    std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
+                                                     // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)
-    int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas // device buffers run through pinned host copies (device/staging.h)
+    int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas
 
     std::atomic<bool> aborted{false};
     std::atomic<int> async_error{vcclSuccess};

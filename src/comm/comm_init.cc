@@ -213,7 +213,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     int idle_ms = int(env::get_int(env::kIdleProgressMs));
     if (idle_ms > 0 && comm->transport->wants_idle_progress()) {
         comm->idle_progress =
-            std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count);
+            std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
+                                           &comm->staged_pending);
     }
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());
@@ -288,6 +289,13 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->aborted.store(true);
         if (comm->bootstrap) comm->bootstrap->abort();
     }
+    if (comm->staged_queue) {
+        // Staged device work still queued runs first (it owns the transport), for up to the operation timeout;
+        // after an abort none starts. Streams waiting for a skipped one are let go (device/staged_queue.h).
+        int64_t t = comm->settings.op_timeout_ms;
+        comm->staged_queue->stop(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+        comm->staged_queue.reset();
+    }
     comm->idle_progress.reset(); // before the transport goes
     vcclResult_t status = vcclSuccess;
     {
@@ -305,6 +313,15 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         }
         comm->telemetry.reset(); // after the transport: closing may still complete requests
     }
+    // cudaFree of the flag buffer and the reduction scratch waits for the whole GPU: while the communicator's
+    // last device work has not run (a stream the caller's own work still blocks), they are freed by a thread
+    // once it has, so destroy and abort do not wait for the device.
+    std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
+    auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
+    comm->stream_order.run_when_done([ipc, scratch]() mutable {
+        ipc.reset();
+        scratch.reset();
+    });
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
     delete comm;
     // A flush that timed out at destroy is not the caller's problem: data already completed.

@@ -9,9 +9,11 @@
 #include "comm/group.h"
 #include "comm/p2p_exec.h"
 #include "core/dtype.h"
+#include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
+#include "device/staged_queue.h"
 #include "device/staging.h"
 
 namespace vccl {
@@ -56,35 +58,89 @@ bool inside(const void* p, const void* base, size_t bytes) {
     return p != nullptr && base != nullptr && x >= b && x < b + bytes;
 }
 
-/* Runs a collective on device buffers through pinned host copies, keeping in-place aliasing. */
-vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
+/* Where a staged collective's input and output sit in its pinned copy (in + out bytes). In place, the
+ * smaller region lies inside the larger one (both may start at the same address): it is placed inside the
+ * larger one's copy, so the host algorithm sees the same aliasing. */
+struct StagedLayout {
     size_t in = 0, out = 0;
-    coll_io_bytes(comm, op.coll, &in, &out);
-    void* host = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->staging.get(in + out, &host));
-    char* h = static_cast<char*>(host);
+    size_t send_offset = 0, recv_offset = 0;
+};
+
+StagedLayout staged_layout(const vcclComm* comm, const Op& op) {
+    StagedLayout l;
+    coll_io_bytes(comm, op.coll, &l.in, &l.out);
     const char* dsend = static_cast<const char*>(op.coll.sendbuf);
-    char* drecv = static_cast<char*>(op.coll.recvbuf);
-    char* hsend = h;
-    char* hrecv = h + in;
-    // In place, the smaller region lives inside the larger one (both may start at the same address):
-    // place the smaller one inside the larger one's staging copy.
-    if (in >= out && inside(drecv, dsend, in)) {
-        hrecv = hsend + (drecv - dsend); // e.g. ReduceScatter: the output block inside the input
-    } else if (inside(dsend, drecv, out)) {
-        hsend = hrecv + (dsend - drecv); // e.g. AllGather: the input block inside the output
-    } else if (inside(drecv, dsend, in)) {
-        hrecv = hsend + (drecv - dsend);
+    const char* drecv = static_cast<const char*>(op.coll.recvbuf);
+    l.recv_offset = l.in;
+    if (l.in >= l.out && inside(drecv, dsend, l.in)) {
+        l.recv_offset = size_t(drecv - dsend); // e.g. ReduceScatter: the output block inside the input
+    } else if (inside(dsend, drecv, l.out)) {
+        l.send_offset = l.in + size_t(dsend - drecv); // e.g. AllGather: the input block inside the output
+    } else if (inside(drecv, dsend, l.in)) {
+        l.recv_offset = size_t(drecv - dsend);
     }
+    return l;
+}
+
+/* The collective op on host buffers at `host` laid out as `l`. */
+Op host_collective(const Op& op, const StagedLayout& l, char* host) {
+    Op h = op;
+    h.mem = MemType::Host;
+    h.coll.sendbuf = op.coll.sendbuf != nullptr ? host + l.send_offset : nullptr;
+    h.coll.recvbuf = op.coll.recvbuf != nullptr ? host + l.recv_offset : nullptr;
+    return h;
+}
+
+/* Runs a collective on device buffers through pinned host copies on the calling thread, which waits for the
+ * stream (the path when the staged queue is unavailable or the call also needs the calling thread). */
+vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
+    StagedLayout l = staged_layout(comm, op);
+    void* host = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->staging.get(l.in + l.out, &host));
+    Op host_op = host_collective(op, l, static_cast<char*>(host));
     VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
-    if (in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(hsend, dsend, in, op.stream));
-    Op host_op = op;
-    host_op.mem = MemType::Host;
-    host_op.coll.sendbuf = dsend != nullptr ? hsend : nullptr;
-    host_op.coll.recvbuf = drecv != nullptr ? hrecv : nullptr;
+    if (l.in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(const_cast<void*>(host_op.coll.sendbuf), op.coll.sendbuf, l.in, op.stream));
     VCCL_RETURN_IF_ERROR(run_collective(comm, host_op));
-    if (out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(drecv, hrecv, out, op.stream));
+    if (l.out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, host_op.coll.recvbuf, l.out, op.stream));
     return vcclSuccess;
+}
+
+/* The same through the staged queue: stream-ordered, the calling thread does not wait. */
+vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
+    StagedLayout l = staged_layout(comm, op);
+    StagedQueue::Job job;
+    job.stream = op.stream;
+    job.host_bytes = l.in + l.out;
+    if (l.in > 0) job.in.push_back({const_cast<void*>(op.coll.sendbuf), l.send_offset, l.in});
+    if (l.out > 0) job.out.push_back({op.coll.recvbuf, l.recv_offset, l.out});
+    job.work = [comm, op, l](char* host) { return run_collective(comm, host_collective(op, l, host)); };
+    return comm->staged_queue->submit(std::move(job));
+}
+
+/* Whether every operation of the call goes through host staging of device buffers (no host buffers, no
+ * direct GPU path), so the whole call can be handed to the staged queue. */
+bool all_staged(const vcclComm* comm, const std::vector<Op>& ops) {
+    for (const Op& op : ops) {
+        if (op.mem != MemType::Cuda) return false;
+        if (op.kind == OpKind::Collective ? device_coll_direct_possible(comm, op)
+                                          : comm->ipc != nullptr && comm->ipc->reachable(op.peer))
+            return false;
+    }
+    return true;
+}
+
+/* The communicator's staged queue, made on first use; NULL where it cannot be (then staging is synchronous). */
+StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
+    if (comm->staged_queue != nullptr || comm->staged_queue_unavailable) return comm->staged_queue.get();
+    comm->staged_queue_unavailable = true;
+    if (!env::get_bool(env::kStagingAsync)) return nullptr;
+    int device = 0;
+    if (!stream_device(stream, &device)) return nullptr;
+    comm->staged_queue = StagedQueue::create(
+        device, env::get_size(env::kStagingPoolBytes), &comm->aborted, &comm->staged_pending,
+        [comm](vcclResult_t error, const std::string& text) { comm_set_async_error(comm, error, text); });
+    comm->staged_queue_unavailable = comm->staged_queue == nullptr;
+    return comm->staged_queue.get();
 }
 
 } // namespace
@@ -123,10 +179,18 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     }
     std::vector<const Op*> p2p;
     vcclResult_t status = comm->stream_order.before(streams);
+    StagedQueue* queue = all_staged(comm, ops) ? staged_queue(comm, ops.front().stream) : nullptr;
+    if (queue == nullptr && comm->staged_queue != nullptr) {
+        // Earlier staged jobs own the transport until they end, and they must reach the network before this
+        // call's traffic does on every rank: the one place the calling thread waits for the device.
+        comm->staged_queue->wait_idle();
+    }
     for (const Op& op : ops) {
         if (status != vcclSuccess) break;
         if (op.kind != OpKind::Collective) {
             p2p.push_back(&op);
+        } else if (queue != nullptr) {
+            status = submit_collective_staged(comm, op);
         } else if (device_coll_direct_possible(comm, op)) {
             status = run_device_coll_direct(comm, op);
         } else if (op.mem == MemType::Cuda) {
@@ -139,7 +203,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         if (status != vcclSuccess) break;
     }
     if (status == vcclSuccess && !p2p.empty()) {
-        status = run_p2p_batch(comm, p2p);
+        status = queue != nullptr ? submit_p2p_staged(comm, queue, p2p) : run_p2p_batch(comm, p2p);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
     vcclResult_t ordered = comm->stream_order.after(streams);

@@ -6,8 +6,9 @@
 namespace vccl {
 
 IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms,
-                           const std::atomic<uint64_t>* activity)
-    : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1), activity_(activity) {
+                           const std::atomic<uint64_t>* activity, const std::atomic<int>* staged_jobs)
+    : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1), activity_(activity),
+      staged_jobs_(staged_jobs) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -34,7 +35,8 @@ void IdleProgress::run() {
         {
             // Never waits for the lock: an operation in progress drives the transport itself.
             std::unique_lock<std::mutex> op_lock(*op_mutex_, std::try_to_lock);
-            if (op_lock.owns_lock()) {
+            // Staged jobs are only queued under the lock: none starts while this thread holds it.
+            if (op_lock.owns_lock() && (staged_jobs_ == nullptr || staged_jobs_->load() == 0)) {
                 transport_->progress();
                 busy = transport_->has_pending();
             } else {

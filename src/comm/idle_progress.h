@@ -7,7 +7,8 @@
  * (MPI_Barrier, another communicator, computation) would leave its peer stalled until its next vccl call, and
  * forever if that call waits for the peer (found by fault-alternate: rank 1 in MPI_Allreduce, rank 0's send
  * never acknowledged). NCCL avoids this with its proxy thread; vccl drives the transport from a thread that
- * runs only while the communicator's operation lock is free, so transport calls stay serialised.
+ * runs only while the communicator's operation lock is free and no staged job runs, so transport calls stay
+ * serialised.
  */
 #ifndef VCCL_COMM_IDLE_PROGRESS_H_
 #define VCCL_COMM_IDLE_PROGRESS_H_
@@ -28,8 +29,10 @@ public:
      * no operation (*activity unchanged, the lock never found taken) and nothing pending in the transport,
      * the interval doubles up to kMaxIntervalMs; any of those brings it back at once. A peer that needs this
      * rank after such a quiet time is in a fault (a lost acknowledgement, a path switch) and waits at most
-     * kMaxIntervalMs more, against failover timeouts of hundreds of milliseconds. */
-    IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms, const std::atomic<uint64_t>* activity);
+     * kMaxIntervalMs more, against failover timeouts of hundreds of milliseconds. While *staged_jobs is not
+     * zero the staged queue's proxy drives the transport (device/staged_queue.h), and this thread keeps off. */
+    IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms, const std::atomic<uint64_t>* activity,
+                 const std::atomic<int>* staged_jobs = nullptr);
     static constexpr int kMaxIntervalMs = 20;
     static constexpr int64_t kQuietNs = 1000000000; // 1 s
     ~IdleProgress(); // stops and joins the thread
@@ -43,6 +46,7 @@ private:
     Transport* transport_;
     int interval_ms_;
     const std::atomic<uint64_t>* activity_; // operations started on the communicator
+    const std::atomic<int>* staged_jobs_;    // may be NULL
     std::mutex wake_mutex_;
     std::condition_variable wake_;
     bool stop_ = false;

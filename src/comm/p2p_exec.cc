@@ -318,6 +318,53 @@ vcclResult_t run_p2p_staged(vcclComm* comm, const std::vector<const Op*>& ops) {
 
 } // namespace
 
+vcclResult_t submit_p2p_staged(vcclComm* comm, StagedQueue* queue, const std::vector<const Op*>& ops) {
+    // One job on the last operation's stream: the batch's other streams hand over to it first and wait for
+    // it after, so each stream's later work sees its receives.
+    vcclStream_t stream = ops.back()->stream;
+    std::vector<vcclStream_t> others;
+    for (const Op* op : ops) {
+        if (op->stream != stream && std::find(others.begin(), others.end(), op->stream) == others.end())
+            others.push_back(op->stream);
+    }
+    for (vcclStream_t s : others) VCCL_RETURN_IF_ERROR(stream_wait_for(stream, s));
+    StagedQueue::Job job;
+    job.stream = stream;
+    std::vector<Op> host_ops;
+    std::vector<size_t> offsets;
+    for (const Op* op : ops) {
+        // Sends are copied out before any receive is copied in, so an in-place exchange sends the old data.
+        if (op->kind == OpKind::Send) {
+            job.in.push_back({const_cast<void*>(op->sendbuf), job.host_bytes, op->bytes});
+        } else {
+            job.out.push_back({op->recvbuf, job.host_bytes, op->bytes});
+        }
+        offsets.push_back(job.host_bytes);
+        job.host_bytes += op->bytes;
+        host_ops.push_back(*op);
+        host_ops.back().mem = MemType::Host;
+    }
+    job.work = [comm, host_ops, offsets](char* host) mutable {
+        std::vector<const Op*> ptrs;
+        for (size_t i = 0; i < host_ops.size(); ++i) {
+            Op& h = host_ops[i];
+            if (h.kind == OpKind::Send) {
+                h.sendbuf = host + offsets[i];
+            } else {
+                h.recvbuf = host + offsets[i];
+            }
+            ptrs.push_back(&h);
+        }
+        return run_p2p(comm, ptrs);
+    };
+    vcclResult_t status = queue->submit(std::move(job));
+    for (vcclStream_t s : others) {
+        vcclResult_t r = stream_wait_for(s, stream);
+        if (status == vcclSuccess) status = r;
+    }
+    return status;
+}
+
 bool ranges_overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
     auto x = reinterpret_cast<uintptr_t>(a), y = reinterpret_cast<uintptr_t>(b);
     return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;

@@ -59,6 +59,14 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
              "UCX transports for vccl's own UCX context (sets UCX_TLS for it only); default: UCX's choice")
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
+VCCL_ENV_DEF(kStagingAsync, "VCCL_STAGING_ASYNC", Bool, "1",
+             "Device buffers the direct GPU path does not serve (peers on other hosts, VCCL_P2P_DIRECT=0) are "
+             "staged through pinned host memory by a proxy thread, ordered on the caller's stream, so the call "
+             "returns without waiting for the GPU; 0: the calling thread waits for the stream and stages itself")
+VCCL_ENV_DEF(kStagingPoolBytes, "VCCL_STAGING_POOL_BYTES", Size, "256M",
+             "Pinned host memory the asynchronous staging path may hold for operations in flight; a call that "
+             "finds it full waits for earlier operations' results to be copied back (one larger operation still "
+             "runs, alone)")
 VCCL_ENV_DEF(kMemVmm, "VCCL_MEM_VMM", Bool, "1",
              "vcclMemAlloc makes CUDA VMM memory (cuMemCreate, shared with peers of the host as a file descriptor "
              "over a Unix socket); 0, or a GPU without VMM: cudaMalloc in whole 2 MiB blocks (shared by CUDA IPC)")

@@ -115,28 +115,6 @@ const DriverApi& driver() {
     return api;
 }
 
-vcclResult_t cuda_fail(const char* what, cudaError_t err) {
-    return set_last_error(vcclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(err));
-}
-
-
-/* Makes `device` current for the scope (device ops of a communicator run on its device). */
-class DeviceScope {
-public:
-    explicit DeviceScope(int device) {
-        if (cudaGetDevice(&saved_) == cudaSuccess && saved_ != device) {
-            cudaSetDevice(device);
-        } else {
-            saved_ = -1;
-        }
-    }
-    ~DeviceScope() {
-        if (saved_ >= 0) cudaSetDevice(saved_);
-    }
-private:
-    int saved_ = -1;
-};
-
 class CudaIpcP2p final : public IpcP2p {
 public:
     ~CudaIpcP2p() override {

@@ -36,6 +36,19 @@ vcclResult_t stream_synchronize(vcclStream_t stream) {
 #endif
 }
 
+bool stream_device(vcclStream_t stream, int* device) {
+#if VCCL_HAVE_CUDA
+    if (cudaStreamGetDevice(static_cast<cudaStream_t>(stream), device) == cudaSuccess) return true;
+    cudaGetLastError();
+    if (cudaGetDevice(device) == cudaSuccess) return true;
+    cudaGetLastError();
+#else
+    (void)stream;
+    (void)device;
+#endif
+    return false;
+}
+
 vcclResult_t stream_check_not_capturing(vcclStream_t stream, const char* call) {
 #if VCCL_HAVE_CUDA
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

@@ -15,6 +15,9 @@ MemType mem_type_of(const void* ptr);
 /* Waits for the stream's work (a no-op for NULL). Without CUDA a non-NULL stream is an invalid argument. */
 vcclResult_t stream_synchronize(vcclStream_t stream);
 
+/* The GPU `stream` belongs to (the current one for the NULL and per-thread streams); false without CUDA. */
+bool stream_device(vcclStream_t stream, int* device);
+
 /* vcclInvalidUsage when the stream is being captured into a CUDA graph: vccl's transfers are driven by the
  * host proxy when the call is made, so a graph replay could not repeat them. vcclSuccess otherwise (NULL
  * stream, builds without CUDA). */

@@ -1,6 +1,8 @@
 #include "device/staging.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "config.h"
 #include "core/status.h"
@@ -167,7 +169,26 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
     return vcclSuccess;
 }
 
+void StreamOrder::run_when_done(std::function<void()> fn) {
+    cudaEvent_t ev = static_cast<cudaEvent_t>(event_);
+    if (!recorded_ || ev == nullptr || cudaEventQuery(ev) != cudaErrorNotReady) {
+        cudaGetLastError();
+        fn();
+        return;
+    }
+    event_ = nullptr; // the thread owns it now
+    recorded_ = false;
+    std::thread([ev, fn] {
+        // Any other answer (an error, the runtime shutting down at exit) ends the wait as well.
+        while (cudaEventQuery(ev) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        fn();
+        cudaEventDestroy(ev);
+    }).detach();
+}
+
 #else // no CUDA: device memory never reaches here
+
+void StreamOrder::run_when_done(std::function<void()> fn) { fn(); }
 
 StreamOrder::~StreamOrder() {}
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }

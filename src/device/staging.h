@@ -8,6 +8,7 @@
 #define VCCL_DEVICE_STAGING_H_
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "vccl.h"
@@ -30,6 +31,12 @@ private:
  * cudaMalloc so peers can map it (CUDA IPC). Growing waits for `stream` before freeing the old block. */
 class DeviceScratch {
 public:
+    DeviceScratch() = default;
+    DeviceScratch(DeviceScratch&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+        other.ptr_ = nullptr;
+        other.bytes_ = 0;
+    }
+    DeviceScratch& operator=(DeviceScratch&&) = delete;
     ~DeviceScratch();
     vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
 private:
@@ -48,6 +55,10 @@ public:
     vcclResult_t before(const std::vector<vcclStream_t>& streams);
     /* After enqueuing it: the last stream waits for the others, then the call's end is recorded there. */
     vcclResult_t after(const std::vector<vcclStream_t>& streams);
+    /* Calls `fn` once every call recorded so far has run on the device: now when it has (or nothing was
+     * recorded), else from a thread that polls for it. For cudaFree at destroy, which would wait for the
+     * whole GPU, also for a stream the caller's own work keeps blocked. */
+    void run_when_done(std::function<void()> fn);
 private:
     void* event_ = nullptr; // cudaEvent_t, made on first use
     int event_device_ = -1;

@@ -20,6 +20,12 @@ __global__ void add_one_kernel(uint32_t* out, const uint32_t* in, size_t n) {
     }
 }
 
+__global__ void wait_flag_kernel(const volatile uint32_t* flag) {
+    while (*flag == 0) {
+        __nanosleep(1000);
+    }
+}
+
 int blocks_for(size_t n) {
     size_t b = (n + 255) / 256;
     return int(b < 1 ? 1 : b > 1024 ? 1024 : b);
@@ -34,5 +40,10 @@ cudaError_t vt_slow_fill(uint32_t* buf, size_t n, uint32_t seed, unsigned spin_u
 
 cudaError_t vt_add_one(uint32_t* out, const uint32_t* in, size_t n, cudaStream_t stream) {
     add_one_kernel<<<blocks_for(n), 256, 0, stream>>>(out, in, n);
+    return cudaGetLastError();
+}
+
+cudaError_t vt_wait_flag(const uint32_t* flag, cudaStream_t stream) {
+    wait_flag_kernel<<<1, 1, 0, stream>>>(flag);
     return cudaGetLastError();
 }

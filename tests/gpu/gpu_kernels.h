@@ -21,6 +21,8 @@ VT_HOST_DEVICE inline uint32_t vt_pattern(size_t i, uint32_t seed) {
 
 /* Spins about `spin_us` microseconds on the GPU, then writes vt_pattern(i, seed) to buf[0..n). */
 cudaError_t vt_slow_fill(uint32_t* buf, size_t n, uint32_t seed, unsigned spin_us, cudaStream_t stream);
+/* Blocks the stream until the host sets *flag (host-mapped memory, device address) to non-zero. */
+cudaError_t vt_wait_flag(const uint32_t* flag, cudaStream_t stream);
 /* out[i] = in[i] + 1 for i < n. */
 cudaError_t vt_add_one(uint32_t* out, const uint32_t* in, size_t n, cudaStream_t stream);
 

@@ -27,9 +27,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -1310,6 +1312,265 @@ TEST(GpuP2p, NoKernelNoHostFunctionDuringSendRecv) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 #endif
+
+/* A host-mapped word a kernel waits on (vt_wait_flag): the stream stays blocked until the host opens it. */
+struct Gate {
+    uint32_t* host = nullptr;
+    uint32_t* dev = nullptr;
+    Gate() {
+        if (cudaHostAlloc(reinterpret_cast<void**>(&host), sizeof(uint32_t), cudaHostAllocMapped) != cudaSuccess) {
+            host = nullptr;
+            return;
+        }
+        *host = 0;
+        if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) != cudaSuccess) dev = nullptr;
+    }
+    ~Gate() {
+        if (host != nullptr) cudaFreeHost(host);
+    }
+    Gate(const Gate&) = delete;
+    Gate& operator=(const Gate&) = delete;
+    void close() { __atomic_store_n(host, 0u, __ATOMIC_RELEASE); }
+    void open() { __atomic_store_n(host, 1u, __ATOMIC_RELEASE); }
+};
+
+/* Opens the gate after `ms` unless disarmed first, so a call that waits for the blocked stream ends the test
+ * with a failure instead of hanging it; fired() tells whether it had to. */
+class GateTimer {
+public:
+    GateTimer(Gate* gate, int ms) : thread_([this, gate, ms] {
+        std::unique_lock<std::mutex> lock(m_);
+        if (!cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return disarmed_; })) {
+            fired_ = true;
+            gate->open();
+        }
+    }) {}
+    ~GateTimer() { disarm(); }
+    void disarm() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            disarmed_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    bool fired() const { return fired_; }
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool disarmed_ = false;
+    std::atomic<bool> fired_{false};
+    std::thread thread_;
+};
+
+/* Seed of round k's data on rank r in the GpuAsync tests. */
+uint32_t async_seed(int k, int r, size_t elems) { return uint32_t(1000 * k + 10 * r + elems % 7 + 1); }
+
+/* `rounds` AllReduces and ring send/recv pairs of `elems` uint32 on s, each after a kernel writes its input. */
+std::string enqueue_async_rounds(vcclComm_t comm, cudaStream_t s, int rounds, size_t elems, uint32_t* send,
+                                 uint32_t* sum, uint32_t* ring) {
+    int rank = world_rank(), n = world_size();
+    for (int k = 0; k < rounds; ++k) {
+        size_t at = size_t(k) * elems;
+        cudaError_t ce = vt_slow_fill(send + at, elems, async_seed(k, rank, elems), 0, s);
+        if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+        vcclResult_t a = vcclAllReduce(send + at, sum + at, elems, vcclUint32, vcclSum, comm, s);
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(send + at, elems, vcclUint32, (rank + 1) % n, comm, s);
+        vcclResult_t y = vcclRecv(ring + at, elems, vcclUint32, (rank + n - 1) % n, comm, s);
+        vcclResult_t e = vcclGroupEnd();
+        std::string why = call_failure(comm, {a, g, x, y, e});
+        if (!why.empty()) return "round " + std::to_string(k) + ": " + why;
+    }
+    return "";
+}
+
+std::string check_async_rounds(int rounds, size_t elems, const DevBuf& sum, const DevBuf& ring) {
+    int rank = world_rank(), n = world_size(), prev = (rank + n - 1) % n;
+    std::vector<char> got_sum = sum.download(), got_ring = ring.download();
+    const auto* gs = reinterpret_cast<const uint32_t*>(got_sum.data());
+    const auto* gr = reinterpret_cast<const uint32_t*>(got_ring.data());
+    for (int k = 0; k < rounds; ++k) {
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t want = 0;
+            for (int r = 0; r < n; ++r) want += vt_pattern(i, async_seed(k, r, elems));
+            size_t at = size_t(k) * elems + i;
+            if (gs[at] != want) {
+                return "round " + std::to_string(k) + " allreduce element " + std::to_string(i) + " is " +
+                       std::to_string(gs[at]) + ", want " + std::to_string(want);
+            }
+            if (gr[at] != vt_pattern(i, async_seed(k, prev, elems))) {
+                return "round " + std::to_string(k) + " received element " + std::to_string(i) + " is wrong";
+            }
+        }
+    }
+    return "";
+}
+
+/* The calling thread never waits for device work: with the stream blocked by a kernel waiting on the host,
+ * every call (AllReduce, grouped send/recv; several rounds, each after a kernel that writes its input)
+ * returns while the stream is still blocked; then the results are right. Run on every path: direct
+ * (np2_shared_gpu.sh) and host-staged through the proxy (np2_shared_gpu_staged.sh, VCCL_P2P_DIRECT=0). */
+TEST(GpuAsync, CallsReturnWhileTheStreamIsBlocked) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const int rounds = 4;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(1031), size_t(1 << 20) + 3}) {
+        size_t bytes = elems * 4 * rounds;
+        DevBuf send(bytes), sum(bytes), ring(bytes);
+        ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+        auto* sp = reinterpret_cast<uint32_t*>(send.ptr());
+        auto* up = reinterpret_cast<uint32_t*>(sum.ptr());
+        auto* rp = reinterpret_cast<uint32_t*>(ring.ptr());
+        // Once unblocked: the direct path waits for the stream when its reduction scratch grows (documented).
+        std::string why = enqueue_async_rounds(comm, s.s, 1, elems * rounds, sp, up, rp);
+        if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "warm-up stream failed";
+        MPI_Barrier(MPI_COMM_WORLD);
+        gate.close();
+        bool blocked_after_calls = false, timer_fired = false;
+        {
+            GateTimer timer(&gate, 10000);
+            cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+            if (ce != cudaSuccess && why.empty()) why = "kernel launch: " + cuda_str(ce);
+            if (why.empty()) why = enqueue_async_rounds(comm, s.s, rounds, elems, sp, up, rp);
+            blocked_after_calls = cudaStreamQuery(s.s) == cudaErrorNotReady;
+            timer.disarm();
+            timer_fired = timer.fired();
+            gate.open();
+        }
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && timer_fired) why = "a call waited for the blocked stream (the gate was opened by the 10 s timer)";
+        if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        if (why.empty()) why = check_async_rounds(rounds, elems, sum, ring);
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(elems) + " elements: " + why;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* A call on host buffers after device work that is still waiting for its stream: it runs after that work
+ * (on the staged path it waits for the queue), and both results are right. */
+TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const size_t elems = 4099;
+    DevBuf send(elems * 4), sum(elems * 4), ring(elems * 4);
+    ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::string why;
+    std::vector<int64_t> host_in(333), host_out(333, -1);
+    for (size_t i = 0; i < host_in.size(); ++i) host_in[i] = int64_t(i) * (rank + 1);
+    {
+        // Opens the gate while the host call is in progress. Armed before the device calls: this test is
+        // about order and results (CallsReturnWhileTheStreamIsBlocked is the one about not waiting), and the
+        // direct path may wait for the device when it replaces a stale mapping of a peer's freed buffer.
+        GateTimer opener(&gate, 300);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, 1, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        vcclResult_t r = vcclAllReduce(host_in.data(), host_out.data(), host_in.size(), vcclInt64, vcclSum, comm, nullptr);
+        if (why.empty() && r != vcclSuccess) why = std::string("host AllReduce: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    gate.open();
+    cudaError_t ce = cudaStreamSynchronize(s.s);
+    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    int64_t ranks_sum = int64_t(n) * (n + 1) / 2;
+    for (size_t i = 0; i < host_out.size() && why.empty(); ++i) {
+        if (host_out[i] != int64_t(i) * ranks_sum) why = "host AllReduce element " + std::to_string(i) + " is wrong";
+    }
+    if (why.empty()) why = check_async_rounds(1, elems, sum, ring);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* Many calls in flight with a staging pool smaller than one of them (VCCL_STAGING_POOL_BYTES=64K): slots are
+ * reused only once their results are copied back. On the direct path this is a plain correctness run. */
+TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
+    const char* old = getenv("VCCL_STAGING_POOL_BYTES");
+    std::string saved = old != nullptr ? old : "";
+    setenv("VCCL_STAGING_POOL_BYTES", "64K", 1);
+    vccl::env::reload();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    if (old != nullptr) setenv("VCCL_STAGING_POOL_BYTES", saved.c_str(), 1); else unsetenv("VCCL_STAGING_POOL_BYTES");
+    vccl::env::reload();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    Stream s;
+    const int rounds = 12;
+    std::string why;
+    for (size_t elems : {size_t(7), size_t(65537)}) {
+        DevBuf send(elems * 4 * rounds), sum(elems * 4 * rounds), ring(elems * 4 * rounds);
+        ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, rounds, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        if (why.empty()) why = check_async_rounds(rounds, elems, sum, ring);
+        if (!why.empty()) why = std::to_string(elems) + " elements: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
+}
+
+/* vcclCommAbort with device work queued behind a blocked stream returns at once on every rank, and the
+ * stream goes on once unblocked (the aborted work's data is not valid). */
+TEST(GpuAsync, AbortWithBlockedDeviceWork) {
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const size_t elems = 100003;
+    DevBuf send(elems * 4 * 3), sum(elems * 4 * 3), ring(elems * 4 * 3);
+    ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+    // Warm-up (unblocked): the direct path's scratch grows here, not behind the gate.
+    std::string why = enqueue_async_rounds(comm, s.s, 1, elems * 3, reinterpret_cast<uint32_t*>(send.ptr()),
+                                           reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+    if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "warm-up stream failed";
+    MPI_Barrier(MPI_COMM_WORLD);
+    double took = 0;
+    {
+        GateTimer timer(&gate, 10000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (why.empty() && ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, 3, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        double t0 = MPI_Wtime();
+        vcclResult_t r = vcclCommAbort(comm);
+        took = MPI_Wtime() - t0;
+        if (why.empty() && r != vcclSuccess) why = std::string("abort: ") + result_str(r);
+        timer.disarm();
+        if (why.empty() && timer.fired()) why = "a call or the abort waited for the blocked stream";
+        gate.open();
+    }
+    if (why.empty() && took > 1.0) why = "abort took " + std::to_string(took) + " s";
+    expect_stream_goes_on(s.s, "abort");
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
 
 TEST(GpuGraph, CaptureIsRefusedAndEnqueuesNothing) {
     vcclComm_t comm = gpu_comm();

@@ -1,0 +1,356 @@
+#include "device/staged_queue.h"
+
+#include "config.h"
+#include "core/log.h"
+#include "core/status.h"
+
+#if VCCL_HAVE_CUDA
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "device/driver_entry.h"
+
+namespace vccl {
+
+namespace {
+
+using WaitValueFn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+/* Sequence numbers wrap: a is at or after b when the signed distance says so (as CU_STREAM_WAIT_VALUE_GEQ). */
+bool reached(uint32_t a, uint32_t b) { return int32_t(a - b) >= 0; }
+
+class CudaStagedQueue final : public StagedQueue {
+public:
+    CudaStagedQueue(int device, uint64_t pool_bytes, const std::atomic<bool>* aborted, std::atomic<int>* pending,
+                    FailureFn on_failure, WaitValueFn wait_value)
+        : device_(device), pool_limit_(pool_bytes), aborted_(aborted), pending_(pending),
+          on_failure_(std::move(on_failure)), wait_value_(wait_value) {}
+
+    ~CudaStagedQueue() override {
+        stop(0);
+        DeviceScope scope(device_);
+        // A slot whose last output copy has not run (its stream is blocked elsewhere) may still be read by
+        // the device, and so may the DONE word: freeing them would fault the copy, and cudaFreeHost would
+        // wait for it. Such memory is left allocated.
+        size_t kept = 0;
+        for (Slot& s : pool_) {
+            if (slot_busy(s)) {
+                kept += s.bytes;
+            } else {
+                cudaFreeHost(s.host);
+                cudaEventDestroy(s.released);
+            }
+        }
+        for (cudaEvent_t ev : free_events_) cudaEventDestroy(ev);
+        if (kept > 0) {
+            VCCL_WARN(kLogDevice, "staging: %zu bytes of pinned memory left allocated: a stream has not yet copied "
+                      "out of it (its work is blocked elsewhere)", kept);
+        } else if (done_ != nullptr) {
+            cudaFreeHost(const_cast<uint32_t*>(done_));
+        }
+        cudaGetLastError(); // only our own calls above can have set it
+    }
+
+    vcclResult_t init() {
+        DeviceScope scope(device_);
+        void* word = nullptr;
+        cudaError_t err = cudaHostAlloc(&word, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable);
+        if (err != cudaSuccess) return cuda_fail("cudaHostAlloc (staging DONE word)", err);
+        done_ = static_cast<volatile uint32_t*>(word);
+        *done_ = 0;
+        void* dev = nullptr;
+        err = cudaHostGetDevicePointer(&dev, word, 0);
+        if (err != cudaSuccess) return cuda_fail("cudaHostGetDevicePointer (staging DONE word)", err);
+        done_device_ = reinterpret_cast<CUdeviceptr>(dev);
+        thread_ = std::thread([this] { run(); });
+        return vcclSuccess;
+    }
+
+    vcclResult_t submit(Job job) override {
+        int device = device_;
+        if (cudaStreamGetDevice(static_cast<cudaStream_t>(job.stream), &device) != cudaSuccess) {
+            cudaGetLastError();
+            device = device_;
+        }
+        DeviceScope scope(device);
+        cudaStream_t stream = static_cast<cudaStream_t>(job.stream);
+        Slot* slot = nullptr;
+        VCCL_RETURN_IF_ERROR(take_slot(job.host_bytes, device, &slot));
+        for (const Copy& c : job.in) {
+            if (c.bytes == 0) continue;
+            cudaError_t err = cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
+            if (err != cudaSuccess) return cuda_fail("cudaMemcpyAsync (staging input)", err);
+        }
+        cudaEvent_t ready = nullptr;
+        VCCL_RETURN_IF_ERROR(take_event(&ready));
+        cudaError_t err = cudaEventRecord(ready, stream);
+        if (err != cudaSuccess) {
+            give_back_event(ready);
+            return cuda_fail("cudaEventRecord (staging READY)", err);
+        }
+        uint32_t seq = next_seq_ + 1;
+        CUresult res = wait_value_(reinterpret_cast<CUstream>(stream), done_device_, seq, CU_STREAM_WAIT_VALUE_GEQ);
+        if (res != CUDA_SUCCESS) {
+            give_back_event(ready);
+            return cu_fail("cuStreamWaitValue32 (staging DONE)", res);
+        }
+        // From here the stream needs DONE >= seq: the job is queued whatever fails below.
+        next_seq_ = seq;
+        slot->last_seq = seq;
+        slot->recorded = false;
+        vcclResult_t status = vcclSuccess;
+        for (const Copy& c : job.out) {
+            if (c.bytes == 0 || status != vcclSuccess) continue;
+            err = cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
+            if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
+        }
+        if (status == vcclSuccess) {
+            err = cudaEventRecord(slot->released, stream);
+            if (err != cudaSuccess) {
+                status = cuda_fail("cudaEventRecord (staging RELEASED)", err);
+            } else {
+                slot->recorded = true;
+            }
+        }
+        pending_->fetch_add(1);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            jobs_.push_back(Queued{seq, ready, slot->host, std::move(job.work)});
+        }
+        wake_.notify_all();
+        return status;
+    }
+
+    bool idle() const override { return pending_->load() == 0; }
+
+    void wait_idle() override {
+        std::unique_lock<std::mutex> lock(mutex_);
+        idle_.wait(lock, [this] { return jobs_.empty(); });
+    }
+
+    void stop(int64_t wait_ms) override {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            if (!thread_.joinable()) return;
+            if (wait_ms > 0) idle_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return jobs_.empty(); });
+            size_t left = jobs_.size();
+            if (left > 0) {
+                VCCL_WARN(kLogDevice, "staging: %zu device operation(s) end without running: their outputs are not "
+                          "valid", left);
+            }
+            skip_all_ = true;
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+    }
+
+private:
+    struct Slot {
+        char* host = nullptr;
+        size_t bytes = 0;
+        cudaEvent_t released = nullptr; // recorded after the last output copy of the slot's job
+        bool recorded = false;
+        uint32_t last_seq = 0;           // the last job that used it (DONE must reach it too)
+    };
+    struct Queued {
+        uint32_t seq;
+        cudaEvent_t ready;
+        char* host;
+        std::function<vcclResult_t(char*)> work;
+    };
+
+    bool slot_busy(Slot& s) {
+        if (s.last_seq != 0 && !reached(*done_, s.last_seq)) return true;
+        if (!s.recorded) return false;
+        cudaError_t q = cudaEventQuery(s.released);
+        if (q == cudaErrorNotReady) return true;
+        if (q != cudaSuccess) cudaGetLastError();
+        return false;
+    }
+
+    /* A free slot of at least `bytes`, from the pool or new; waits for one while the pool is full. */
+    vcclResult_t take_slot(size_t bytes, int device, Slot** out) {
+        // Powers of two: a slot serves the sizes near its own, so a size that changes a little reallocates
+        // nothing (pinning memory costs milliseconds per tens of MiB).
+        size_t rounded = kMinSlot;
+        while (rounded < bytes) rounded *= 2;
+        bytes = rounded;
+        auto started = std::chrono::steady_clock::now();
+        bool warned = false;
+        for (;;) {
+            Slot* best = nullptr;
+            size_t total = 0;
+            for (Slot& s : pool_) {
+                total += s.bytes;
+                // The smallest that fits; among equals the one used last, whose memory is most likely still
+                // in the CPU's cache for the host part.
+                if (s.bytes < bytes || (best != nullptr && (s.bytes > best->bytes ||
+                                                           (s.bytes == best->bytes && !reached(s.last_seq, best->last_seq)))))
+                    continue;
+                if (!slot_busy(s)) best = &s;
+            }
+            if (best != nullptr) {
+                *out = best;
+                return vcclSuccess;
+            }
+            if (total + bytes <= pool_limit_ || total == 0) break;
+            // Room is held by free slots that are too small: give one back and look again.
+            bool freed = false;
+            for (size_t i = 0; i < pool_.size(); ++i) {
+                if (slot_busy(pool_[i])) continue;
+                cudaFreeHost(pool_[i].host);
+                cudaEventDestroy(pool_[i].released);
+                pool_.erase(pool_.begin() + long(i));
+                freed = true;
+                break;
+            }
+            if (freed) continue;
+            if (aborted_->load()) return set_last_error(vcclInvalidUsage, "communicator aborted while waiting for staging memory");
+            if (!warned && std::chrono::steady_clock::now() - started > std::chrono::seconds(10)) {
+                VCCL_WARN(kLogDevice, "staging: waiting over 10 s for pinned memory (VCCL_STAGING_POOL_BYTES=%llu in "
+                          "use by earlier operations whose streams have not reached them)",
+                          (unsigned long long)pool_limit_);
+                warned = true;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        Slot s;
+        DeviceScope scope(device);
+        cudaError_t err = cudaHostAlloc(reinterpret_cast<void**>(&s.host), bytes, cudaHostAllocPortable);
+        if (err != cudaSuccess) return cuda_fail("cudaHostAlloc (staging slot)", err);
+        err = cudaEventCreateWithFlags(&s.released, cudaEventDisableTiming);
+        if (err != cudaSuccess) {
+            cudaFreeHost(s.host);
+            return cuda_fail("cudaEventCreate (staging)", err);
+        }
+        s.bytes = bytes;
+        pool_.push_back(s);
+        *out = &pool_.back();
+        return vcclSuccess;
+    }
+
+    vcclResult_t take_event(cudaEvent_t* out) {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (!free_events_.empty()) {
+                *out = free_events_.back();
+                free_events_.pop_back();
+                return vcclSuccess;
+            }
+        }
+        cudaError_t err = cudaEventCreateWithFlags(out, cudaEventDisableTiming);
+        return err == cudaSuccess ? vcclSuccess : cuda_fail("cudaEventCreate (staging)", err);
+    }
+
+    void give_back_event(cudaEvent_t ev) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        free_events_.push_back(ev);
+    }
+
+    /* Polls until the job's inputs are in pinned memory; false when it should be skipped instead. */
+    bool wait_ready(cudaEvent_t ready) {
+        int idle_rounds = 0;
+        for (;;) {
+            if (skip_all_.load() || aborted_->load()) return false;
+            cudaError_t q = cudaEventQuery(ready);
+            if (q == cudaSuccess) return true;
+            if (q != cudaErrorNotReady) {
+                cudaGetLastError();
+                return true; // a failed stream: the host part runs (peers expect it) on whatever is there
+            }
+            // Spin briefly (small transfers), then sleep: a stream may be busy for a long time.
+            if (++idle_rounds < 200) {
+                std::this_thread::yield();
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(idle_rounds < 2000 ? 10 : 100));
+            }
+        }
+    }
+
+    void run() {
+        cudaSetDevice(device_);
+        std::unique_lock<std::mutex> lock(mutex_);
+        for (;;) {
+            wake_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
+            if (jobs_.empty()) return; // stopping
+            Queued& job = jobs_.front();
+            lock.unlock();
+            bool run_it = !failed_ && wait_ready(job.ready);
+            if (run_it) {
+                vcclResult_t r = job.work(job.host);
+                if (r != vcclSuccess) {
+                    failed_ = true;
+                    if (on_failure_) on_failure_(r, last_error_message());
+                }
+            }
+            __atomic_store_n(done_, job.seq, __ATOMIC_RELEASE);
+            lock.lock();
+            free_events_.push_back(job.ready);
+            jobs_.pop_front();
+            pending_->fetch_sub(1);
+            if (jobs_.empty()) idle_.notify_all();
+        }
+    }
+
+    static constexpr size_t kMinSlot = 64 * 1024;
+
+    const int device_;
+    const uint64_t pool_limit_;
+    const std::atomic<bool>* aborted_;
+    std::atomic<int>* pending_;
+    FailureFn on_failure_;
+    WaitValueFn wait_value_;
+    volatile uint32_t* done_ = nullptr;
+    CUdeviceptr done_device_ = 0;
+    uint32_t next_seq_ = 0;   // last submitted (calling thread)
+    std::deque<Slot> pool_;   // calling thread only; a deque keeps Slot addresses stable
+    bool failed_ = false;     // proxy thread only
+
+    std::mutex mutex_;        // jobs_, free_events_, stopping_
+    std::condition_variable wake_, idle_;
+    std::deque<Queued> jobs_; // the front one runs
+    std::vector<cudaEvent_t> free_events_;
+    bool stopping_ = false;
+    std::atomic<bool> skip_all_{false};
+    std::thread thread_;
+};
+
+} // namespace
+
+std::unique_ptr<StagedQueue> StagedQueue::create(int device, uint64_t pool_bytes, const std::atomic<bool>* aborted,
+                                                 std::atomic<int>* pending, FailureFn on_failure) {
+    static const WaitValueFn wait_value = [] {
+        WaitValueFn fn = nullptr;
+        load_driver_entry("cuStreamWaitValue32", &fn);
+        return fn;
+    }();
+    if (wait_value == nullptr) {
+        VCCL_INFO(kLogDevice, "staging: no cuStreamWaitValue32 in this driver: device buffers are staged synchronously");
+        return nullptr;
+    }
+    auto q = std::make_unique<CudaStagedQueue>(device, pool_bytes, aborted, pending, std::move(on_failure), wait_value);
+    if (q->init() != vcclSuccess) {
+        VCCL_INFO(kLogDevice, "staging: %s: device buffers are staged synchronously", last_error_message());
+        return nullptr;
+    }
+    return q;
+}
+
+} // namespace vccl
+
+#else // no CUDA
+
+namespace vccl {
+
+std::unique_ptr<StagedQueue> StagedQueue::create(int, uint64_t, const std::atomic<bool>*, std::atomic<int>*, FailureFn) {
+    return nullptr;
+}
+
+} // namespace vccl
+
+#endif
