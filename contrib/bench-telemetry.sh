@@ -3,8 +3,12 @@
 # one with it off (vccl-perf --baseline telemetry-off: same buffers, same run, timed one after the other),
 # repeated RUNS times; prints per size the median and the range of time(on) / time(off).
 #
-#   contrib/bench-telemetry.sh [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--keep DIR]
-#                              [-- VCCL_PERF_OPTIONS...]
+#   contrib/bench-telemetry.sh [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused]
+#                              [--keep DIR] [-- VCCL_PERF_OPTIONS...]
+#
+# --paused: the baseline is the same communicator with its telemetry recording paused (vccl-perf
+# --baseline telemetry-paused) instead of a second communicator: no difference between two communicators'
+# endpoints and buffers enters the ratio. No control jobs then (there is no second communicator to pair).
 #
 # Each run times telemetry on and off in alternating rounds (vccl-perf(1), --baseline telemetry-off).
 # Control: after each such job the same job runs with telemetry off on both communicators
@@ -22,6 +26,7 @@ np=2
 runs=5
 coll=allreduce
 control=1
+baseline=telemetry-off
 keep=
 while [ $# -gt 0 ]; do
     case $1 in
@@ -30,9 +35,10 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift ;;
         --coll) coll=$2; shift ;;
         --no-control) control=0 ;;
+        --paused) baseline=telemetry-paused; control=0 ;;
         --keep) keep=$2; shift ;;
         --) shift; break ;;
-        *) echo "usage: $0 [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--keep DIR] [-- VCCL_PERF_OPTIONS...]" >&2
+        *) echo "usage: $0 [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused] [--keep DIR] [-- VCCL_PERF_OPTIONS...]" >&2
            exit 2 ;;
     esac
     shift
@@ -52,7 +58,7 @@ run_job() {
     local env_opt=(-u VCCL_TELEMETRY) fwd=()
     [ "$set" = control ] && env_opt=(VCCL_TELEMETRY=0) && fwd=(-x VCCL_TELEMETRY)
     # The JSON output has the times to the nanosecond (the table rounds to 10 ns, 2% of an 8-byte allreduce).
-    env "${env_opt[@]}" $MPIRUN -np "$np" "${fwd[@]}" "$perf" "${perf_opts[@]}" --baseline telemetry-off \
+    env "${env_opt[@]}" $MPIRUN -np "$np" "${fwd[@]}" "$perf" "${perf_opts[@]}" --baseline "$baseline" \
         -J "$tmp/$set/run$r.json" "$coll" >"$tmp/$set/run$r.txt" 2>&1 ||
         { cat "$tmp/$set/run$r.txt"; echo "bench-telemetry.sh: $set run $r failed" >&2; exit 1; }
 }
@@ -65,10 +71,10 @@ done
 # One JSON line per size: {"size": S, ..., "out_of_place": {"time_us": T, ..., "wrong": W}, "in_place": {...},
 # "telemetry-off": {"time_us": T, ...}}; out_of_place and telemetry-off are the paired medians (vccl-perf(1)).
 summarise() {
-    cat "$1"/run*.json | awk '/"size":/ && /"telemetry-off": \{/ {
+    cat "$1"/run*.json | awk -v key="\"$baseline\": {\"time_us\": " 'index($0, "\"size\":") && index($0, key) {
             size = $0; sub(/.*"size": /, "", size); sub(/,.*/, "", size)
             on = $0; sub(/.*"out_of_place": \{"time_us": /, "", on); sub(/,.*/, "", on)
-            off = $0; sub(/.*"telemetry-off": \{"time_us": /, "", off); sub(/,.*/, "", off)
+            off = substr($0, index($0, key) + length(key)); sub(/,.*/, "", off)
             w = $0; sub(/.*"out_of_place": \{[^}]*"wrong": /, "", w); sub(/[,}].*/, "", w)
             if (off + 0 > 0) print size, on, off, on / off, w + 0
         }' | sort -n -k1,1 -k4,4 | awk '
@@ -86,7 +92,7 @@ if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$tmp/on" "$tmp/control" "$kee
 summarise "$tmp/on" > "$tmp/on.txt"
 if [ "$control" = 1 ]; then summarise "$tmp/control" > "$tmp/control.txt"; else : > "$tmp/control.txt"; fi
 
-echo "Telemetry cost: $coll on $np ranks, $runs runs of \`vccl-perf ${perf_opts[*]} --baseline telemetry-off $coll\`$([ "$control" = 1 ] && echo ", each followed by a control run with telemetry off on both communicators")"
+echo "Telemetry cost: $coll on $np ranks, $runs runs of \`vccl-perf ${perf_opts[*]} --baseline $baseline $coll\`$([ "$control" = 1 ] && echo ", each followed by a control run with telemetry off on both communicators")"
 echo "(commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(uname -n), $(nproc) cores)"
 echo
 echo "| bytes | time on (us) | time off (us) | on/off median | on/off min - max | control median | control min - max | on - control | #wrong |"

@@ -144,6 +144,15 @@ vcclResult_t fail_next_ll(vcclComm_t comm) {
     return vcclSuccess;
 }
 
+vcclResult_t pause_telemetry(vcclComm_t comm, int paused) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "pause_telemetry"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "pause_telemetry: telemetry is off (VCCL_TELEMETRY=0)");
+    if (comm->staged_pending.load() != 0 && comm->staged_queue) comm->staged_queue->wait_idle();
+    comm->transport->pause_telemetry(paused != 0);
+    return vcclSuccess;
+}
+
 long long direct_sends(vcclComm_t comm) {
     if (check_comm(comm, "direct_sends") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);

@@ -80,6 +80,12 @@ bool comm_is_live(const vcclComm* comm);
 /* Records an error that ended an operation (reported by vcclCommGetAsyncError); keeps the first. */
 void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string& text);
 
+namespace testing {
+/* Measurement hook (vccl-perf --baseline telemetry-paused; exported by libvccl.map): pauses (paused != 0) or
+ * resumes the recording of comm's transfers (Transport::pause_telemetry); vcclInvalidUsage with telemetry off. */
+VCCL_INTERNAL_API vcclResult_t pause_telemetry(vcclComm_t comm, int paused);
+} // namespace testing
+
 } // namespace vccl
 
 #endif

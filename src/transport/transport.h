@@ -93,6 +93,10 @@ public:
     /* True while messages, acknowledgements or a path switch are in flight (a peer may be waiting on this
      * rank): idle progress then keeps its short interval. Called under the operation lock. */
     virtual bool has_pending() const { return false; }
+    /* Measurement hook (vccl-perf --baseline telemetry-paused): while paused, transfers posted are not
+     * recorded, as with VCCL_TELEMETRY=0 but on the same communicator (path events still are). Called between
+     * operations, under the operation lock. */
+    virtual void pause_telemetry(bool paused) { (void)paused; }
     /* Frees req; cancels it first if it is still pending. */
     virtual void release(TransportRequest* req) = 0;
     /* Flushes outstanding sends to peers and closes connections; gives up at `deadline`. */

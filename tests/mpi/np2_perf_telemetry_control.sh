@@ -4,7 +4,8 @@
 # control of contrib/bench-telemetry.sh, and the header must say which (a version that forced telemetry on
 # made every "control" a repeat of the measurement). Also checks the verified results (-c 1, 0 wrong) and
 # the JSON's call_us (host time per operation in the calls: present, positive, at most the operation time
-# plus 10%, since host-memory calls complete the operation).
+# plus 10%, since host-memory calls complete the operation). Then --baseline telemetry-paused (the same
+# communicator, recording paused): its header, its verified baseline, and a clear refusal with telemetry off.
 perf=${top_builddir:-.}/vccl-perf
 [ -x "$perf" ] || { echo "np2_perf_telemetry_control.sh: $perf not built" >&2; exit 99; }
 tmp=$(mktemp -d) || exit 99
@@ -47,4 +48,26 @@ for mode in on off; do
         echo "ok: $mode run: 3 sizes verified, call_us within the operation time"
     fi
 done
+paused() { # $1: VCCL_TELEMETRY; writes $tmp/paused.txt and $tmp/paused.json
+    env VCCL_TELEMETRY=$1 timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+        --mca btl self,vader -np 2 -x VCCL_TELEMETRY "$perf" -b 8 -e 64K -f 64 -n 90 -w 9 -c 1 \
+        --baseline telemetry-paused -J "$tmp/paused.json" allreduce > "$tmp/paused.txt" 2>&1
+}
+if ! paused 1; then
+    echo "FAIL: vccl-perf --baseline telemetry-paused exited with an error:"; cat "$tmp/paused.txt"; fail=1
+elif ! grep -q "# telemetry-paused baseline: out-of-place time (telemetry on) and baseline time (the same communicator, recording paused)" "$tmp/paused.txt"; then
+    echo "FAIL: the paused run's header is wrong:"; grep "baseline" "$tmp/paused.txt"; fail=1
+else
+    bad=$(awk '/"size":/ { if ($0 !~ /"telemetry-paused": \{"time_us": [0-9.]+, [^}]*"wrong": 0/) print "line without a verified telemetry-paused baseline" }' "$tmp/paused.json")
+    if [ "$(grep -c '"size":' "$tmp/paused.json")" -ne 3 ] || [ -n "$bad" ]; then
+        echo "FAIL: paused run JSON: $bad"; cat "$tmp/paused.json"; fail=1
+    else
+        echo "ok: paused run: header, 3 sizes with a verified baseline"
+    fi
+fi
+if paused 0 || ! grep -q "telemetry is off (VCCL_TELEMETRY=0): nothing to pause" "$tmp/paused.txt"; then
+    echo "FAIL: --baseline telemetry-paused with VCCL_TELEMETRY=0 did not fail clearly:"; tail -5 "$tmp/paused.txt"; fail=1
+else
+    echo "ok: paused run with telemetry off refused with a clear message"
+fi
 exit $fail

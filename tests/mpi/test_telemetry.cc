@@ -26,6 +26,9 @@ void reload();
 namespace telemetry {
 vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor);
 }
+namespace testing {
+vcclResult_t pause_telemetry(vcclComm_t comm, int paused);
+}
 } // namespace vccl
 
 using namespace vtest;
@@ -125,6 +128,41 @@ TEST(Telemetry, ReportsBytesSentAndReceived) {
             << "sent " << sent << " (want " << want_sent << ") received " << recvd << " (want " << want_recv << ")";
     }
     EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+}
+
+uint64_t bytes_sent(vcclComm_t comm) {
+    vcclResult_t rc;
+    uint64_t sent = 0;
+    for (const vcclTelemetryPeer& p : get_telemetry(comm, &rc)) sent += p.bytesSent;
+    return sent;
+}
+
+/* The measurement hook behind vccl-perf --baseline telemetry-paused: while paused nothing is recorded, after
+ * resuming recording goes on; refused where telemetry is off. */
+TEST(Telemetry, PausedRecordingCountsNothing) {
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    std::vector<float> in(3001, 1.0f), out(3001);
+    auto allreduce = [&] { return vcclAllReduce(in.data(), out.data(), in.size(), vcclFloat, vcclSum, comm, nullptr); };
+    ASSERT_ALL_RANKS(allreduce() == vcclSuccess);
+    uint64_t first = bytes_sent(comm);
+    EXPECT_ALL_RANKS(first > 0) << "nothing recorded before pausing";
+    ASSERT_ALL_RANKS(vccl::testing::pause_telemetry(comm, 1) == vcclSuccess);
+    for (int i = 0; i < 3; ++i) EXPECT_ALL_RANKS(allreduce() == vcclSuccess && out[7] == float(world_size()));
+    uint64_t paused = bytes_sent(comm);
+    EXPECT_ALL_RANKS(paused == first) << "paused: " << paused - first << " bytes recorded";
+    ASSERT_ALL_RANKS(vccl::testing::pause_telemetry(comm, 0) == vcclSuccess);
+    ASSERT_ALL_RANKS(allreduce() == vcclSuccess);
+    uint64_t resumed = bytes_sent(comm);
+    EXPECT_ALL_RANKS(resumed - paused == first) << "resumed: " << resumed - paused << " bytes, want " << first;
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+    vcclConfig_t off_cfg = VCCL_CONFIG_INITIALIZER;
+    off_cfg.telemetry = 0;
+    vcclComm_t off = nullptr;
+    ASSERT_ALL_RANKS(vcclCommInitMPI(&off, MPI_COMM_WORLD, &off_cfg) == vcclSuccess);
+    EXPECT_ALL_RANKS(vccl::testing::pause_telemetry(off, 1) == vcclInvalidUsage);
+    EXPECT_ALL_RANKS(vcclCommDestroy(off) == vcclSuccess);
 }
 
 /* vcclConfig_t.telemetry turns telemetry on or off per communicator, over VCCL_TELEMETRY; bad values are

@@ -18,6 +18,12 @@
 extern "C" vcclResult_t vcclCommInitMPI(vcclComm_t* comm, MPI_Comm mpicomm, const vcclConfig_t* config);
 #endif
 
+namespace vccl {
+namespace testing {
+vcclResult_t pause_telemetry(vcclComm_t comm, int paused); // libvccl's measurement hook (src/api/comm_api.cc)
+}
+} // namespace vccl
+
 namespace vperf {
 namespace {
 
@@ -139,12 +145,27 @@ void check_nccl(int rc, const std::string& error) {
     if (rc != 0) die("NCCL baseline", error);
 }
 
-/* The second communicator of --baseline telemetry-off (telemetry off; the measured one has it on). */
+/* The communicator of the telemetry baselines: for telemetry-off a second one, created with telemetry off;
+ * for telemetry-paused the measured one itself, its recording paused while the baseline runs. */
 vcclComm_t g_telemetry_off_comm = nullptr;
+
+/* --baseline telemetry-paused: pauses the measured communicator's telemetry for the scope (a no-op for the
+ * other baselines). Once per timed block, not per operation, so the pausing itself is not timed. */
+class PausedTelemetry {
+public:
+    explicit PausedTelemetry(const Options& o) : on_(o.baseline == Baseline::TelemetryPaused) {
+        if (on_) check_vccl(vccl::testing::pause_telemetry(g_telemetry_off_comm, 1), "pause telemetry", g_telemetry_off_comm);
+    }
+    ~PausedTelemetry() {
+        if (on_) check_vccl(vccl::testing::pause_telemetry(g_telemetry_off_comm, 0), "resume telemetry", g_telemetry_off_comm);
+    }
+private:
+    bool on_;
+};
 
 /* One baseline operation (MPI on host buffers, NCCL on the stream, vccl without telemetry). */
 void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream) {
-    if (o.baseline == Baseline::TelemetryOff) {
+    if (o.baseline == Baseline::TelemetryOff || o.baseline == Baseline::TelemetryPaused) {
         check_vccl(run_vccl(o, shape, cb, g_telemetry_off_comm, rank, nranks, stream), "baseline (telemetry off)",
                    g_telemetry_off_comm);
     } else if (o.baseline == Baseline::Nccl) {
@@ -157,6 +178,7 @@ void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, i
 
 double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks,
                      void* stream) {
+    PausedTelemetry paused(o);
     for (int i = 0; i < o.warmup; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
     sync_stream(stream);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
@@ -285,11 +307,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     rc = select_device(o, rank, &device);
     if (rc >= 0) return rc;
     std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
-    bool compare_telemetry = o.baseline == Baseline::TelemetryOff;
+    bool compare_telemetry = o.baseline == Baseline::TelemetryOff || o.baseline == Baseline::TelemetryPaused;
     // The measured communicator follows VCCL_TELEMETRY (default on): VCCL_TELEMETRY=0 then gives a control
     // run with both off, which shows what the pairing itself contributes (contrib/bench-telemetry.sh).
     vcclComm_t comm = create_comm(o, rank, nranks, -1);
-    if (compare_telemetry) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
+    if (o.baseline == Baseline::TelemetryOff) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
+    if (o.baseline == Baseline::TelemetryPaused) g_telemetry_off_comm = comm;
     void* stream = nullptr;
     std::string error;
     if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
@@ -320,9 +343,13 @@ int run(int argc, char** argv, int rank, int nranks) {
             vcclTelemetryPeer probe;
             int n = 0;
             bool on = vcclCommGetTelemetry(comm, &probe, 0, &n) != vcclInvalidUsage;
-            printf("# telemetry-off baseline: out-of-place time (telemetry %s%s) and baseline time (off) are the "
-                   "medians of %d alternating rounds of %d operations each\n#\n", on ? "on" : "OFF",
-                   on ? "" : ": VCCL_TELEMETRY=0, a control run", kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
+            bool paused = o.baseline == Baseline::TelemetryPaused;
+            if (paused && !on) die("--baseline telemetry-paused", "telemetry is off (VCCL_TELEMETRY=0): nothing to pause");
+            printf("# %s baseline: out-of-place time (telemetry %s%s) and baseline time (%s) are the "
+                   "medians of %d alternating rounds of %d operations each\n#\n", paused ? "telemetry-paused" : "telemetry-off",
+                   on ? "on" : "OFF", on ? "" : ": VCCL_TELEMETRY=0, a control run",
+                   paused ? "the same communicator, recording paused" : "off", kTelemetryRounds,
+                   std::max(1, o.iters / kTelemetryRounds));
         }
         if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
     }
@@ -372,6 +399,7 @@ int run(int argc, char** argv, int rank, int nranks) {
                 long long wrong = -1;
                 if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
                     fill_or_die(buf, o, shape, rank, nranks, false);
+                    PausedTelemetry paused(o);
                     run_baseline(o, shape, cb, rank, nranks, stream);
                     sync_stream(stream);
                     wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
@@ -406,7 +434,9 @@ int run(int argc, char** argv, int rank, int nranks) {
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     nccl_baseline_finalize();
     gemm_finalize();
-    if (g_telemetry_off_comm != nullptr) check_vccl(vcclCommDestroy(g_telemetry_off_comm), "vcclCommDestroy", nullptr);
+    if (g_telemetry_off_comm != nullptr && g_telemetry_off_comm != comm) {
+        check_vccl(vcclCommDestroy(g_telemetry_off_comm), "vcclCommDestroy", nullptr);
+    }
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
     stream_destroy(stream);
     if (total_wrong(rows) > 0) return kExitWrong;

@@ -163,11 +163,12 @@ void print_usage(FILE* out) {
             "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
             "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
             "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
-            "      --baseline mpi|nccl|telemetry-off\n"
+            "      --baseline mpi|nccl|telemetry-off|telemetry-paused\n"
             "                           also run the collective through MPI (host buffers), the system's NCCL\n"
-            "                           (device buffers, same stream) or a second vccl communicator with\n"
-            "                           telemetry off (the first one then has it on) on the same buffers and\n"
-            "                           print its time, bus bandwidth and the ratio vccl/baseline\n"
+            "                           (device buffers, same stream), a second vccl communicator with\n"
+            "                           telemetry off (the first one then has it on), or the same communicator\n"
+            "                           with its telemetry recording paused, on the same buffers, and print\n"
+            "                           its time, bus bandwidth and the ratio vccl/baseline\n"
             "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
             "      --concurrent-gemm[=N]\n"
             "                           (-m cuda) after each size, run an N x N x N bf16 GEMM (cuBLAS, default\n"
@@ -312,7 +313,8 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;
             else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
             else if (strcasecmp(optarg, "telemetry-off") == 0) o.baseline = Baseline::TelemetryOff;
-            else return fail("baseline (--baseline mpi|nccl|telemetry-off)", optarg);
+            else if (strcasecmp(optarg, "telemetry-paused") == 0) o.baseline = Baseline::TelemetryPaused;
+            else return fail("baseline (--baseline mpi|nccl|telemetry-off|telemetry-paused)", optarg);
             break;
         case kOptSoak: {
             char* end = nullptr;

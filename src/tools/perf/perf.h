@@ -35,7 +35,7 @@ constexpr int kExitLeak = 4;    // --soak: memory or descriptor growth above the
 enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, SendRecv };
 enum class Memory { Host, Cuda };
 enum class Bootstrap { Mpi, Tcp };
-enum class Baseline { None, Mpi, Nccl, TelemetryOff };
+enum class Baseline { None, Mpi, Nccl, TelemetryOff, TelemetryPaused };
 
 struct Options {
     Coll coll = Coll::AllReduce;

@@ -19,6 +19,7 @@ const char* baseline_name(Baseline b) {
     case Baseline::Mpi: return "mpi";
     case Baseline::Nccl: return "nccl";
     case Baseline::TelemetryOff: return "telemetry-off";
+    case Baseline::TelemetryPaused: return "telemetry-paused";
     case Baseline::None: break;
     }
     return "none";

@@ -204,7 +204,7 @@ class FailoverTransport final : public Transport {
 public:
     FailoverTransport(std::unique_ptr<Transport> primary, std::unique_ptr<Transport> backup,
                       const FailoverOptions& fo, const TransportOptions& options, int rank, int nranks)
-        : fo_(fo), rank_(rank), nranks_(nranks), telemetry_(options.telemetry),
+        : fo_(fo), rank_(rank), nranks_(nranks), telemetry_(options.telemetry), recording_(options.telemetry),
           links_({options.net_devices, fo.backup_devices}) {
         paths_[0] = std::move(primary);
         paths_[1] = std::move(backup);
@@ -236,6 +236,7 @@ public:
         }
         return false;
     }
+    void pause_telemetry(bool paused) override { recording_ = paused ? nullptr : telemetry_; }
     bool has_pending() const override {
         for (const auto& pp : peers_) {
             const PeerState& p = *pp;
@@ -297,16 +298,17 @@ private:
         if (app->orphaned) delete app;
     }
     void record_post(int peer, int path, telemetry::Dir dir, uint64_t bytes, uint64_t* post_ns) {
-        if (telemetry_ != nullptr) *post_ns = telemetry_->on_post(peer, path, dir, bytes);
+        if (recording_ != nullptr) *post_ns = recording_->on_post(peer, path, dir, bytes);
     }
     void record_done(int peer, int path, telemetry::Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& t,
                      bool ok) {
-        if (telemetry_ != nullptr) telemetry_->on_complete(peer, path, dir, bytes, post_ns, t, ok);
+        if (recording_ != nullptr) recording_->on_complete(peer, path, dir, bytes, post_ns, t, ok);
     }
 
     FailoverOptions fo_;
     int rank_, nranks_;
-    telemetry::Telemetry* telemetry_;
+    telemetry::Telemetry* telemetry_;  // path events
+    telemetry::Telemetry* recording_;  // transfers: telemetry_, or NULL while paused (pause_telemetry)
     LinkMonitor links_;
     RailProbe probe_; // is a broken path's rail answering? (asked before reconnecting it)
     std::unique_ptr<Transport> paths_[kPaths];
@@ -1283,7 +1285,7 @@ void FailoverTransport::progress() {
     if (now >= next_link_poll_ns_) {
         next_link_poll_ns_ = now + 1000000; // netlink is read once a millisecond, not on every poll
         links_changed = links_.poll();
-        if (telemetry_ != nullptr) telemetry_->tick(); // counters held back by the publication interval
+        if (recording_ != nullptr) recording_->tick(); // counters held back by the publication interval
         if (links_changed) {
             for (int path = 0; path < kPaths; ++path) {
                 VCCL_WARN(kLogNet, "failover: rank %d: link %s of path %d is %s", rank_,

@@ -205,6 +205,8 @@ public:
         }
     }
 
+    void pause_telemetry(bool paused) override { telemetry_ = paused ? nullptr : telemetry_owned_; }
+
     void release(TransportRequest* base) override {
         if (base == nullptr) return;
         auto* req = static_cast<UcxRequest*>(base);
@@ -274,7 +276,8 @@ private:
     unsigned idle_polls_ = 0;
     int orphans_ = 0; // released requests UCX has not finished with yet
     std::vector<std::vector<char>> scratch_keep_; // buffers of receives given up at close (discard_unexpected)
-    telemetry::Telemetry* telemetry_ = nullptr;
+    telemetry::Telemetry* telemetry_ = nullptr;       // NULL while paused (pause_telemetry)
+    telemetry::Telemetry* telemetry_owned_ = nullptr; // the communicator's, or NULL with telemetry off
     std::vector<char> addresses_; // every rank's worker address, `address_slot_` bytes each (reconnect)
     size_t address_slot_ = 0;
     bool peer_errors_everywhere_ = false;
@@ -300,7 +303,7 @@ vcclResult_t ucx_check(ucs_status_t status, const char* what) {
 vcclResult_t UcxTransport::init(Bootstrap* bootstrap, const TransportOptions& options) {
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
-    telemetry_ = options.telemetry;
+    telemetry_ = telemetry_owned_ = options.telemetry;
     unrecorded_peers_ = options.unrecorded_peers;
     telemetry_paths_.assign(size_t(nranks_), nullptr);
     if (nranks_ > kMaxRanks) {
