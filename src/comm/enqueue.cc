@@ -138,7 +138,8 @@ StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
     if (!stream_device(stream, &device)) return nullptr;
     comm->staged_queue = StagedQueue::create(
         device, env::get_size(env::kStagingPoolBytes), &comm->aborted, &comm->staged_pending,
-        [comm](vcclResult_t error, const std::string& text) { comm_set_async_error(comm, error, text); });
+        [comm](vcclResult_t error, const std::string& text) { comm_set_async_error(comm, error, text); },
+        [comm] { comm->transport->progress(); });
     comm->staged_queue_unavailable = comm->staged_queue == nullptr;
     return comm->staged_queue.get();
 }

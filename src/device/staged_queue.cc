@@ -26,9 +26,9 @@ bool reached(uint32_t a, uint32_t b) { return int32_t(a - b) >= 0; }
 class CudaStagedQueue final : public StagedQueue {
 public:
     CudaStagedQueue(int device, uint64_t pool_bytes, const std::atomic<bool>* aborted, std::atomic<int>* pending,
-                    FailureFn on_failure, WaitValueFn wait_value)
+                    FailureFn on_failure, std::function<void()> while_waiting, WaitValueFn wait_value)
         : device_(device), pool_limit_(pool_bytes), aborted_(aborted), pending_(pending),
-          on_failure_(std::move(on_failure)), wait_value_(wait_value) {}
+          on_failure_(std::move(on_failure)), while_waiting_(std::move(while_waiting)), wait_value_(wait_value) {}
 
     ~CudaStagedQueue() override {
         stop(0);
@@ -267,6 +267,7 @@ private:
             if (++idle_rounds < 200) {
                 std::this_thread::yield();
             } else {
+                if (while_waiting_) while_waiting_();
                 std::this_thread::sleep_for(std::chrono::microseconds(idle_rounds < 2000 ? 10 : 100));
             }
         }
@@ -304,6 +305,7 @@ private:
     const std::atomic<bool>* aborted_;
     std::atomic<int>* pending_;
     FailureFn on_failure_;
+    std::function<void()> while_waiting_;
     WaitValueFn wait_value_;
     volatile uint32_t* done_ = nullptr;
     CUdeviceptr done_device_ = 0;
@@ -323,7 +325,8 @@ private:
 } // namespace
 
 std::unique_ptr<StagedQueue> StagedQueue::create(int device, uint64_t pool_bytes, const std::atomic<bool>* aborted,
-                                                 std::atomic<int>* pending, FailureFn on_failure) {
+                                                 std::atomic<int>* pending, FailureFn on_failure,
+                                                 std::function<void()> while_waiting) {
     static const WaitValueFn wait_value = [] {
         WaitValueFn fn = nullptr;
         load_driver_entry("cuStreamWaitValue32", &fn);
@@ -333,7 +336,8 @@ std::unique_ptr<StagedQueue> StagedQueue::create(int device, uint64_t pool_bytes
         VCCL_INFO(kLogDevice, "staging: no cuStreamWaitValue32 in this driver: device buffers are staged synchronously");
         return nullptr;
     }
-    auto q = std::make_unique<CudaStagedQueue>(device, pool_bytes, aborted, pending, std::move(on_failure), wait_value);
+    auto q = std::make_unique<CudaStagedQueue>(device, pool_bytes, aborted, pending, std::move(on_failure),
+                                               std::move(while_waiting), wait_value);
     if (q->init() != vcclSuccess) {
         VCCL_INFO(kLogDevice, "staging: %s: device buffers are staged synchronously", last_error_message());
         return nullptr;
@@ -347,7 +351,8 @@ std::unique_ptr<StagedQueue> StagedQueue::create(int device, uint64_t pool_bytes
 
 namespace vccl {
 
-std::unique_ptr<StagedQueue> StagedQueue::create(int, uint64_t, const std::atomic<bool>*, std::atomic<int>*, FailureFn) {
+std::unique_ptr<StagedQueue> StagedQueue::create(int, uint64_t, const std::atomic<bool>*, std::atomic<int>*, FailureFn,
+                                                 std::function<void()>) {
     return nullptr;
 }
 

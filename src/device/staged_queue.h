@@ -51,9 +51,13 @@ public:
 
     /* A queue for GPU `device`, or nullptr (the reason logged at INFO) where stream memory operations on
      * host memory are not available (builds without CUDA, old drivers): callers then stage synchronously.
-     * `aborted` ends waits and skips host parts; `pending` counts jobs queued or running. */
+     * `aborted` ends waits and skips host parts; `pending` counts jobs queued or running. `while_waiting`
+     * runs on the proxy thread about every 100 us while a job waits for its stream: the proxy owns the
+     * transport then, and must keep driving it (acknowledgements and path switches of earlier operations,
+     * as IdleProgress does when no job is queued), or a peer would stall while this rank's GPU is busy. */
     static std::unique_ptr<StagedQueue> create(int device, uint64_t pool_bytes, const std::atomic<bool>* aborted,
-                                               std::atomic<int>* pending, FailureFn on_failure);
+                                               std::atomic<int>* pending, FailureFn on_failure,
+                                               std::function<void()> while_waiting);
     virtual ~StagedQueue() = default; // stop(0) unless stopped
 
     /* Calling thread: enqueues the job's stream work and queues its host part; returns without waiting for
