@@ -151,6 +151,10 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     comm->max_ctas = int(env::get_int(env::kMaxCtas));
     if (config != nullptr && config->maxCtas != VCCL_CONFIG_UNDEF_INT) comm->max_ctas = config->maxCtas;
     if (comm->max_ctas < 1) comm->max_ctas = 1;
+    // Read here, not when the staged queue is made on first use, so a communicator keeps the settings it was
+    // created with.
+    comm->staged_queue_unavailable = !env::get_bool(env::kStagingAsync);
+    comm->staging_pool_bytes = env::get_size(env::kStagingPoolBytes);
 
     // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
     uint64_t hash = 0;

@@ -9,7 +9,6 @@
 #include "comm/group.h"
 #include "comm/p2p_exec.h"
 #include "core/dtype.h"
-#include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
@@ -133,11 +132,10 @@ bool all_staged(const vcclComm* comm, const std::vector<Op>& ops) {
 StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
     if (comm->staged_queue != nullptr || comm->staged_queue_unavailable) return comm->staged_queue.get();
     comm->staged_queue_unavailable = true;
-    if (!env::get_bool(env::kStagingAsync)) return nullptr;
     int device = 0;
     if (!stream_device(stream, &device)) return nullptr;
     comm->staged_queue = StagedQueue::create(
-        device, env::get_size(env::kStagingPoolBytes), &comm->aborted, &comm->staged_pending,
+        device, comm->staging_pool_bytes, &comm->aborted, &comm->staged_pending,
         [comm](vcclResult_t error, const std::string& text) { comm_set_async_error(comm, error, text); },
         [comm] { comm->transport->progress(); });
     comm->staged_queue_unavailable = comm->staged_queue == nullptr;

@@ -342,6 +342,8 @@ std::unique_ptr<StagedQueue> StagedQueue::create(int device, uint64_t pool_bytes
         VCCL_INFO(kLogDevice, "staging: %s: device buffers are staged synchronously", last_error_message());
         return nullptr;
     }
+    VCCL_INFO(kLogDevice, "staging: asynchronous, GPU %d, pinned pool of at most %llu bytes", device,
+              (unsigned long long)pool_bytes);
     return q;
 }
 
