@@ -156,6 +156,7 @@ private:
         cudaEvent_t released = nullptr; // recorded after the last output copy of the slot's job
         bool recorded = false;
         uint32_t last_seq = 0;           // the last job that used it (DONE must reach it too)
+        size_t used = 0;                 // that job's size class (counts against the pool limit while busy)
     };
     struct Queued {
         uint32_t seq;
@@ -183,33 +184,40 @@ private:
         auto started = std::chrono::steady_clock::now();
         bool warned = false;
         for (;;) {
+            // VCCL_STAGING_POOL_BYTES bounds the data in flight (the size classes of the jobs holding slots),
+            // not the slots kept: slots are not freed here, since cudaFreeHost may wait for the device.
             Slot* best = nullptr;
-            size_t total = 0;
+            size_t in_flight = 0, total = 0;
             for (Slot& s : pool_) {
                 total += s.bytes;
-                // The smallest that fits; among equals the one used last, whose memory is most likely still
-                // in the CPU's cache for the host part.
-                if (s.bytes < bytes || (best != nullptr && (s.bytes > best->bytes ||
-                                                           (s.bytes == best->bytes && !reached(s.last_seq, best->last_seq)))))
+                if (slot_busy(s)) {
+                    in_flight += s.used;
                     continue;
-                if (!slot_busy(s)) best = &s;
+                }
+                // The smallest free one that fits, at most 4 times the size (a small job does not hold a large
+                // slot that a large one will need); among equals the one used last, whose memory is most
+                // likely still in the CPU's cache for the host part.
+                if (s.bytes < bytes || s.bytes > 4 * bytes) continue;
+                if (best == nullptr || s.bytes < best->bytes ||
+                    (s.bytes == best->bytes && reached(s.last_seq, best->last_seq)))
+                    best = &s;
             }
             if (best != nullptr) {
+                best->used = bytes;
                 *out = best;
                 return vcclSuccess;
             }
-            if (total + bytes <= pool_limit_ || total == 0) break;
-            // Room is held by free slots that are too small: give one back and look again.
-            bool freed = false;
-            for (size_t i = 0; i < pool_.size(); ++i) {
-                if (slot_busy(pool_[i])) continue;
-                cudaFreeHost(pool_[i].host);
-                cudaEventDestroy(pool_[i].released);
-                pool_.erase(pool_.begin() + long(i));
-                freed = true;
+            if (in_flight + bytes <= pool_limit_ || in_flight == 0) {
+                // Kept slots of sizes no longer used are given back only when they exceed twice the limit.
+                for (size_t i = pool_.size(); i-- > 0 && total + bytes > 2 * pool_limit_;) {
+                    if (slot_busy(pool_[i])) continue;
+                    total -= pool_[i].bytes;
+                    cudaFreeHost(pool_[i].host);
+                    cudaEventDestroy(pool_[i].released);
+                    pool_.erase(pool_.begin() + long(i));
+                }
                 break;
             }
-            if (freed) continue;
             if (aborted_->load()) return set_last_error(vcclInvalidUsage, "communicator aborted while waiting for staging memory");
             if (!warned && std::chrono::steady_clock::now() - started > std::chrono::seconds(10)) {
                 VCCL_WARN(kLogDevice, "staging: waiting over 10 s for pinned memory (VCCL_STAGING_POOL_BYTES=%llu in "
@@ -229,6 +237,7 @@ private:
             return cuda_fail("cudaEventCreate (staging)", err);
         }
         s.bytes = bytes;
+        s.used = bytes;
         pool_.push_back(s);
         *out = &pool_.back();
         return vcclSuccess;

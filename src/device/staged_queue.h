@@ -11,9 +11,10 @@
  * Jobs run one at a time in submission order, so a communicator's traffic keeps its call order on every
  * rank. While a job is queued or running nothing else may drive the communicator's transport: the caller
  * runs other work only once the queue is idle (wait_idle), and pending() tells the idle-progress thread to
- * keep off. Pinned slots come from a pool of at most `pool_bytes` (VCCL_STAGING_POOL_BYTES; one job larger
- * than that still runs, alone); a submission that finds the pool full waits for earlier outputs to be
- * copied back, which needs only the proxy and the device, never the caller.
+ * keep off. Pinned slots (powers of two) are kept for reuse; `pool_bytes` (VCCL_STAGING_POOL_BYTES) bounds the
+ * data in flight (one job larger than that still runs, alone), and slots kept beyond twice it are given back
+ * when a new one is made. A submission that finds the bound reached waits for earlier outputs to be copied
+ * back, which needs only the proxy and the device, never the caller.
  */
 #ifndef VCCL_DEVICE_STAGED_QUEUE_H_
 #define VCCL_DEVICE_STAGED_QUEUE_H_

@@ -1454,6 +1454,81 @@ TEST(GpuAsync, CallsReturnWhileTheStreamIsBlocked) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 
+/* More receive buffers from one peer than the direct path keeps mapped (64), behind a blocked stream: two
+ * rounds over 70 buffers, the first unblocked, the second while a kernel blocks the stream; every call must
+ * return at once and the second round's data is checked in every buffer. The staged path passes (its pinned
+ * pool holds the 70 transfers). The direct path does not yet: it closes the least recently used mapping, and
+ * cudaIpcCloseMemHandle waits for the whole device, also holding up this process's cudaMemcpyAsync on other
+ * threads (docs/RELIABILITY.md), so there the test is skipped with that reason. */
+TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct == nullptr || strcmp(direct, "0") != 0) {
+        GTEST_SKIP() << "known gap of the direct path: letting a CUDA IPC mapping go (cudaIpcCloseMemHandle) waits "
+                        "for the whole device; runs with VCCL_P2P_DIRECT=0 (np2_shared_gpu_staged.sh)";
+    }
+    int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const int buffers = 70;
+    const size_t elems = (size_t(256) << 10) / 4 + 3, bytes = elems * 4; // within the staging pool 70 times over
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    DevBuf send(bytes);
+    // Over 2 MiB each, so every buffer is an allocation (and a CUDA IPC mapping) of its own.
+    std::vector<std::unique_ptr<DevBuf>> recv;
+    for (int k = 0; k < buffers; ++k) recv.emplace_back(new DevBuf((size_t(2) << 20) + 4096));
+    bool allocated = send.base != nullptr;
+    for (auto& r : recv) allocated = allocated && r->base != nullptr;
+    ASSERT_ALL_RANKS(allocated);
+    auto seed = [](int round, int k, int r) { return uint32_t(100000 * round + 100 * k + r + 1); };
+    auto one_round = [&](int round) -> std::string {
+        for (int k = 0; k < buffers; ++k) {
+            cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, k, rank), 0, s.s);
+            if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
+            vcclResult_t y = vcclRecv(recv[size_t(k)]->ptr(), bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            std::string why = call_failure(comm, {g, x, y, e});
+            if (!why.empty()) return "buffer " + std::to_string(k) + ": " + why;
+        }
+        return "";
+    };
+    std::string why = one_round(1);
+    if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "first round: stream failed";
+    MPI_Barrier(MPI_COMM_WORLD);
+    bool timer_fired = false, blocked_after_calls = false;
+    {
+        GateTimer timer(&gate, 20000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (why.empty() && ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) why = one_round(2);
+        blocked_after_calls = cudaStreamQuery(s.s) == cudaErrorNotReady;
+        timer.disarm();
+        timer_fired = timer.fired();
+        gate.open();
+    }
+    cudaError_t ce = cudaStreamSynchronize(s.s);
+    if (why.empty() && timer_fired) why = "a call waited for the blocked stream (the gate was opened by the 20 s timer)";
+    if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
+    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    for (int k = 0; k < buffers && why.empty(); ++k) {
+        std::vector<char> got = recv[size_t(k)]->download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            if (g[i] != vt_pattern(i, seed(2, k, prev))) {
+                why = "buffer " + std::to_string(k) + " element " + std::to_string(i) + " is wrong";
+                break;
+            }
+        }
+        if (why.empty() && !recv[size_t(k)]->guards_intact()) why = "buffer " + std::to_string(k) + ": a guard zone was written";
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A call on host buffers after device work that is still waiting for its stream: it runs after that work
  * (on the staged path it waits for the queue), and both results are right. */
 TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
