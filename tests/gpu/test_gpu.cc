@@ -1407,6 +1407,34 @@ std::string check_async_rounds(int rounds, size_t elems, const DevBuf& sum, cons
     return "";
 }
 
+/* Blocks `s` with a kernel waiting on `gate`, runs `calls` (which enqueue work on s and return "" or why
+ * they failed), checks that they returned while the stream was still blocked (a timer opens the gate after
+ * `timer_ms`, so a call that waits for the stream fails the test instead of hanging it), then opens the gate
+ * and waits for the stream. "" or why not. */
+template <typename Calls>
+std::string calls_behind_blocked_stream(Gate* gate, cudaStream_t s, int timer_ms, Calls&& calls) {
+    std::string why;
+    bool timer_fired = false, blocked_after_calls = false;
+    gate->close();
+    {
+        GateTimer timer(gate, timer_ms);
+        cudaError_t ce = vt_wait_flag(gate->dev, s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) why = calls();
+        blocked_after_calls = cudaStreamQuery(s) == cudaErrorNotReady;
+        timer.disarm();
+        timer_fired = timer.fired();
+        gate->open();
+    }
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (why.empty() && timer_fired) {
+        why = "a call waited for the blocked stream (the gate was opened by the " + std::to_string(timer_ms / 1000) + " s timer)";
+    }
+    if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
+    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    return why;
+}
+
 /* The calling thread never waits for device work: with the stream blocked by a kernel waiting on the host,
  * every call (AllReduce, grouped send/recv; several rounds, each after a kernel that writes its input)
  * returns while the stream is still blocked; then the results are right. Run on every path: direct
@@ -1431,22 +1459,10 @@ TEST(GpuAsync, CallsReturnWhileTheStreamIsBlocked) {
         std::string why = enqueue_async_rounds(comm, s.s, 1, elems * rounds, sp, up, rp);
         if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "warm-up stream failed";
         MPI_Barrier(MPI_COMM_WORLD);
-        gate.close();
-        bool blocked_after_calls = false, timer_fired = false;
-        {
-            GateTimer timer(&gate, 10000);
-            cudaError_t ce = vt_wait_flag(gate.dev, s.s);
-            if (ce != cudaSuccess && why.empty()) why = "kernel launch: " + cuda_str(ce);
-            if (why.empty()) why = enqueue_async_rounds(comm, s.s, rounds, elems, sp, up, rp);
-            blocked_after_calls = cudaStreamQuery(s.s) == cudaErrorNotReady;
-            timer.disarm();
-            timer_fired = timer.fired();
-            gate.open();
+        if (why.empty()) {
+            why = calls_behind_blocked_stream(&gate, s.s, 10000,
+                                              [&] { return enqueue_async_rounds(comm, s.s, rounds, elems, sp, up, rp); });
         }
-        cudaError_t ce = cudaStreamSynchronize(s.s);
-        if (why.empty() && timer_fired) why = "a call waited for the blocked stream (the gate was opened by the 10 s timer)";
-        if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
-        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
         if (why.empty()) why = check_async_rounds(rounds, elems, sum, ring);
         if (!why.empty() && first_failure.empty()) first_failure = std::to_string(elems) + " elements: " + why;
         MPI_Barrier(MPI_COMM_WORLD);
@@ -1499,21 +1515,7 @@ TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
     std::string why = one_round(1);
     if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "first round: stream failed";
     MPI_Barrier(MPI_COMM_WORLD);
-    bool timer_fired = false, blocked_after_calls = false;
-    {
-        GateTimer timer(&gate, 20000);
-        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
-        if (why.empty() && ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
-        if (why.empty()) why = one_round(2);
-        blocked_after_calls = cudaStreamQuery(s.s) == cudaErrorNotReady;
-        timer.disarm();
-        timer_fired = timer.fired();
-        gate.open();
-    }
-    cudaError_t ce = cudaStreamSynchronize(s.s);
-    if (why.empty() && timer_fired) why = "a call waited for the blocked stream (the gate was opened by the 20 s timer)";
-    if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
-    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    if (why.empty()) why = calls_behind_blocked_stream(&gate, s.s, 20000, [&] { return one_round(2); });
     for (int k = 0; k < buffers && why.empty(); ++k) {
         std::vector<char> got = recv[size_t(k)]->download();
         const auto* g = reinterpret_cast<const uint32_t*>(got.data());
