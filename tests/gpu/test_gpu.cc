@@ -12,6 +12,10 @@
  *    reads the receive buffer right after vcclRecv, with no synchronisation in between;
  *  - no kernel launch and no host function during send/recv (CUPTI callbacks on the driver API count them;
  *    the counter is first shown to see the reduction kernel of an AllReduce);
+ *  - the calling thread never waits for the device: with a kernel blocking the stream on a host flag, every
+ *    call returns at once (direct path, and host staging through the proxy with VCCL_P2P_DIRECT=0:
+ *    np2_shared_gpu_staged.sh), also with a small staging pool, many receive buffers, a host-memory call
+ *    behind, and vcclCommAbort;
  *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
  *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError, a receiving stream goes on, a
  *    sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.
