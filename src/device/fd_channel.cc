@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <set>
+#include <string>
 
 #include "core/log.h"
 
@@ -23,13 +24,14 @@ constexpr uint32_t kMagic = 0x76666431u; // "vfd1"
 
 enum : uint32_t { kDescriptor = 1, kForget = 2 };
 
-/* One datagram: who sends, the proof, what kind, and what the descriptor is for. A kDescriptor datagram
- * carries exactly one descriptor, a kForget datagram none. */
+/* One datagram: who sends, the proof, what kind, and what the descriptors are for. A kDescriptor datagram
+ * carries `count` descriptors (1 to kMaxFds) and, after this header, one 64-bit value for each; a kForget
+ * datagram neither. */
 struct Datagram {
     uint32_t magic;
     uint32_t kind;
     int32_t rank;
-    uint32_t reserved;
+    uint32_t count;
     uint64_t secret;
     uint64_t key;
 };
@@ -59,8 +61,16 @@ std::string FdChannel::socket_path(uint64_t name) {
     return text;
 }
 
+void FdChannel::FdSet::close_all() {
+    for (int fd : fds) {
+        if (fd >= 0) close(fd);
+    }
+    fds.clear();
+    values.clear();
+}
+
 FdChannel::~FdChannel() {
-    for (auto& entry : kept_) close(entry.second.second);
+    for (auto& entry : kept_) entry.second.second.close_all();
     if (sock_ >= 0) close(sock_);
 }
 
@@ -92,33 +102,37 @@ bool FdChannel::open(int rank) {
     return false;
 }
 
-bool FdChannel::send_datagram(int peer, uint32_t kind, uint64_t key, int fd) {
+bool FdChannel::send_datagram(int peer, uint32_t kind, uint64_t key, const FdSet* set) {
     if (sock_ < 0 || peer < 0 || size_t(peer) >= peers_.size() || peers_[peer].name == 0) return false;
-    Datagram d{kMagic, kind, int32_t(rank_), 0, secret_, key};
-    iovec iov{&d, sizeof(d)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    size_t count = set != nullptr ? set->fds.size() : 0;
+    if (count > kMaxFds || (set != nullptr && set->values.size() != count)) return false;
+    Datagram d{kMagic, kind, int32_t(rank_), uint32_t(count), secret_, key};
+    iovec iov[2] = {{&d, sizeof(d)}, {nullptr, 0}};
+    if (count > 0) iov[1] = iovec{const_cast<uint64_t*>(set->values.data()), count * sizeof(uint64_t)};
+    alignas(cmsghdr) char control[CMSG_SPACE(kMaxFds * sizeof(int))];
     memset(control, 0, sizeof(control));
     msghdr msg;
     memset(&msg, 0, sizeof(msg));
     sockaddr_un sa;
     msg.msg_name = &sa;
     msg.msg_namelen = fill_address(socket_path(peers_[peer].name), &sa);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (fd >= 0) {
+    msg.msg_iov = iov;
+    msg.msg_iovlen = count > 0 ? 2 : 1;
+    if (count > 0) {
         msg.msg_control = control;
-        msg.msg_controllen = sizeof(control);
+        msg.msg_controllen = CMSG_SPACE(count * sizeof(int));
         cmsghdr* c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(count * sizeof(int));
+        memcpy(CMSG_DATA(c), set->fds.data(), count * sizeof(int));
     }
+    const ssize_t expected = ssize_t(sizeof(d) + count * sizeof(uint64_t));
     ssize_t n;
     do {
         n = sendmsg(sock_, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
-    if (n != ssize_t(sizeof(d))) {
+    if (n != expected) {
         // Typically EAGAIN: the peer has net.unix.max_dgram_qlen datagrams queued that it has not drained.
         VCCL_INFO(kLogDevice, "rank %d: cannot send a %s datagram to rank %d: %s", rank_,
                   kind == kDescriptor ? "buffer descriptor" : "forget", peer, n < 0 ? strerror(errno) : "short send");
@@ -128,14 +142,24 @@ bool FdChannel::send_datagram(int peer, uint32_t kind, uint64_t key, int fd) {
 }
 
 bool FdChannel::offer(int peer, uint64_t key, const std::function<int()>& make_fd) {
+    return offer_set(peer, key, [&](FdSet* set) {
+        int fd = make_fd();
+        if (fd < 0) return false;
+        set->fds.push_back(fd);
+        set->values.push_back(0);
+        return true;
+    });
+}
+
+bool FdChannel::offer_set(int peer, uint64_t key, const std::function<bool(FdSet*)>& make) {
     if (sock_ < 0) return false;
     drain(); // forgets first: the peer may have let go of this one
     auto k = std::make_pair(peer, key);
     if (offered_.count(k) != 0) return true;
-    int fd = make_fd();
-    if (fd < 0) return false;
-    bool sent = send_datagram(peer, kDescriptor, key, fd);
-    close(fd);
+    FdSet set;
+    bool made = make(&set);
+    bool sent = made && !set.fds.empty() && send_datagram(peer, kDescriptor, key, &set);
+    set.close_all();
     if (sent) offered_.insert(k);
     return sent;
 }
@@ -152,7 +176,7 @@ void FdChannel::prune_offers(const std::function<bool(uint64_t)>& alive) {
 
 void FdChannel::forget(int peer, uint64_t key) {
     if (sock_ < 0) return;
-    if (!send_datagram(peer, kForget, key, -1)) unsent_forgets_.emplace_back(peer, key);
+    if (!send_datagram(peer, kForget, key, nullptr)) unsent_forgets_.emplace_back(peer, key);
 }
 
 bool FdChannel::drain() {
@@ -164,14 +188,15 @@ bool FdChannel::drain() {
     for (;;) {
         Datagram d;
         memset(&d, 0, sizeof(d));
-        iovec iov{&d, sizeof(d)};
+        uint64_t values[kMaxFds + 1]; // one more than allowed, so that an oversized datagram shows as one
+        iovec iov[2] = {{&d, sizeof(d)}, {values, sizeof(values)}};
         // Room for more descriptors than a well-formed datagram carries, so extra ones are received (and
         // closed) instead of being silently cut off.
-        alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int)) + CMSG_SPACE(sizeof(ucred))];
+        alignas(cmsghdr) char control[CMSG_SPACE((kMaxFds + 4) * sizeof(int)) + CMSG_SPACE(sizeof(ucred))];
         msghdr msg;
         memset(&msg, 0, sizeof(msg));
-        msg.msg_iov = &iov;
-        msg.msg_iovlen = 1;
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
         msg.msg_control = control;
         msg.msg_controllen = sizeof(control);
         ssize_t n = recvmsg(sock_, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
@@ -196,8 +221,10 @@ bool FdChannel::drain() {
                 have_cred = true;
             }
         }
-        bool ok = n == ssize_t(sizeof(d)) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && d.magic == kMagic &&
-                  fds.size() == (d.kind == kDescriptor ? 1u : 0u) && (d.kind == kDescriptor || d.kind == kForget) &&
+        const size_t count = d.kind == kDescriptor ? size_t(d.count) : 0;
+        bool ok = n >= ssize_t(sizeof(d)) && !(msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && d.magic == kMagic &&
+                  (d.kind == kDescriptor ? count >= 1 && count <= kMaxFds : d.kind == kForget && d.count == 0) &&
+                  n == ssize_t(sizeof(d) + count * sizeof(uint64_t)) && fds.size() == count &&
                   have_cred && cred.uid == getuid() && d.rank >= 0 && size_t(d.rank) < peers_.size() &&
                   peers_[d.rank].name != 0 && d.secret == peers_[d.rank].secret;
         if (!ok) {
@@ -215,16 +242,23 @@ bool FdChannel::drain() {
         }
         auto it = kept_.find(key);
         if (it != kept_.end()) { // sent again before it was taken: the newer one stands
-            close(it->second.second);
+            kept_fds_ -= it->second.second.fds.size();
+            it->second.second.close_all();
             kept_.erase(it);
         }
-        kept_.emplace(key, std::make_pair(++arrivals_, fds[0]));
-        if (kept_.size() > kMaxKept) { // never asked for (a transfer given up after its descriptor came)
+        FdSet set;
+        set.fds = fds;
+        set.values.assign(values, values + count);
+        kept_fds_ += count;
+        kept_.emplace(key, std::make_pair(++arrivals_, std::move(set)));
+        // Never asked for (a transfer given up after its descriptors came): the oldest go.
+        while (kept_.size() > kMaxKept || (kept_fds_ > kMaxKeptFds && kept_.size() > 1)) {
             auto oldest = kept_.begin();
             for (auto i = kept_.begin(); i != kept_.end(); ++i) {
                 if (i->second.first < oldest->second.first) oldest = i;
             }
-            close(oldest->second.second);
+            kept_fds_ -= oldest->second.second.fds.size();
+            oldest->second.second.close_all();
             int from = oldest->first.first;
             uint64_t k = oldest->first.second;
             kept_.erase(oldest);
@@ -234,21 +268,32 @@ bool FdChannel::drain() {
 }
 
 int FdChannel::take(int peer, uint64_t key, int wait_ms, std::string* why) {
+    FdSet set;
+    if (!take_set(peer, key, wait_ms, &set, why)) return -1;
+    if (set.fds.size() == 1) return set.fds[0];
+    set.close_all();
+    if (why != nullptr) *why = "rank " + std::to_string(peer) + " sent several descriptors where one was expected";
+    return -1;
+}
+
+bool FdChannel::take_set(int peer, uint64_t key, int wait_ms, FdSet* out, std::string* why) {
+    out->close_all();
     if (sock_ < 0) {
         if (why != nullptr) *why = "no descriptor socket";
-        return -1;
+        return false;
     }
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
     for (;;) {
         if (!drain()) {
             if (why != nullptr) *why = std::string("descriptor socket: ") + strerror(errno);
-            return -1;
+            return false;
         }
         auto it = kept_.find(std::make_pair(peer, key));
         if (it != kept_.end()) {
-            int fd = it->second.second;
+            *out = std::move(it->second.second);
+            kept_fds_ -= out->fds.size();
             kept_.erase(it);
-            return fd;
+            return true;
         }
         auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
@@ -257,7 +302,7 @@ int FdChannel::take(int peer, uint64_t key, int wait_ms, std::string* why) {
                 snprintf(text, sizeof(text), "rank %d's buffer descriptor did not arrive within %d ms", peer, wait_ms);
                 *why = text;
             }
-            return -1;
+            return false;
         }
         pollfd p{sock_, POLLIN, 0};
         poll(&p, 1, int(left.count()) + 1);

@@ -1,8 +1,8 @@
 /*
- * Passing file descriptors between the ranks of one host. CUDA VMM allocations (vcclMemAlloc) are shared
- * with another process as a POSIX file descriptor, which, unlike a cudaIpcMemHandle_t, cannot travel as
- * bytes in a message: it goes over a Unix datagram socket (SCM_RIGHTS), one per communicator and rank, in
- * the abstract namespace (no file to clean up after a crash).
+ * Passing file descriptors between the ranks of one host. CUDA VMM memory (vcclMemAlloc's, and other
+ * allocators': device/vmm.h) is shared with another process as POSIX file descriptors, which, unlike a
+ * cudaIpcMemHandle_t, cannot travel as bytes in a message: they go over a Unix datagram socket (SCM_RIGHTS),
+ * one per communicator and rank, in the abstract namespace (no file to clean up after a crash).
  *
  * No thread serves the socket. The exporting rank offers a descriptor before the message that refers to it,
  * and a datagram is in the receiver's queue when sendmsg returns, so the importer finds it by draining its
@@ -53,10 +53,21 @@ public:
     /* Per rank, what it published. */
     void set_peers(const std::vector<Address>& peers) { peers_ = peers; }
 
+    /* Several descriptors that travel as one (a buffer made of several VMM allocations), each with a value
+     * for the importer (there: the bytes it maps). At most kMaxFds. */
+    struct FdSet {
+        std::vector<int> fds;
+        std::vector<uint64_t> values; // one per descriptor
+        void close_all();             // closes every descriptor and empties the set
+    };
+    static constexpr size_t kMaxFds = 64;
+
     /* Exporter: makes sure `peer` holds the descriptor for `key`. Sends one from make_fd() (closed here) unless
      * it was sent before and not forgotten. Never blocks: false when it cannot be sent now (full queue, peer
      * unreachable, make_fd() < 0); the caller takes another path and the next offer tries again. */
     bool offer(int peer, uint64_t key, const std::function<int()>& make_fd);
+    /* The same for a set of descriptors, made by make() (false: none; what it made is closed here). */
+    bool offer_set(int peer, uint64_t key, const std::function<bool(FdSet*)>& make);
     /* Exporter: drops the record of sends whose key is no longer alive (freed allocations). */
     void prune_offers(const std::function<bool(uint64_t key)>& alive);
     size_t offers() const { return offered_.size(); }
@@ -64,14 +75,17 @@ public:
     /* Importer: the descriptor `peer` sent with `key`, now owned by the caller; waits up to `wait_ms` for it.
      * -1 when it did not come (the reason in *why). */
     int take(int peer, uint64_t key, int wait_ms, std::string* why);
+    /* The same for a set (offer_set; a single offer() arrives as a set of one with value 0). */
+    bool take_set(int peer, uint64_t key, int wait_ms, FdSet* out, std::string* why);
     /* Importer: it let go of what it imported from `peer` for `key` (or failed to use it): the exporter is
      * told to send it again when it is next needed. Retried at the next call when the peer's queue is full. */
     void forget(int peer, uint64_t key);
 
-    /* Descriptors received and not (yet) taken, at most kMaxKept; beyond that the oldest is closed and its
-     * sender told to forget it. */
+    /* Sets received and not (yet) taken, at most kMaxKept holding at most kMaxKeptFds descriptors; beyond
+     * that the oldest is closed and its sender told to forget it. */
     size_t kept() const { return kept_.size(); }
     static constexpr size_t kMaxKept = 64;
+    static constexpr size_t kMaxKeptFds = 256;
     /* Datagrams dropped so far: wrong secret, uid or shape. */
     uint64_t rejected() const { return rejected_; }
 
@@ -79,14 +93,15 @@ private:
     /* Reads every queued datagram (descriptors into kept_, forgets out of offered_) and resends forgets that
      * did not go out; false on a socket error. */
     bool drain();
-    bool send_datagram(int peer, uint32_t kind, uint64_t key, int fd);
+    bool send_datagram(int peer, uint32_t kind, uint64_t key, const FdSet* set);
     static std::string socket_path(uint64_t name);
 
     int rank_ = -1;
     int sock_ = -1;
     uint64_t name_ = 0, secret_ = 0;
     std::vector<Address> peers_;
-    std::map<std::pair<int, uint64_t>, std::pair<uint64_t, int>> kept_; // (peer, key) -> (arrival, fd)
+    std::map<std::pair<int, uint64_t>, std::pair<uint64_t, FdSet>> kept_; // (peer, key) -> (arrival, set)
+    size_t kept_fds_ = 0;
     uint64_t arrivals_ = 0;
     std::set<std::pair<int, uint64_t>> offered_;              // (peer, key) sent and not forgotten
     std::vector<std::pair<int, uint64_t>> unsent_forgets_;    // (peer, key)

@@ -42,7 +42,7 @@ public:
         out->magic = kDescMagic;
         out->bytes = bytes;
     }
-    bool export_buffer(const void*, Registration*) override { return false; }
+    bool export_buffer(const void*, size_t, Registration*) override { return false; }
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
@@ -156,6 +156,8 @@ public:
         if (reg != nullptr && reg->exported && (b < reg->alloc_base || b + bytes > reg->alloc_base + reg->alloc_size)) {
             reg = nullptr;
         }
+        // Another allocator's VMM memory may be remapped under a registration: described afresh every time.
+        if (reg != nullptr && reg->foreign) reg = nullptr;
         if (reg != nullptr) {
             if (!reg->device) return;
             out->flags |= kDescDevice;
@@ -167,7 +169,7 @@ public:
         out->flags |= kDescDevice;
         if (!is_recv || peer < 0) return;
         Registration r;
-        if (!export_buffer(buf, &r)) return;
+        if (!export_buffer(buf, bytes, &r)) return;
         describe_export(peer, buf, r, out);
     }
 
@@ -179,7 +181,8 @@ public:
             memcpy(&ref, r.handle, sizeof(ref));
             // Records of peers holding freed allocations are dropped now and then (ids are never reused).
             if (fds_.offers() > kMaxOffers) fds_.prune_offers([](uint64_t id) { return vmm::alive(id); });
-            if (!fds_.offer(peer, ref.id, [&] { return vmm::export_fd(ref.id); })) return;
+            auto make = [&](FdChannel::FdSet* set) { return vmm::export_fds(ref.id, &set->fds, &set->values); };
+            if (!fds_.offer_set(peer, ref.id, make)) return;
             out->flags |= kDescVmm;
         }
         static_assert(sizeof(r.handle) <= sizeof(out->handle), "IPC handle size");
@@ -190,27 +193,30 @@ public:
         out->flags |= kDescIpc;
     }
 
-    bool export_buffer(const void* buf, Registration* r) override {
+    bool export_buffer(const void* buf, size_t bytes, Registration* r) override {
         if (!driver().ok) return false;
         vmm::Allocation a;
-        if (vmm::find(buf, 1, &a)) { // vcclMemAlloc memory: no CUDA IPC handle, a file descriptor instead
+        auto as_vmm = [&](bool foreign) { // no CUDA IPC handle: file descriptors instead
             if (!fds_.is_open()) return false;
             VmmRef ref{kVmmMagic, 0, a.id, a.size};
             static_assert(sizeof(ref) <= sizeof(r->handle), "VMM reference size");
             memcpy(r->handle, &ref, sizeof(ref));
             r->vmm = true;
+            r->foreign = foreign;
             r->alloc_base = uint64_t(a.base);
             r->alloc_size = a.size;
             return true;
-        }
+        };
+        if (vmm::find(buf, 1, &a)) return as_vmm(false); // vcclMemAlloc memory
         CUdeviceptr base = 0;
         size_t size = 0;
         if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) return false;
         cudaIpcMemHandle_t handle;
-        // Not every allocation can be exported (stream-ordered pools, VMM): those take the staged path.
         if (cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)) != cudaSuccess) {
             cudaGetLastError();
-            return false;
+            // Another allocator's VMM memory (PyTorch's expandable segments) when its allocations allow file
+            // descriptors; anything else (stream-ordered pools, VMM without them) takes the staged path.
+            return vmm::find_foreign(buf, bytes > 0 ? bytes : 1, &a) && as_vmm(true);
         }
         static_assert(sizeof(handle) <= sizeof(r->handle), "IPC handle size");
         memcpy(r->handle, &handle, sizeof(handle));
@@ -508,13 +514,21 @@ private:
                 return set_last_error(vcclInternalError, "rank %d described a VMM buffer wrongly", peer);
             }
             std::string why;
-            int fd = fds_.take(peer, ref.id, kFdWaitMs, &why);
-            if (fd < 0) {
+            FdChannel::FdSet set;
+            if (!fds_.take_set(peer, ref.id, kFdWaitMs, &set, &why)) {
                 fds_.forget(peer, ref.id); // so that the next transfer into that buffer brings it again
-                return set_last_error(vcclSystemError, "cannot map rank %d's receive buffer (vcclMemAlloc memory): %s",
+                return set_last_error(vcclSystemError, "cannot map rank %d's receive buffer (VMM memory): %s",
                                       peer, why.c_str());
             }
-            vcclResult_t imported = vmm::import(fd, size_t(ref.size), device_, &ptr); // closes fd
+            uint64_t total = 0;
+            for (uint64_t v : set.values) total += v;
+            if (total != ref.size) {
+                set.close_all();
+                fds_.forget(peer, ref.id);
+                return set_last_error(vcclInternalError, "rank %d's VMM buffer descriptors map %llu bytes, not %llu",
+                                      peer, (unsigned long long)total, (unsigned long long)ref.size);
+            }
+            vcclResult_t imported = vmm::import(set.fds, set.values, device_, &ptr); // closes the descriptors
             if (imported != vcclSuccess) {
                 fds_.forget(peer, ref.id);
                 return imported;

@@ -84,8 +84,9 @@ public:
      * allocation's file descriptor is sent to `peer` here, before the descriptor goes out. */
     virtual void describe(int peer, const void* buf, size_t bytes, bool is_recv, const Registration* reg,
                           P2pDescriptor* out) = 0;
-    /* Exports the allocation holding device buffer buf into r (vcclCommRegister); false when it cannot. */
-    virtual bool export_buffer(const void* buf, Registration* r) = 0;
+    /* Exports the allocation(s) holding device buffer [buf, buf + bytes) into r (vcclCommRegister); false
+     * when it cannot. */
+    virtual bool export_buffer(const void* buf, size_t bytes, Registration* r) = 0;
     /* True when both descriptors allow the direct path. */
     static bool direct(const P2pDescriptor& send, const P2pDescriptor& recv) {
         return (send.flags & kDescDevice) && (recv.flags & kDescDevice) && (recv.flags & kDescIpc);

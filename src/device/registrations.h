@@ -22,7 +22,8 @@ struct Registration {
     uintptr_t begin = 0, end = 0;
     bool device = false;   // device memory (else host: nothing is cached)
     bool exported = false; // handle, alloc_base and alloc_size are valid
-    bool vmm = false;      // handle is a VmmRef (a vcclMemAlloc allocation), not a cudaIpcMemHandle_t
+    bool vmm = false;      // handle is a VmmRef (VMM memory: file descriptors), not a cudaIpcMemHandle_t
+    bool foreign = false;  // with vmm: another allocator's VMM memory, exported again at every use
     char handle[64] = {};  // cudaIpcMemHandle_t of the allocation that holds the buffer
     uint64_t alloc_base = 0, alloc_size = 0;
 };

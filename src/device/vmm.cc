@@ -39,6 +39,11 @@ struct Api {
     decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
     decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
     bool ok = false;
+    // For memory other allocators made (find_foreign).
+    decltype(&cuMemRetainAllocationHandle) retain = nullptr;
+    decltype(&cuPointerGetAttribute) pointer_attribute = nullptr;
+    decltype(&cuMemGetAddressRange) address_range = nullptr;
+    bool foreign_ok = false;
 };
 
 const Api& api() {
@@ -53,6 +58,9 @@ const Api& api() {
                load_driver_entry("cuMemUnmap", &x.unmap) && load_driver_entry("cuMemSetAccess", &x.set_access) &&
                load_driver_entry("cuMemExportToShareableHandle", &x.export_handle) &&
                load_driver_entry("cuMemImportFromShareableHandle", &x.import_handle);
+        x.foreign_ok = x.ok && load_driver_entry("cuMemRetainAllocationHandle", &x.retain) &&
+                       load_driver_entry("cuPointerGetAttribute", &x.pointer_attribute) &&
+                       load_driver_entry("cuMemGetAddressRange", &x.address_range);
         return x;
     }();
     return a;
@@ -71,7 +79,75 @@ std::map<uintptr_t, Entry>& table() {
     static auto* t = new std::map<uintptr_t, Entry>(); // never freed: usable from exit handlers
     return *t;
 }
-uint64_t g_next_id = 0;
+uint64_t g_next_id = 0; // allocations and foreign spans share the ids
+
+/* One mapping of VMM memory another allocator made: where, how long, and which physical allocation (the
+ * driver's process-wide block id, which changes when the owner maps a new allocation there). */
+struct Piece {
+    uintptr_t base;
+    size_t size;
+    uint64_t block;
+    bool operator==(const Piece& o) const { return base == o.base && size == o.size && block == o.block; }
+};
+struct Span {
+    uint64_t id;
+    std::vector<Piece> pieces;
+    uint64_t last_use;
+};
+/* Spans described to peers recently, at most kMaxSpans (least recently used go first; a span that comes
+ * back gets a new id and the peer maps it again). Under g_mutex. */
+constexpr size_t kMaxSpans = 256;
+std::vector<Span>& spans() {
+    static auto* v = new std::vector<Span>();
+    return *v;
+}
+uint64_t g_span_clock = 0;
+
+/* The mapping of foreign VMM memory at `at`, when its allocation may be exported as a file descriptor. */
+bool query_piece(uintptr_t at, Piece* out) {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    // For VMM memory the address range is the one mapping that holds `at` (one allocation).
+    if (api().address_range(&base, &size, CUdeviceptr(at)) != CUDA_SUCCESS || size == 0) return false;
+    unsigned long long types = 0, block = 0;
+    int legacy = 1;
+    void* pool = nullptr;
+    CUdeviceptr mapping_base = 0;
+    size_t mapping_size = 0;
+    // Exported allocations are mapped at their offset 0 by the peer (cuMemMap takes no other offset), so
+    // the range must be exactly one whole mapping: not a stream-ordered pool's sub-allocation (its range
+    // is a piece of the pool's mapping), and the driver's own mapping attributes must agree.
+    if (api().pointer_attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, CUdeviceptr(at)) != CUDA_SUCCESS ||
+        legacy != 0 ||
+        api().pointer_attribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, CUdeviceptr(at)) != CUDA_SUCCESS ||
+        pool != nullptr ||
+        api().pointer_attribute(&mapping_base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, CUdeviceptr(at)) != CUDA_SUCCESS ||
+        api().pointer_attribute(&mapping_size, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, CUdeviceptr(at)) != CUDA_SUCCESS ||
+        mapping_base != base || mapping_size != size ||
+        api().pointer_attribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, CUdeviceptr(at)) != CUDA_SUCCESS ||
+        !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) ||
+        api().pointer_attribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, CUdeviceptr(at)) != CUDA_SUCCESS) {
+        return false;
+    }
+    *out = Piece{uintptr_t(base), size, uint64_t(block)};
+    return true;
+}
+
+/* The pieces of a span as the driver sees them now; false when any is gone or not exportable. */
+bool pieces_unchanged(const Span& span) {
+    for (const Piece& p : span.pieces) {
+        Piece now;
+        if (!query_piece(p.base, &now) || !(now == p)) return false;
+    }
+    return true;
+}
+
+Span* span_by_id(uint64_t id) {
+    for (Span& s : spans()) {
+        if (s.id == id) return &s;
+    }
+    return nullptr;
+}
 
 /* The entry of allocation `id`, or NULL; callers hold g_mutex. */
 Entry* by_id(uint64_t id) {
@@ -215,55 +291,166 @@ bool find(const void* p, size_t bytes, Allocation* out) {
     return true;
 }
 
-int export_fd(uint64_t id) {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    Entry* e = by_id(id);
-    if (e == nullptr) return -1;
-    if (e->fd < 0) {
-        int fd = -1;
-        if (api().export_handle(&fd, e->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) return -1;
-        e->fd = fd;
+bool find_foreign(const void* p, size_t bytes, Allocation* out) {
+    if (!api().foreign_ok || p == nullptr || bytes == 0) return false;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
+    if (end < begin) return false;
+    std::vector<Piece> pieces;
+    for (uintptr_t at = begin; at < end;) {
+        Piece piece;
+        if (pieces.size() >= kMaxSpanPieces || !query_piece(at, &piece) || piece.base > at) return false;
+        pieces.push_back(piece);
+        at = piece.base + piece.size; // the next mapping must start here, or the buffer has a gap
     }
-    // A copy: vcclMemFree may close the kept one while the caller is still sending this one.
-    return fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    std::vector<Span>& list = spans();
+    Span* span = nullptr;
+    for (Span& s : list) {
+        if (s.pieces == pieces) span = &s;
+    }
+    if (span == nullptr) {
+        if (list.size() >= kMaxSpans) {
+            size_t oldest = 0;
+            for (size_t i = 1; i < list.size(); ++i) {
+                if (list[i].last_use < list[oldest].last_use) oldest = i;
+            }
+            list.erase(list.begin() + long(oldest));
+        }
+        list.push_back(Span{++g_next_id, pieces, 0});
+        span = &list.back();
+    }
+    span->last_use = ++g_span_clock;
+    size_t total = 0;
+    for (const Piece& piece : pieces) total += piece.size;
+    *out = Allocation{span->id, pieces.front().base, total};
+    return true;
+}
+
+bool export_fds(uint64_t id, std::vector<int>* fds, std::vector<uint64_t>* sizes) {
+    fds->clear();
+    sizes->clear();
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (Entry* e = by_id(id)) {
+        if (e->fd < 0) {
+            int fd = -1;
+            if (api().export_handle(&fd, e->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) return false;
+            e->fd = fd;
+        }
+        // A copy: vcclMemFree may close the kept one while the caller is still sending this one.
+        int fd = fcntl(e->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd < 0) return false;
+        fds->push_back(fd);
+        sizes->push_back(e->size);
+        return true;
+    }
+    Span* span = span_by_id(id);
+    // Checked again here: the owner may have mapped other memory since the span was described.
+    if (span == nullptr || !pieces_unchanged(*span)) return false;
+    for (const Piece& piece : span->pieces) {
+        CUmemGenericAllocationHandle handle;
+        int fd = -1;
+        bool ok = api().retain(&handle, reinterpret_cast<void*>(piece.base)) == CUDA_SUCCESS;
+        if (ok) {
+            ok = api().export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS;
+            api().release(handle); // drops the reference retain took; the owner's stays
+        }
+        if (!ok) {
+            for (int f : *fds) close(f);
+            fds->clear();
+            sizes->clear();
+            return false;
+        }
+        fds->push_back(fd);
+        sizes->push_back(piece.size);
+    }
+    return true;
 }
 
 bool alive(uint64_t id) {
     std::lock_guard<std::mutex> lock(g_mutex);
-    return by_id(id) != nullptr;
+    if (by_id(id) != nullptr) return true;
+    Span* span = span_by_id(id);
+    return span != nullptr && pieces_unchanged(*span);
 }
 
-vcclResult_t import(int fd, size_t size, int device, void** ptr) {
+namespace {
+
+/* Imports made of several pieces (mapping start -> piece sizes): each piece is unmapped on its own. */
+std::map<uintptr_t, std::vector<size_t>>& imported_pieces() {
+    static auto* m = new std::map<uintptr_t, std::vector<size_t>>();
+    return *m;
+}
+
+void unmap_pieces(CUdeviceptr va, const std::vector<size_t>& sizes, size_t mapped) {
+    size_t offset = 0;
+    for (size_t i = 0; i < mapped; ++i) {
+        api().unmap(va + offset, sizes[i]);
+        offset += sizes[i];
+    }
+}
+
+} // namespace
+
+vcclResult_t import(const std::vector<int>& fds, const std::vector<uint64_t>& sizes, int device, void** ptr) {
     *ptr = nullptr;
+    auto close_from = [&](size_t first) {
+        for (size_t i = first; i < fds.size(); ++i) close(fds[i]);
+    };
     if (!api().ok) {
-        close(fd);
+        close_from(0);
         return set_last_error(vcclUnhandledCudaError, "mapping a peer's VMM buffer: the CUDA driver lacks the VMM entry points");
     }
-    CUmemGenericAllocationHandle handle;
-    CUresult r = api().import_handle(&handle, reinterpret_cast<void*>(uintptr_t(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    close(fd); // the handle holds the allocation now
-    if (r != CUDA_SUCCESS) return cu_fail("cuMemImportFromShareableHandle of a peer's buffer", r);
+    size_t total = 0;
+    std::vector<size_t> piece_sizes;
+    for (uint64_t s : sizes) {
+        if (s == 0 || total + s < total) {
+            close_from(0);
+            return set_last_error(vcclInternalError, "a peer described a VMM buffer with a bad piece size");
+        }
+        total += size_t(s);
+        piece_sizes.push_back(size_t(s));
+    }
+    if (fds.empty() || fds.size() != sizes.size()) {
+        close_from(0);
+        return set_last_error(vcclInternalError, "a peer sent %zu descriptors for %zu VMM pieces", fds.size(), sizes.size());
+    }
     CUdeviceptr va = 0;
-    r = api().reserve(&va, size, 0, 0, 0);
+    CUresult r = api().reserve(&va, total, 0, 0, 0);
     if (r != CUDA_SUCCESS) {
-        api().release(handle);
+        close_from(0);
         return cu_fail("cuMemAddressReserve for a peer's buffer", r);
     }
-    r = api().map(va, size, 0, handle, 0);
-    api().release(handle); // the mapping keeps it alive until unmap
-    if (r != CUDA_SUCCESS) {
-        api().address_free(va, size);
-        return cu_fail("cuMemMap of a peer's buffer", r);
+    size_t offset = 0;
+    for (size_t i = 0; i < fds.size(); ++i) {
+        CUmemGenericAllocationHandle handle;
+        r = api().import_handle(&handle, reinterpret_cast<void*>(uintptr_t(fds[i])), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        close(fds[i]); // the handle holds the allocation now
+        const char* what = "cuMemImportFromShareableHandle of a peer's buffer";
+        if (r == CUDA_SUCCESS) {
+            r = api().map(va + offset, piece_sizes[i], 0, handle, 0);
+            api().release(handle); // the mapping keeps it alive until unmap
+            what = "cuMemMap of a peer's buffer";
+        }
+        CUmemAccessDesc a = {};
+        a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a.location.id = device;
+        a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (r == CUDA_SUCCESS) {
+            r = api().set_access(va + offset, piece_sizes[i], &a, 1);
+            what = "cuMemSetAccess on a peer's buffer";
+            if (r != CUDA_SUCCESS) api().unmap(va + offset, piece_sizes[i]);
+        }
+        if (r != CUDA_SUCCESS) {
+            close_from(i + 1);
+            unmap_pieces(va, piece_sizes, i);
+            api().address_free(va, total);
+            return cu_fail(what, r);
+        }
+        offset += piece_sizes[i];
     }
-    CUmemAccessDesc a = {};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = device;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    r = api().set_access(va, size, &a, 1);
-    if (r != CUDA_SUCCESS) {
-        api().unmap(va, size);
-        api().address_free(va, size);
-        return cu_fail("cuMemSetAccess on a peer's buffer", r);
+    if (piece_sizes.size() > 1) {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        imported_pieces()[uintptr_t(va)] = piece_sizes;
     }
     *ptr = reinterpret_cast<void*>(va);
     return vcclSuccess;
@@ -272,7 +459,16 @@ vcclResult_t import(int fd, size_t size, int device, void** ptr) {
 void unmap(void* ptr, size_t size) {
     if (ptr == nullptr || !api().ok) return;
     CUdeviceptr va = reinterpret_cast<CUdeviceptr>(ptr);
-    api().unmap(va, size);
+    std::vector<size_t> pieces{size};
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        auto it = imported_pieces().find(uintptr_t(va));
+        if (it != imported_pieces().end()) {
+            pieces = it->second;
+            imported_pieces().erase(it);
+        }
+    }
+    unmap_pieces(va, pieces, pieces.size());
     api().address_free(va, size);
 }
 
@@ -291,10 +487,15 @@ vcclResult_t free(void* ptr) {
     return set_last_error(vcclInvalidArgument, "vcclMemFree: %p was not allocated by vcclMemAlloc (or was freed)", ptr);
 }
 bool find(const void*, size_t, Allocation*) { return false; }
-int export_fd(uint64_t) { return -1; }
+bool find_foreign(const void*, size_t, Allocation*) { return false; }
+bool export_fds(uint64_t, std::vector<int>* fds, std::vector<uint64_t>* sizes) {
+    fds->clear();
+    sizes->clear();
+    return false;
+}
 bool alive(uint64_t) { return false; }
-vcclResult_t import(int fd, size_t, int, void** ptr) {
-    close(fd);
+vcclResult_t import(const std::vector<int>& fds, const std::vector<uint64_t>&, int, void** ptr) {
+    for (int fd : fds) close(fd);
     *ptr = nullptr;
     return set_last_error(vcclUnhandledCudaError, "vccl was built without CUDA");
 }

@@ -6,8 +6,11 @@
  * segments) use.
  *
  * Exporting side: a process-wide table of the allocations made here (alloc/free), looked up by the direct
- * path to describe a receive buffer (find) and to hand its descriptor to a peer (export_fd).
- * Importing side: import() maps a peer's descriptor into this process; unmap() undoes it.
+ * path to describe a receive buffer (find) and to hand its descriptor to a peer (export_fds). VMM memory
+ * that another allocator made (PyTorch's expandable segments) is exported too when its allocations allow
+ * POSIX file descriptors (find_foreign): a receive buffer there may cross several allocations mapped side
+ * by side, so it travels as a span of descriptors, one per mapping.
+ * Importing side: import() maps a peer's descriptors side by side into this process; unmap() undoes it.
  */
 #ifndef VCCL_DEVICE_VMM_H_
 #define VCCL_DEVICE_VMM_H_
@@ -15,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "vccl.h"
 
@@ -41,14 +45,26 @@ struct Allocation {
     size_t size;
 };
 bool find(const void* p, size_t bytes, Allocation* out);
-/* A new descriptor of allocation `id` for passing to a peer (the caller closes it), or -1. */
-int export_fd(uint64_t id);
-/* Whether allocation `id` still exists. */
+
+/* VMM memory not made by alloc(): the mappings that hold all of [p, p + bytes), as one span. The same
+ * mappings of the same physical allocations give the same id; when the owner unmaps and maps again (new
+ * allocations at the same addresses), a new id, so a peer never writes through a stale mapping. False when
+ * p is not VMM memory, an allocation does not allow POSIX file descriptors, the mappings leave a gap, or
+ * there are more than kMaxSpanPieces of them (callers then stage the transfer). Queries the driver for
+ * every mapping on every call: the owner may remap at any time. */
+bool find_foreign(const void* p, size_t bytes, Allocation* out);
+constexpr size_t kMaxSpanPieces = 64;
+
+/* New descriptors for passing allocation or span `id` to a peer (the caller closes them), one per mapping in
+ * address order, with each mapping's size; false when `id` is gone (freed, or a span whose mappings changed). */
+bool export_fds(uint64_t id, std::vector<int>* fds, std::vector<uint64_t>* sizes);
+/* Whether allocation or span `id` still exists unchanged. */
 bool alive(uint64_t id);
 
-/* Maps the allocation of `size` bytes that `fd` (from a peer's export_fd) describes, readable and writable
- * from `device`. Closes fd in every case. */
-vcclResult_t import(int fd, size_t size, int device, void** ptr);
+/* Maps the allocations that `fds` (from a peer's export_fds) describe side by side, sizes[i] bytes of each,
+ * readable and writable from `device`. Closes every fd in every case. */
+vcclResult_t import(const std::vector<int>& fds, const std::vector<uint64_t>& sizes, int device, void** ptr);
+/* Undoes import(); size is the sum of the sizes. */
 void unmap(void* ptr, size_t size);
 
 } // namespace vmm

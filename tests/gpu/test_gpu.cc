@@ -21,6 +21,7 @@
  *    sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #if VTEST_HAVE_CUPTI
 #include <cupti.h>
@@ -667,6 +668,175 @@ TEST(GpuMemory, MemAllocIsVmmAndReceivedDirectly) {
     if ((vcclMemFree(send) != vcclSuccess || vcclMemFree(recv) != vcclSuccess) && why.empty()) {
         why = std::string("vcclMemFree failed: ") + vcclGetLastError(nullptr);
     }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* VMM memory made the way another allocator makes it (PyTorch's expandable segments): physical allocations
+ * of units[i] granules mapped side by side into one reserved range, exportable as POSIX file descriptors or
+ * not. remap() puts a new physical allocation under piece i, as such an allocator does when it frees and
+ * grows a segment again. Driver entry points come through the runtime (the test links no libcuda). */
+class ForeignVmm {
+public:
+    ForeignVmm(const std::vector<size_t>& units, bool exportable) : exportable_(exportable) {
+        if (!load()) return;
+        cudaGetDevice(&device_);
+        CUmemAllocationProp prop = props();
+        if (api_.granularity(&granule_, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS) {
+            error = "cuMemGetAllocationGranularity failed";
+            return;
+        }
+        for (size_t u : units) sizes_.push_back(u * granule_);
+        for (size_t s : sizes_) size += s;
+        CUdeviceptr va = 0;
+        if (api_.reserve(&va, size, 0, 0, 0) != CUDA_SUCCESS) {
+            error = "cuMemAddressReserve failed";
+            return;
+        }
+        base = reinterpret_cast<char*>(va);
+        handles_.assign(sizes_.size(), 0);
+        for (size_t i = 0; i < sizes_.size() && error.empty(); ++i) map_piece(i);
+    }
+    ~ForeignVmm() {
+        if (base == nullptr) return;
+        cudaDeviceSynchronize();
+        for (size_t i = 0; i < handles_.size(); ++i) {
+            if (handles_[i] == 0) continue;
+            api_.unmap(piece(i), sizes_[i]);
+            api_.release(handles_[i]);
+        }
+        api_.address_free(reinterpret_cast<CUdeviceptr>(base), size);
+    }
+    bool remap(size_t i) {
+        cudaDeviceSynchronize();
+        api_.unmap(piece(i), sizes_[i]);
+        api_.release(handles_[i]);
+        handles_[i] = 0;
+        map_piece(i);
+        return error.empty();
+    }
+    size_t granule() const { return granule_; }
+
+    char* base = nullptr;
+    size_t size = 0;
+    std::string error;
+
+private:
+    struct Api {
+        decltype(&cuMemGetAllocationGranularity) granularity;
+        decltype(&cuMemCreate) create;
+        decltype(&cuMemRelease) release;
+        decltype(&cuMemAddressReserve) reserve;
+        decltype(&cuMemAddressFree) address_free;
+        decltype(&cuMemMap) map;
+        decltype(&cuMemUnmap) unmap;
+        decltype(&cuMemSetAccess) set_access;
+    };
+    template <typename Fn> bool entry(const char* name, Fn* fn) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &q) !=
+                cudaSuccess || q != cudaDriverEntryPointSuccess) {
+            error = std::string("no driver entry point ") + name;
+            return false;
+        }
+        return true;
+    }
+    bool load() {
+        return entry("cuMemGetAllocationGranularity", &api_.granularity) && entry("cuMemCreate", &api_.create) &&
+               entry("cuMemRelease", &api_.release) && entry("cuMemAddressReserve", &api_.reserve) &&
+               entry("cuMemAddressFree", &api_.address_free) && entry("cuMemMap", &api_.map) &&
+               entry("cuMemUnmap", &api_.unmap) && entry("cuMemSetAccess", &api_.set_access);
+    }
+    CUmemAllocationProp props() const {
+        CUmemAllocationProp prop = {};
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = device_;
+        prop.requestedHandleTypes = exportable_ ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+        return prop;
+    }
+    CUdeviceptr piece(size_t i) const {
+        size_t offset = 0;
+        for (size_t k = 0; k < i; ++k) offset += sizes_[k];
+        return reinterpret_cast<CUdeviceptr>(base) + offset;
+    }
+    void map_piece(size_t i) {
+        CUmemAllocationProp prop = props();
+        CUmemAccessDesc a = {};
+        a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        a.location.id = device_;
+        a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        if (api_.create(&handles_[i], sizes_[i], &prop, 0) != CUDA_SUCCESS) {
+            handles_[i] = 0;
+            error = "cuMemCreate failed";
+        } else if (api_.map(piece(i), sizes_[i], 0, handles_[i], 0) != CUDA_SUCCESS) {
+            api_.release(handles_[i]);
+            handles_[i] = 0;
+            error = "cuMemMap failed";
+        } else if (api_.set_access(piece(i), sizes_[i], &a, 1) != CUDA_SUCCESS) {
+            error = "cuMemSetAccess failed";
+        }
+    }
+
+    Api api_ = {};
+    bool exportable_;
+    int device_ = 0;
+    size_t granule_ = 0;
+    std::vector<size_t> sizes_;
+    std::vector<CUmemGenericAllocationHandle> handles_;
+};
+
+/* Receive buffers in VMM memory that vccl did not allocate, across the boundaries of the allocations under
+ * them, are received directly when those allow file descriptors: plain, again (the peer's mapping reused),
+ * after a piece was remapped (a peer writing through its stale mapping would leave the new memory zero), and
+ * registered with a piece remapped after registration. Staged, every byte still right, when they do not
+ * allow file descriptors or the buffer crosses more allocations than a descriptor set carries. */
+TEST(GpuMemory, ForeignVmmIsReceivedDirectly) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    std::string why;
+    ForeignVmm segment({1, 2, 1}, true);
+    why = segment.error;
+    const size_t skew = 1000;
+    const size_t bytes = segment.size - 3 * skew; // from inside piece 0 to inside piece 2
+    void* send = nullptr;
+    if (why.empty() && cudaMalloc(&send, segment.size) != cudaSuccess) why = "cudaMalloc failed";
+    void* recv = segment.base + skew;
+    void* reg = nullptr;
+    for (int round = 0; round < 4 && why.empty(); ++round) {
+        if (round == 2 && !segment.remap(1)) why = "remap: " + segment.error;
+        if (round == 3 && (vcclCommRegister(comm, recv, bytes, &reg) != vcclSuccess || !segment.remap(0))) {
+            why = std::string("register or remap failed: ") + vcclGetLastError(comm) + segment.error;
+        }
+        if (!why.empty()) break;
+        long long before = vccl::testing::direct_sends(comm);
+        why = ring_exchange(comm, s.s, {send}, {recv}, bytes, 7 * round);
+        if (why.empty() && vccl::testing::direct_sends(comm) <= before) why = "staged, not direct";
+        if (!why.empty()) why = "exportable VMM, round " + std::to_string(round) + ": " + why;
+    }
+    if (reg != nullptr && vcclCommDeregister(comm, reg) != vcclSuccess && why.empty()) why = "deregister failed";
+    struct Staged {
+        const char* what;
+        std::vector<size_t> units;
+        bool exportable;
+    };
+    const Staged staged[] = {{"VMM without file descriptors", {1, 1}, false},
+                             {"VMM over too many allocations", std::vector<size_t>(66, 1), true}};
+    for (const Staged& c : staged) {
+        if (!why.empty()) break;
+        ForeignVmm other(c.units, c.exportable);
+        why = other.error;
+        void* other_send = nullptr;
+        if (why.empty() && cudaMalloc(&other_send, other.size) != cudaSuccess) why = "cudaMalloc failed";
+        if (why.empty()) {
+            long long before = vccl::testing::direct_sends(comm);
+            why = ring_exchange(comm, s.s, {other_send}, {other.base + 1}, other.size - 2, 3);
+            if (why.empty() && vccl::testing::direct_sends(comm) != before) why = "went direct, expected staged";
+        }
+        if (other_send != nullptr) cudaFree(other_send);
+        if (!why.empty()) why = std::string(c.what) + ": " + why;
+    }
+    if (send != nullptr) cudaFree(send);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -223,6 +224,121 @@ TEST(FdChannel, DescriptorsNeverTakenAreBoundedClosedAndOfferedAgain) {
         int last = p.b.take(0, n - 1, 0, &why);
         EXPECT_GE(last, 0) << why;
         if (last >= 0) close(last);
+    }
+    EXPECT_EQ(open_fds(), before) << "descriptors leaked";
+}
+
+/* A buffer made of several VMM allocations travels as one set: every descriptor with its value, in order. */
+TEST(FdChannel, PassesASetOfDescriptorsWithTheirValuesInOrder) {
+    int before = open_fds();
+    {
+        Pair p;
+        Pipe x, y, z;
+        const Pipe* pipes[3] = {&x, &y, &z};
+        auto make = [&](FdChannel::FdSet* set) {
+            for (int i = 0; i < 3; ++i) {
+                set->fds.push_back(dup(pipes[i]->fds[0]));
+                set->values.push_back(uint64_t(1000 + i));
+            }
+            return true;
+        };
+        ASSERT_TRUE(p.a.offer_set(1, 77, make));
+        ASSERT_TRUE(p.a.offer_set(1, 77, make)); // offered already: nothing sent
+        std::string why;
+        FdChannel::FdSet got;
+        ASSERT_TRUE(p.b.take_set(0, 77, 1000, &got, &why)) << why;
+        ASSERT_EQ(got.fds.size(), 3u);
+        ASSERT_EQ(got.values.size(), 3u);
+        for (int i = 0; i < 3; ++i) {
+            EXPECT_EQ(got.values[i], uint64_t(1000 + i));
+            EXPECT_TRUE(same_pipe(*pipes[i], got.fds[i], char('a' + i))) << "descriptor " << i << " out of order";
+        }
+        got.close_all();
+        FdChannel::FdSet again;
+        EXPECT_FALSE(p.b.take_set(0, 77, 0, &again, &why)) << "sent twice";
+        // A single offer arrives as a set of one with value 0; a set is not taken as a single descriptor.
+        ASSERT_TRUE(offer(p.a, 1, 78, x.fds[0]));
+        ASSERT_TRUE(p.b.take_set(0, 78, 1000, &got, &why)) << why;
+        EXPECT_EQ(got.fds.size(), 1u);
+        EXPECT_EQ(got.values, std::vector<uint64_t>{0});
+        got.close_all();
+        p.b.forget(0, 77);
+        ASSERT_TRUE(p.a.offer_set(1, 77, make)); // forgotten: sent again
+        EXPECT_EQ(p.b.take(0, 77, 1000, &why), -1);
+        EXPECT_NE(why.find("several descriptors"), std::string::npos) << why;
+        EXPECT_EQ(p.b.rejected(), 0u);
+    }
+    EXPECT_EQ(open_fds(), before) << "descriptors leaked";
+}
+
+TEST(FdChannel, RefusesSetsTooLargeOrMalformedAndLeaksNothing) {
+    int before = open_fds();
+    {
+        Pair p;
+        Pipe x;
+        // More than a datagram may carry: not sent, and what make() opened is closed.
+        EXPECT_FALSE(p.a.offer_set(1, 1, [&](FdChannel::FdSet* set) {
+            for (size_t i = 0; i <= FdChannel::kMaxFds; ++i) {
+                set->fds.push_back(dup(x.fds[0]));
+                set->values.push_back(1);
+            }
+            return true;
+        }));
+        // A value missing for a descriptor, and an empty set: not sent either.
+        EXPECT_FALSE(p.a.offer_set(1, 2, [&](FdChannel::FdSet* set) {
+            set->fds.push_back(dup(x.fds[0]));
+            return true;
+        }));
+        EXPECT_FALSE(p.a.offer_set(1, 3, [](FdChannel::FdSet*) { return true; }));
+        EXPECT_FALSE(p.a.offer_set(1, 4, [&](FdChannel::FdSet* set) {
+            set->fds.push_back(dup(x.fds[0])); // made, then given up: closed here
+            set->values.push_back(1);
+            return false;
+        }));
+        EXPECT_EQ(p.a.offers(), 0u);
+        // The largest set goes through whole.
+        ASSERT_TRUE(p.a.offer_set(1, 5, [&](FdChannel::FdSet* set) {
+            for (size_t i = 0; i < FdChannel::kMaxFds; ++i) {
+                set->fds.push_back(dup(x.fds[0]));
+                set->values.push_back(i);
+            }
+            return true;
+        }));
+        std::string why;
+        FdChannel::FdSet got;
+        ASSERT_TRUE(p.b.take_set(0, 5, 1000, &got, &why)) << why;
+        EXPECT_EQ(got.fds.size(), FdChannel::kMaxFds);
+        EXPECT_EQ(got.values.back(), FdChannel::kMaxFds - 1);
+        got.close_all();
+    }
+    EXPECT_EQ(open_fds(), before) << "descriptors leaked";
+}
+
+/* Sets never taken are bounded by descriptors too, not only by count: the oldest are closed and forgotten. */
+TEST(FdChannel, SetsNeverTakenAreBoundedByDescriptors) {
+    int before = open_fds();
+    {
+        Pair p;
+        Pipe x;
+        std::string why;
+        const uint64_t sets = FdChannel::kMaxKeptFds / FdChannel::kMaxFds + 2;
+        for (uint64_t k = 0; k < sets; ++k) {
+            ASSERT_TRUE(p.a.offer_set(1, k, [&](FdChannel::FdSet* set) {
+                for (size_t i = 0; i < FdChannel::kMaxFds; ++i) {
+                    set->fds.push_back(dup(x.fds[0]));
+                    set->values.push_back(k);
+                }
+                return true;
+            })) << k;
+            FdChannel::FdSet none;
+            EXPECT_FALSE(p.b.take_set(0, ~uint64_t(0), 0, &none, &why)); // drains into what b keeps
+        }
+        EXPECT_EQ(p.b.kept(), FdChannel::kMaxKeptFds / FdChannel::kMaxFds);
+        EXPECT_LE(open_fds() - before, int(FdChannel::kMaxKeptFds) + 8);
+        FdChannel::FdSet got;
+        EXPECT_FALSE(p.b.take_set(0, 0, 0, &got, &why)) << "the oldest should have been closed";
+        ASSERT_TRUE(p.b.take_set(0, sets - 1, 0, &got, &why)) << why;
+        got.close_all();
     }
     EXPECT_EQ(open_fds(), before) << "descriptors leaked";
 }
