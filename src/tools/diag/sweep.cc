@@ -119,8 +119,10 @@ Buffers alloc(const SweepOptions& o) {
         int local = 0;
         MPI_Comm_rank(node, &local);
         MPI_Comm_free(&node);
-        ok = vperf::device_select(local, &dev, &error) && (b.send = vperf::device_alloc(o.bytes, &error)) != nullptr &&
-             (b.recv = vperf::device_alloc(o.bytes, &error)) != nullptr && vperf::stream_create(&b.stream, &error);
+        const vperf::DeviceAlloc how = vperf::DeviceAlloc::Cuda;
+        ok = vperf::device_select(local, &dev, &error) &&
+             (b.send = vperf::device_alloc(o.bytes, how, &error)) != nullptr &&
+             (b.recv = vperf::device_alloc(o.bytes, how, &error)) != nullptr && vperf::stream_create(&b.stream, &error);
     } else {
         b.send = malloc(o.bytes);
         b.recv = malloc(o.bytes);

@@ -183,7 +183,7 @@ void poison(void* p, size_t elems, vcclDataType_t t) {
 
 } // namespace
 
-Buffers::Buffers(Memory memory, vcclDataType_t type) : memory_(memory), type_(type) {}
+Buffers::Buffers(Memory memory, DeviceAlloc how, vcclDataType_t type) : memory_(memory), how_(how), type_(type) {}
 
 Buffers::~Buffers() {
     if (memory_ == Memory::Cuda) {
@@ -213,9 +213,9 @@ bool Buffers::allocate(size_t send_elems, size_t recv_elems, std::string* error)
         send_ = host_send_;
         recv_ = host_recv_;
     } else {
-        send_ = device_alloc(bytes, error);
+        send_ = device_alloc(bytes, how_, error);
         if (send_ == nullptr) return false;
-        recv_ = device_alloc(bytes, error);
+        recv_ = device_alloc(bytes, how_, error);
         if (recv_ == nullptr) return false;
         if (!device_copy(send_, host_send_, bytes, error) || !device_copy(recv_, host_recv_, bytes, error))
             return false;

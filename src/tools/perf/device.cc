@@ -2,11 +2,24 @@
 #include "config.h"
 #include "tools/perf/perf.h"
 
+#include <map>
+#include <mutex>
+#include <vector>
+
 #if VCCL_HAVE_CUDA
+#include <cuda.h>
 #include <cuda_runtime.h>
 #endif
 
 namespace vperf {
+
+const char* device_alloc_name(DeviceAlloc how) {
+    switch (how) {
+    case DeviceAlloc::Vccl: return "vccl";
+    case DeviceAlloc::Vmm: return "vmm";
+    default: return "cuda";
+    }
+}
 
 #if VCCL_HAVE_CUDA
 
@@ -32,14 +45,160 @@ bool device_select(int local_rank, int* device, std::string* error) {
     return true;
 }
 
-void* device_alloc(size_t bytes, std::string* error) {
+namespace {
+
+/* --alloc vmm: CUDA VMM made the way PyTorch's expandable segments make it, so that vccl meets such memory
+ * here as it does in a training job: 20 MiB physical allocations with file-descriptor handles, mapped side
+ * by side in one reserved range. Driver entry points come through the runtime (the tool links no libcuda). */
+struct VmmApi {
+    decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
+    decltype(&cuMemCreate) create = nullptr;
+    decltype(&cuMemRelease) release = nullptr;
+    decltype(&cuMemAddressReserve) reserve = nullptr;
+    decltype(&cuMemAddressFree) address_free = nullptr;
+    decltype(&cuMemMap) map = nullptr;
+    decltype(&cuMemUnmap) unmap = nullptr;
+    decltype(&cuMemSetAccess) set_access = nullptr;
+    bool ok = false;
+};
+
+template <typename Fn> bool entry(const char* name, Fn* fn) {
+    cudaDriverEntryPointQueryResult q;
+    return cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &q) ==
+               cudaSuccess && q == cudaDriverEntryPointSuccess;
+}
+
+const VmmApi& vmm_api() {
+    static const VmmApi a = [] {
+        VmmApi x;
+        x.ok = entry("cuMemGetAllocationGranularity", &x.granularity) && entry("cuMemCreate", &x.create) &&
+               entry("cuMemRelease", &x.release) && entry("cuMemAddressReserve", &x.reserve) &&
+               entry("cuMemAddressFree", &x.address_free) && entry("cuMemMap", &x.map) &&
+               entry("cuMemUnmap", &x.unmap) && entry("cuMemSetAccess", &x.set_access);
+        return x;
+    }();
+    return a;
+}
+
+constexpr size_t kVmmPiece = size_t(20) << 20;
+
+struct VmmBuffer {
+    size_t size; // reserved and mapped
+    std::vector<CUmemGenericAllocationHandle> handles; // one per kVmmPiece
+};
+std::mutex g_mutex;
+std::map<void*, VmmBuffer> g_vmm;         // --alloc vmm buffers
+std::map<void*, DeviceAlloc> g_allocated; // how each buffer was made
+
+void vmm_release(CUdeviceptr va, const VmmBuffer& b) {
+    for (size_t i = 0; i < b.handles.size(); ++i) {
+        vmm_api().unmap(va + i * kVmmPiece, kVmmPiece);
+        vmm_api().release(b.handles[i]);
+    }
+    vmm_api().address_free(va, b.size);
+}
+
+void* vmm_alloc(size_t bytes, std::string* error) {
+    if (!vmm_api().ok) {
+        *error = "--alloc vmm: the CUDA driver lacks the VMM entry points";
+        return nullptr;
+    }
+    int device = 0;
+    cudaGetDevice(&device);
+    CUmemAllocationProp prop = {};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = device;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    size_t granularity = 0;
+    if (vmm_api().granularity(&granularity, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS ||
+        granularity == 0 || kVmmPiece % granularity != 0) {
+        *error = "--alloc vmm: the GPU's VMM granularity does not divide 20 MiB";
+        return nullptr;
+    }
+    VmmBuffer b;
+    size_t pieces = (bytes + kVmmPiece - 1) / kVmmPiece;
+    b.size = (pieces ? pieces : 1) * kVmmPiece;
+    CUdeviceptr va = 0;
+    if (vmm_api().reserve(&va, b.size, 0, 0, 0) != CUDA_SUCCESS) {
+        *error = "--alloc vmm: cuMemAddressReserve failed";
+        return nullptr;
+    }
+    CUmemAccessDesc access = {};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = device;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    for (size_t i = 0; i * kVmmPiece < b.size; ++i) {
+        CUmemGenericAllocationHandle h;
+        CUdeviceptr at = va + i * kVmmPiece;
+        if (vmm_api().create(&h, kVmmPiece, &prop, 0) != CUDA_SUCCESS) {
+            *error = "--alloc vmm: cuMemCreate failed (out of device memory?)";
+        } else if (vmm_api().map(at, kVmmPiece, 0, h, 0) != CUDA_SUCCESS) {
+            vmm_api().release(h);
+            *error = "--alloc vmm: cuMemMap failed";
+        } else {
+            b.handles.push_back(h);
+            if (vmm_api().set_access(at, kVmmPiece, &access, 1) != CUDA_SUCCESS) *error = "--alloc vmm: cuMemSetAccess failed";
+        }
+        if (!error->empty()) {
+            vmm_release(va, b);
+            return nullptr;
+        }
+    }
+    void* p = reinterpret_cast<void*>(va);
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_vmm[p] = b;
+    return p;
+}
+
+} // namespace
+
+void* device_alloc(size_t bytes, DeviceAlloc how, std::string* error) {
     void* p = nullptr;
-    if (!ok(cudaMalloc(&p, bytes), "cudaMalloc", error)) return nullptr;
+    switch (how) {
+    case DeviceAlloc::Vccl:
+        if (vcclMemAlloc(&p, bytes) != vcclSuccess) {
+            *error = std::string("--alloc vccl: vcclMemAlloc: ") + vcclGetLastError(nullptr);
+            return nullptr;
+        }
+        break;
+    case DeviceAlloc::Vmm:
+        p = vmm_alloc(bytes, error);
+        if (p == nullptr) return nullptr;
+        break;
+    default:
+        if (!ok(cudaMalloc(&p, bytes), "cudaMalloc", error)) return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_allocated[p] = how;
     return p;
 }
 
 void device_free(void* p) {
-    if (p != nullptr) cudaFree(p);
+    if (p == nullptr) return;
+    DeviceAlloc how = DeviceAlloc::Cuda;
+    VmmBuffer b{};
+    {
+        std::lock_guard<std::mutex> lock(g_mutex);
+        auto it = g_allocated.find(p);
+        if (it != g_allocated.end()) {
+            how = it->second;
+            g_allocated.erase(it);
+        }
+        auto v = g_vmm.find(p);
+        if (v != g_vmm.end()) {
+            b = v->second;
+            g_vmm.erase(v);
+        }
+    }
+    if (how == DeviceAlloc::Vccl) {
+        vcclMemFree(p);
+    } else if (how == DeviceAlloc::Vmm) {
+        cudaDeviceSynchronize(); // unmapping does not wait for work still using the memory
+        vmm_release(reinterpret_cast<CUdeviceptr>(p), b);
+    } else {
+        cudaFree(p);
+    }
 }
 
 bool device_copy(void* dst, const void* src, size_t bytes, std::string* error) {
@@ -75,7 +234,7 @@ bool device_select(int, int*, std::string* error) {
     *error = kNoCuda;
     return false;
 }
-void* device_alloc(size_t, std::string* error) {
+void* device_alloc(size_t, DeviceAlloc, std::string* error) {
     *error = kNoCuda;
     return nullptr;
 }

@@ -283,6 +283,8 @@ int validate(const Options& o, int rank, int nranks) {
     std::string msg;
     if (o.baseline == Baseline::Nccl && o.memory != Memory::Cuda) {
         error = "--baseline nccl needs device buffers: add -m cuda";
+    } else if (o.device_alloc != DeviceAlloc::Cuda && o.memory != Memory::Cuda) {
+        error = "--alloc chooses how device buffers are allocated: add -m cuda";
     } else if (o.gemm_n > 0 && o.memory != Memory::Cuda) {
         error = "--concurrent-gemm needs device buffers: add -m cuda";
     } else if (coll_has_root(o.coll) && o.root >= nranks) {
@@ -318,7 +320,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
 
     Shape largest = make_shape(o.coll, o.max_bytes, o.dtype, nranks);
-    Buffers buf(o.memory, o.dtype);
+    Buffers buf(o.memory, o.device_alloc, o.dtype);
     if (!buf.allocate(largest.send_elems, largest.recv_elems, &error)) die("buffers", error);
     if (o.gemm_n > 0) {
         int ok = gemm_init(o.gemm_n, &error) ? 1 : 0, all_ok = 0;

@@ -160,6 +160,10 @@ void print_usage(FILE* out) {
             "  -r, --root N             root rank of broadcast and reduce (default 0)\n"
             "  -a, --average 0|1|2|3    time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
             "  -m, --memory host|cuda   where buffers live (default host)\n"
+            "      --alloc cuda|vccl|vmm\n"
+            "                           (-m cuda) how buffers are allocated: cudaMalloc (default), vcclMemAlloc,\n"
+            "                           or CUDA VMM in 20 MiB allocations side by side with file-descriptor\n"
+            "                           handles, as PyTorch's expandable segments make it\n"
             "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
             "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
             "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
@@ -193,7 +197,7 @@ void print_usage(FILE* out) {
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
     enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-           kOptMaxFd, kOptProgress, kOptGemm };
+           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -207,6 +211,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"root", required_argument, nullptr, 'r'},
         {"average", required_argument, nullptr, 'a'},
         {"memory", required_argument, nullptr, 'm'},
+        {"alloc", required_argument, nullptr, kOptAlloc},
         {"output_file", required_argument, nullptr, 'J'},
         {"bootstrap", required_argument, nullptr, kOptBootstrap},
         {"baseline", required_argument, nullptr, kOptBaseline},
@@ -308,6 +313,12 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             break;
         case kOptNcclLib:
             o.nccl_lib = optarg;
+            break;
+        case kOptAlloc:
+            if (strcasecmp(optarg, "cuda") == 0) o.device_alloc = DeviceAlloc::Cuda;
+            else if (strcasecmp(optarg, "vccl") == 0) o.device_alloc = DeviceAlloc::Vccl;
+            else if (strcasecmp(optarg, "vmm") == 0) o.device_alloc = DeviceAlloc::Vmm;
+            else return fail("device allocator (--alloc cuda|vccl|vmm)", optarg);
             break;
         case kOptBaseline:
             if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;

@@ -34,6 +34,9 @@ constexpr int kExitLeak = 4;    // --soak: memory or descriptor growth above the
 
 enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, SendRecv };
 enum class Memory { Host, Cuda };
+/* How -m cuda buffers are allocated (--alloc): cudaMalloc, vcclMemAlloc, or CUDA VMM made here the way
+ * PyTorch's expandable segments make it (20 MiB allocations side by side, file-descriptor handles). */
+enum class DeviceAlloc { Cuda, Vccl, Vmm };
 enum class Bootstrap { Mpi, Tcp };
 enum class Baseline { None, Mpi, Nccl, TelemetryOff, TelemetryPaused };
 
@@ -64,6 +67,7 @@ struct Options {
     long max_fd_growth = 0;           // --max-fd-growth N per rank after warm-up
     int soak_progress = 60;           // --progress SECONDS between progress lines (0: none)
     int gemm_n = 0;                   // --concurrent-gemm[=N]: N x N x N bf16 GEMM beside the transfer; 0: off
+    DeviceAlloc device_alloc = DeviceAlloc::Cuda; // --alloc
 };
 
 /* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
@@ -99,8 +103,9 @@ double bus_factor(Coll coll, int nranks);
 /* ---- device.cc ---- (all return false / nullptr with a message in *error on failure) */
 
 bool device_select(int local_rank, int* device, std::string* error);
-void* device_alloc(size_t bytes, std::string* error);
-void device_free(void* p);
+void* device_alloc(size_t bytes, DeviceAlloc how, std::string* error);
+void device_free(void* p); // whichever way device_alloc made it
+const char* device_alloc_name(DeviceAlloc how);
 bool device_copy(void* dst, const void* src, size_t bytes, std::string* error);
 bool stream_create(void** stream, std::string* error);
 bool stream_sync(void* stream, std::string* error);
@@ -110,7 +115,7 @@ void stream_destroy(void* stream);
 
 class Buffers {
 public:
-    Buffers(Memory memory, vcclDataType_t type);
+    Buffers(Memory memory, DeviceAlloc how, vcclDataType_t type);
     ~Buffers();
     Buffers(const Buffers&) = delete;
     Buffers& operator=(const Buffers&) = delete;
@@ -131,6 +136,7 @@ public:
 
 private:
     Memory memory_;
+    DeviceAlloc how_;
     vcclDataType_t type_;
     void* send_ = nullptr; // what the calls use: host memory, or device memory with -m cuda
     void* recv_ = nullptr;

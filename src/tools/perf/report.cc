@@ -109,10 +109,11 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
     fprintf(out, "# nranks %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d validation: %d\n",
             nranks, o.min_bytes, o.max_bytes, o.step_bytes ? o.step_bytes : o.step_factor,
             o.step_bytes ? "bytes" : "factor", o.warmup, o.iters, o.check);
-    fprintf(out, "# datatype %s op %s root %d memory %s bootstrap %s time across ranks: %s baseline: %s\n",
+    fprintf(out, "# datatype %s op %s root %d memory %s%s%s bootstrap %s time across ranks: %s baseline: %s\n",
             type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1,
-            memory_name(o.memory), bootstrap_name(o.bootstrap), kAverageNames[o.average],
-            baseline_name(o.baseline));
+            memory_name(o.memory), o.memory == Memory::Cuda ? " alloc " : "",
+            o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "", bootstrap_name(o.bootstrap),
+            kAverageNames[o.average], baseline_name(o.baseline));
     fprintf(out, "#\n# Using ranks\n");
     for (const std::string& line : rank_lines) fprintf(out, "%s\n", line.c_str());
     fprintf(out, "#\n");
@@ -199,7 +200,8 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
             coll_name(o.coll));
     fprintf(f, "  \"nranks\": %d,\n  \"datatype\": \"%s\",\n  \"op\": \"%s\",\n  \"root\": %d,\n", nranks,
             type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1);
-    fprintf(f, "  \"memory\": \"%s\",\n  \"bootstrap\": \"%s\",\n  \"baseline\": \"%s\",\n", memory_name(o.memory),
+    fprintf(f, "  \"memory\": \"%s\",\n  \"alloc\": \"%s\",\n  \"bootstrap\": \"%s\",\n  \"baseline\": \"%s\",\n",
+            memory_name(o.memory), o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "host",
             bootstrap_name(o.bootstrap), baseline_name(o.baseline));
     fprintf(f, "  \"min_bytes\": %zu,\n  \"max_bytes\": %zu,\n  \"step_factor\": %zu,\n  \"step_bytes\": %zu,\n",
             o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes);

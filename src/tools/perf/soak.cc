@@ -324,7 +324,7 @@ int Soak::run() {
     if (!ok(vcclCommInitMPI(&world_, MPI_COMM_WORLD, nullptr), "vcclCommInitMPI", nullptr)) return kExitRuntime;
     std::string error;
     for (vcclDataType_t t : kTypes) {
-        bufs_.push_back(new Buffers(Memory::Host, t));
+        bufs_.push_back(new Buffers(Memory::Host, DeviceAlloc::Cuda, t));
         size_t elems = o_.max_bytes / type_size(t);
         if (!bufs_.back()->allocate(elems, elems, &error)) {
             fprintf(stderr, "vccl-perf soak: rank %d: %s\n", rank_, error.c_str());
