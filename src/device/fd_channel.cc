@@ -20,7 +20,7 @@ namespace vccl {
 
 namespace {
 
-constexpr uint32_t kMagic = 0x76666431u; // "vfd1"
+constexpr uint32_t kMagic = 0x76666432u; // "vfd2": sets of descriptors with a value each
 
 enum : uint32_t { kDescriptor = 1, kForget = 2 };
 

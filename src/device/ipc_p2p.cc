@@ -130,6 +130,11 @@ public:
         for (auto& per_peer : mappings_) {
             for (Mapping& m : per_peer) unmap(m);
         }
+        for (Retired& r : retired_) { // the device is idle (cudaFree above): their copies are done
+            vmm::unmap(r.ptr, r.size);
+            for (cudaEvent_t ev : r.events) cudaEventDestroy(ev);
+        }
+        for (Retired& r : retiring_) vmm::unmap(r.ptr, r.size);
         for (size_t r = 0; r < peer_flags_.size(); ++r) {
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
@@ -198,7 +203,7 @@ public:
         vmm::Allocation a;
         auto as_vmm = [&](bool foreign) { // no CUDA IPC handle: file descriptors instead
             if (!fds_.is_open()) return false;
-            VmmRef ref{kVmmMagic, 0, a.id, a.size};
+            VmmRef ref{kVmmMagic, foreign ? kVmmSpan : 0u, a.id, a.size};
             static_assert(sizeof(ref) <= sizeof(r->handle), "VMM reference size");
             memcpy(r->handle, &ref, sizeof(ref));
             r->vmm = true;
@@ -258,7 +263,7 @@ public:
             return give_up(set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer));
         }
         void* base = nullptr;
-        vcclResult_t mapped = map(peer, desc, &base);
+        vcclResult_t mapped = map(peer, desc, stream, &base);
         if (mapped != vcclSuccess) return give_up(mapped);
         CUstream cs = static_cast<CUstream>(stream);
         CUresult res = issue_pending(cs, wait_op(flag_addr(rank_, kReady, peer), s));
@@ -445,10 +450,84 @@ private:
             cudaIpcCloseMemHandle(m.ptr);
         }
     }
-    /* Unmaps a mapping of `peer`'s memory that is being let go; a VMM one's exporter is told, so it sends
-     * the descriptor again if the buffer is used again. */
+    /* VMM mappings let go of while copies into them may still be queued: cuMemUnmap does not wait for them
+     * (cudaIpcCloseMemHandle does). Such a mapping waits in retiring_ until the batch ends (flush), when an
+     * event is recorded on every stream of the batch; it is unmapped once those have completed (reap_retired,
+     * at the next map and at destroy). That covers its copies: those of this batch are on its streams, and
+     * earlier calls' work is ordered before them (StreamOrder). Streams of earlier calls are not used: the
+     * caller may have destroyed them. */
+    struct Retired {
+        void* ptr;
+        size_t size;
+        std::vector<cudaEvent_t> events;
+    };
+    std::vector<Retired> retiring_;        // dropped in the current batch
+    std::vector<Retired> retired_;         // waiting for their events
+    std::vector<void*> batch_streams_;     // streams that direct copies were enqueued on since the last flush
+    void retire_batch() {
+        std::vector<void*> streams;
+        streams.swap(batch_streams_);
+        if (retiring_.empty()) return;
+        std::vector<cudaEvent_t> events;
+        bool ok = true;
+        for (void* st : streams) {
+            cudaEvent_t ev = nullptr;
+            if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
+                cudaEventRecord(ev, static_cast<cudaStream_t>(st)) != cudaSuccess) {
+                cudaGetLastError();
+                if (ev != nullptr) cudaEventDestroy(ev);
+                ok = false;
+                break;
+            }
+            events.push_back(ev);
+        }
+        if (!ok) { // no knowing when the copies are done: the mappings stay for good
+            for (cudaEvent_t ev : events) cudaEventDestroy(ev);
+            for (const Retired& r : retiring_) {
+                VCCL_WARN(kLogDevice, "rank %d: cannot order the release of a peer's VMM buffer after its copies; "
+                          "it stays mapped (%zu bytes)", rank_, r.size);
+            }
+            retiring_.clear();
+            return;
+        }
+        for (Retired& r : retiring_) {
+            r.events = events; // shared: destroyed with the last of them (reap_retired)
+            retired_.push_back(std::move(r));
+        }
+        retiring_.clear();
+    }
+    void reap_retired() {
+        for (size_t i = 0; i < retired_.size();) {
+            bool done = true;
+            for (cudaEvent_t ev : retired_[i].events) {
+                cudaError_t q = cudaEventQuery(ev);
+                if (q == cudaErrorNotReady) done = false;
+                else if (q != cudaSuccess) cudaGetLastError(); // a failed device: nothing will run any more
+            }
+            if (!done) {
+                ++i;
+                continue;
+            }
+            vmm::unmap(retired_[i].ptr, retired_[i].size);
+            std::vector<cudaEvent_t> events = retired_[i].events;
+            retired_.erase(retired_.begin() + long(i));
+            for (cudaEvent_t ev : events) { // destroyed when no other retired mapping waits for it
+                bool shared = false;
+                for (const Retired& r : retired_) {
+                    for (cudaEvent_t e : r.events) shared = shared || e == ev;
+                }
+                if (!shared) cudaEventDestroy(ev);
+            }
+        }
+    }
+    /* Lets go of a mapping of `peer`'s memory; a VMM one's exporter is told, so it sends the descriptors
+     * again if the buffer is used again. */
     void drop(int peer, const Mapping& m) {
-        unmap(m);
+        if (m.vmm_size > 0) {
+            retiring_.push_back(Retired{m.ptr, m.vmm_size, {}});
+        } else {
+            unmap(m);
+        }
         if (m.vmm_size > 0) {
             VmmRef ref;
             memcpy(&ref, m.handle, sizeof(ref));
@@ -482,9 +561,13 @@ private:
     }
 
     /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). */
-    vcclResult_t map(int peer, const P2pDescriptor& desc, void** base) {
+    vcclResult_t map(int peer, const P2pDescriptor& desc, void* stream, void** base) {
         auto& list = mappings_[peer];
         ++clock_;
+        if (!retired_.empty()) reap_retired();
+        if (std::find(batch_streams_.begin(), batch_streams_.end(), stream) == batch_streams_.end()) {
+            batch_streams_.push_back(stream);
+        }
         for (Mapping& m : list) {
             if (memcmp(m.handle, desc.handle, sizeof(m.handle)) == 0) {
                 m.last_use = clock_;
@@ -494,8 +577,13 @@ private:
         }
         // The peer freed an allocation and made a new one over its range: the old mapping is stale (its
         // last transfer completed before the peer could free it), and CUDA refuses to map the range twice.
+        // Not so for spans of another allocator's VMM memory: two live receive buffers of one segment may
+        // share an allocation, and their views coexist (a remapped span comes with a new id, and its stale
+        // view goes by least recent use).
+        const bool span = is_span(desc.handle, desc.flags);
         close_mappings_if(peer, [&](const Mapping& m) {
-            return m.alloc_base < desc.alloc_base + desc.alloc_size && desc.alloc_base < m.alloc_base + m.alloc_size;
+            return !span && !is_span(m.handle, m.vmm_size > 0 ? kDescVmm : 0u) &&
+                   m.alloc_base < desc.alloc_base + desc.alloc_size && desc.alloc_base < m.alloc_base + m.alloc_size;
         });
         if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
             size_t oldest = 0;
@@ -507,7 +595,7 @@ private:
         }
         void* ptr = nullptr;
         if (desc.flags & kDescVmm) {
-            // Its file descriptor came over the descriptor socket before this descriptor (FdChannel::offer).
+            // Its file descriptors came over the descriptor socket before this descriptor (FdChannel::offer_set).
             VmmRef ref;
             memcpy(&ref, desc.handle, sizeof(ref));
             if (ref.magic != kVmmMagic || ref.size == 0) {
@@ -556,6 +644,13 @@ private:
         remember(list, desc, ptr, 0);
         *base = ptr;
         return vcclSuccess;
+    }
+    /* Whether a descriptor's handle (flags: its kDesc* bits) names a span of another allocator's VMM memory. */
+    static bool is_span(const char* handle, uint32_t flags) {
+        if (!(flags & kDescVmm)) return false;
+        VmmRef ref;
+        memcpy(&ref, handle, sizeof(ref));
+        return (ref.flags & kVmmSpan) != 0;
     }
     void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size) {
         Mapping m;
@@ -608,6 +703,7 @@ public:
             CUresult r = issue_pending(pending_.front().stream, nullptr);
             if (res == CUDA_SUCCESS) res = r;
         }
+        retire_batch(); // after the batch's last copies and flag writes
         return res == CUDA_SUCCESS ? vcclSuccess : cu_fail("cuStreamWriteValue32 (ready/done)", res);
     }
 

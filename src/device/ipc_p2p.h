@@ -57,15 +57,17 @@ constexpr uint32_t kDescIpc = 2u;
 constexpr uint32_t kDescFifo = 4u;    // sender only: this transfer goes through the receiver's staging FIFO
 constexpr uint32_t kDescVmm = 8u;     // with kDescIpc: handle is a VmmRef, the allocation's descriptor comes by socket
 
-/* The handle of a VMM allocation (vcclMemAlloc, device/vmm.h): the file descriptor itself travels over the
- * communicator's descriptor socket (device/fd_channel.h), keyed by id, just before the P2pDescriptor. */
+/* The handle of VMM memory (device/vmm.h: a vcclMemAlloc allocation, or a span of another allocator's): the
+ * file descriptors themselves travel over the communicator's descriptor socket (device/fd_channel.h), keyed
+ * by id, just before the P2pDescriptor. */
 struct VmmRef {
     uint32_t magic; // kVmmMagic
-    uint32_t reserved;
-    uint64_t id;    // the allocation's id in the exporting process (never reused there)
+    uint32_t flags; // kVmmSpan
+    uint64_t id;    // the allocation's or span's id in the exporting process (never reused there)
     uint64_t size;  // bytes to map
 };
 constexpr uint32_t kVmmMagic = 0x766d6d31u;
+constexpr uint32_t kVmmSpan = 1u; // another allocator's memory: overlapping spans may all be live
 
 class IpcP2p {
 public:
@@ -81,7 +83,7 @@ public:
     /* Describes this side's buffer. Receivers export their allocation when they can (for `peer`, which then
      * maps it; -1 when the sender's buffer rules out a direct transfer: nothing is exported); a registered
      * buffer (reg, may be NULL) is described from its registration without asking the driver. A VMM
-     * allocation's file descriptor is sent to `peer` here, before the descriptor goes out. */
+     * buffer's file descriptors are sent to `peer` here, before the descriptor goes out. */
     virtual void describe(int peer, const void* buf, size_t bytes, bool is_recv, const Registration* reg,
                           P2pDescriptor* out) = 0;
     /* Exports the allocation(s) holding device buffer [buf, buf + bytes) into r (vcclCommRegister); false

@@ -11,7 +11,8 @@ vcclResult_t Registrations::add(void* buf, size_t bytes, IpcP2p* ipc, void** han
     r->begin = reinterpret_cast<uintptr_t>(buf);
     r->end = r->begin + bytes;
     r->device = bytes > 0 && mem_type_of(buf) == MemType::Cuda;
-    // Not every allocation can be exported (stream-ordered pools, VMM): those keep the staged path.
+    // Not every allocation can be exported (stream-ordered pools, VMM without file-descriptor handles):
+    // those keep the staged path.
     if (r->device && ipc != nullptr) r->exported = ipc->export_buffer(buf, bytes, r.get());
     *handle = r.get();
     uintptr_t key = r->begin;

@@ -363,6 +363,14 @@ bool export_fds(uint64_t id, std::vector<int>* fds, std::vector<uint64_t>* sizes
         fds->push_back(fd);
         sizes->push_back(piece.size);
     }
+    // The owner may have remapped a piece between the check and the export: then these descriptors are not
+    // the span's, and the caller stages this transfer (the next describe names a new span).
+    if (!pieces_unchanged(*span)) {
+        for (int f : *fds) close(f);
+        fds->clear();
+        sizes->clear();
+        return false;
+    }
     return true;
 }
 

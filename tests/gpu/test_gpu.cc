@@ -787,9 +787,10 @@ private:
 
 /* Receive buffers in VMM memory that vccl did not allocate, across the boundaries of the allocations under
  * them, are received directly when those allow file descriptors: plain, again (the peer's mapping reused),
- * after a piece was remapped (a peer writing through its stale mapping would leave the new memory zero), and
- * registered with a piece remapped after registration. Staged, every byte still right, when they do not
- * allow file descriptors or the buffer crosses more allocations than a descriptor set carries. */
+ * after a piece was remapped (a peer writing through its stale mapping would leave the new memory zero),
+ * registered with a piece remapped after registration, and two buffers sharing an allocation in one group.
+ * Staged, every byte still right, when they do not allow file descriptors or the buffer crosses more
+ * allocations than a descriptor set carries. */
 TEST(GpuMemory, ForeignVmmIsReceivedDirectly) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
@@ -815,6 +816,28 @@ TEST(GpuMemory, ForeignVmmIsReceivedDirectly) {
         if (!why.empty()) why = "exportable VMM, round " + std::to_string(round) + ": " + why;
     }
     if (reg != nullptr && vcclCommDeregister(comm, reg) != vcclSuccess && why.empty()) why = "deregister failed";
+    // Two live receive buffers of one segment that share its middle allocation, in one group, three times:
+    // their spans overlap and both are in use. (A version that dropped the first view when it mapped the
+    // second faulted the copy still queued into it; one that then remapped it waited for descriptors the
+    // exporter believed the peer still had.)
+    if (why.empty()) {
+        ForeignVmm shared({10, 10, 10}, true);
+        why = shared.error;
+        const size_t half = shared.size / 2;
+        void* halves[2] = {nullptr, nullptr};
+        for (void*& h : halves) {
+            if (why.empty() && cudaMalloc(&h, half) != cudaSuccess) why = "cudaMalloc failed";
+        }
+        for (int round = 0; round < 3 && why.empty(); ++round) {
+            long long before = vccl::testing::direct_sends(comm);
+            why = ring_exchange(comm, s.s, {halves[0], halves[1]}, {shared.base, shared.base + half}, half, 20 + round);
+            if (why.empty() && vccl::testing::direct_sends(comm) < before + 2) why = "staged, not direct";
+            if (!why.empty()) why = "two buffers sharing an allocation, round " + std::to_string(round) + ": " + why;
+        }
+        for (void* h : halves) {
+            if (h != nullptr) cudaFree(h);
+        }
+    }
     struct Staged {
         const char* what;
         std::vector<size_t> units;

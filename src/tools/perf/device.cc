@@ -131,16 +131,18 @@ void* vmm_alloc(size_t bytes, std::string* error) {
     for (size_t i = 0; i * kVmmPiece < b.size; ++i) {
         CUmemGenericAllocationHandle h;
         CUdeviceptr at = va + i * kVmmPiece;
+        const char* failed = nullptr;
         if (vmm_api().create(&h, kVmmPiece, &prop, 0) != CUDA_SUCCESS) {
-            *error = "--alloc vmm: cuMemCreate failed (out of device memory?)";
+            failed = "--alloc vmm: cuMemCreate failed (out of device memory?)";
         } else if (vmm_api().map(at, kVmmPiece, 0, h, 0) != CUDA_SUCCESS) {
             vmm_api().release(h);
-            *error = "--alloc vmm: cuMemMap failed";
+            failed = "--alloc vmm: cuMemMap failed";
         } else {
             b.handles.push_back(h);
-            if (vmm_api().set_access(at, kVmmPiece, &access, 1) != CUDA_SUCCESS) *error = "--alloc vmm: cuMemSetAccess failed";
+            if (vmm_api().set_access(at, kVmmPiece, &access, 1) != CUDA_SUCCESS) failed = "--alloc vmm: cuMemSetAccess failed";
         }
-        if (!error->empty()) {
+        if (failed != nullptr) {
+            *error = failed;
             vmm_release(va, b);
             return nullptr;
         }
