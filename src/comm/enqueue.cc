@@ -98,9 +98,14 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     VCCL_RETURN_IF_ERROR(comm->staging.get(l.in + l.out, &host));
     Op host_op = host_collective(op, l, static_cast<char*>(host));
     VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
-    if (l.in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(const_cast<void*>(host_op.coll.sendbuf), op.coll.sendbuf, l.in, op.stream));
+    if (l.in > 0) {
+        VCCL_RETURN_IF_ERROR(copy_device_to_host(const_cast<void*>(host_op.coll.sendbuf), op.coll.sendbuf, l.in,
+                                                 op.stream));
+    }
     VCCL_RETURN_IF_ERROR(run_collective(comm, host_op));
-    if (l.out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, host_op.coll.recvbuf, l.out, op.stream));
+    if (l.out > 0) {
+        VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, host_op.coll.recvbuf, l.out, op.stream));
+    }
     return vcclSuccess;
 }
 

@@ -131,10 +131,10 @@ public:
             for (Mapping& m : per_peer) unmap(m);
         }
         for (Retired& r : retired_) { // the device is idle (cudaFree above): their copies are done
-            vmm::unmap(r.ptr, r.size);
+            for (const View& v : r.views) vmm::unmap(v.ptr, v.size);
             for (cudaEvent_t ev : r.events) cudaEventDestroy(ev);
         }
-        for (Retired& r : retiring_) vmm::unmap(r.ptr, r.size);
+        for (const View& v : retiring_) vmm::unmap(v.ptr, v.size);
         for (size_t r = 0; r < peer_flags_.size(); ++r) {
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
@@ -456,45 +456,40 @@ private:
      * at the next map and at destroy). That covers its copies: those of this batch are on its streams, and
      * earlier calls' work is ordered before them (StreamOrder). Streams of earlier calls are not used: the
      * caller may have destroyed them. */
-    struct Retired {
+    struct View {
         void* ptr;
         size_t size;
+    };
+    struct Retired { // the views dropped in one batch, and an event per stream of that batch
+        std::vector<View> views;
         std::vector<cudaEvent_t> events;
     };
-    std::vector<Retired> retiring_;        // dropped in the current batch
-    std::vector<Retired> retired_;         // waiting for their events
-    std::vector<void*> batch_streams_;     // streams that direct copies were enqueued on since the last flush
+    std::vector<View> retiring_;       // dropped in the current batch
+    std::vector<Retired> retired_;     // waiting for their events
+    std::vector<void*> batch_streams_; // streams that direct copies were enqueued on since the last flush
     void retire_batch() {
         std::vector<void*> streams;
         streams.swap(batch_streams_);
         if (retiring_.empty()) return;
-        std::vector<cudaEvent_t> events;
-        bool ok = true;
+        Retired r;
+        r.views.swap(retiring_);
         for (void* st : streams) {
             cudaEvent_t ev = nullptr;
             if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess ||
                 cudaEventRecord(ev, static_cast<cudaStream_t>(st)) != cudaSuccess) {
                 cudaGetLastError();
                 if (ev != nullptr) cudaEventDestroy(ev);
-                ok = false;
-                break;
+                // No knowing when the copies are done: the views stay mapped for good.
+                for (cudaEvent_t e : r.events) cudaEventDestroy(e);
+                for (const View& v : r.views) {
+                    VCCL_WARN(kLogDevice, "rank %d: cannot order the release of a peer's VMM buffer after its "
+                              "copies; it stays mapped (%zu bytes)", rank_, v.size);
+                }
+                return;
             }
-            events.push_back(ev);
+            r.events.push_back(ev);
         }
-        if (!ok) { // no knowing when the copies are done: the mappings stay for good
-            for (cudaEvent_t ev : events) cudaEventDestroy(ev);
-            for (const Retired& r : retiring_) {
-                VCCL_WARN(kLogDevice, "rank %d: cannot order the release of a peer's VMM buffer after its copies; "
-                          "it stays mapped (%zu bytes)", rank_, r.size);
-            }
-            retiring_.clear();
-            return;
-        }
-        for (Retired& r : retiring_) {
-            r.events = events; // shared: destroyed with the last of them (reap_retired)
-            retired_.push_back(std::move(r));
-        }
-        retiring_.clear();
+        retired_.push_back(std::move(r));
     }
     void reap_retired() {
         for (size_t i = 0; i < retired_.size();) {
@@ -508,27 +503,18 @@ private:
                 ++i;
                 continue;
             }
-            vmm::unmap(retired_[i].ptr, retired_[i].size);
-            std::vector<cudaEvent_t> events = retired_[i].events;
+            for (const View& v : retired_[i].views) vmm::unmap(v.ptr, v.size);
+            for (cudaEvent_t ev : retired_[i].events) cudaEventDestroy(ev);
             retired_.erase(retired_.begin() + long(i));
-            for (cudaEvent_t ev : events) { // destroyed when no other retired mapping waits for it
-                bool shared = false;
-                for (const Retired& r : retired_) {
-                    for (cudaEvent_t e : r.events) shared = shared || e == ev;
-                }
-                if (!shared) cudaEventDestroy(ev);
-            }
         }
     }
     /* Lets go of a mapping of `peer`'s memory; a VMM one's exporter is told, so it sends the descriptors
      * again if the buffer is used again. */
     void drop(int peer, const Mapping& m) {
-        if (m.vmm_size > 0) {
-            retiring_.push_back(Retired{m.ptr, m.vmm_size, {}});
-        } else {
+        if (m.vmm_size == 0) {
             unmap(m);
-        }
-        if (m.vmm_size > 0) {
+        } else {
+            retiring_.push_back(View{m.ptr, m.vmm_size});
             VmmRef ref;
             memcpy(&ref, m.handle, sizeof(ref));
             fds_.forget(peer, ref.id);

@@ -344,8 +344,13 @@ bool export_fds(uint64_t id, std::vector<int>* fds, std::vector<uint64_t>* sizes
         return true;
     }
     Span* span = span_by_id(id);
-    // Checked again here: the owner may have mapped other memory since the span was described.
-    if (span == nullptr || !pieces_unchanged(*span)) return false;
+    if (span == nullptr) return false;
+    auto give_up = [&] {
+        for (int f : *fds) close(f);
+        fds->clear();
+        sizes->clear();
+        return false;
+    };
     for (const Piece& piece : span->pieces) {
         CUmemGenericAllocationHandle handle;
         int fd = -1;
@@ -354,24 +359,14 @@ bool export_fds(uint64_t id, std::vector<int>* fds, std::vector<uint64_t>* sizes
             ok = api().export_handle(&fd, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) == CUDA_SUCCESS;
             api().release(handle); // drops the reference retain took; the owner's stays
         }
-        if (!ok) {
-            for (int f : *fds) close(f);
-            fds->clear();
-            sizes->clear();
-            return false;
-        }
+        if (!ok) return give_up();
         fds->push_back(fd);
         sizes->push_back(piece.size);
     }
-    // The owner may have remapped a piece between the check and the export: then these descriptors are not
-    // the span's, and the caller stages this transfer (the next describe names a new span).
-    if (!pieces_unchanged(*span)) {
-        for (int f : *fds) close(f);
-        fds->clear();
-        sizes->clear();
-        return false;
-    }
-    return true;
+    // Checked after exporting, so that what went out is what the span names: the owner may have mapped other
+    // memory since the span was described, or while its pieces were exported. Then the caller stages this
+    // transfer and the next describe names a new span.
+    return pieces_unchanged(*span) || give_up();
 }
 
 bool alive(uint64_t id) {

@@ -3,7 +3,6 @@
 #include "tools/perf/perf.h"
 
 #include <map>
-#include <mutex>
 #include <vector>
 
 #if VCCL_HAVE_CUDA
@@ -83,12 +82,15 @@ const VmmApi& vmm_api() {
 constexpr size_t kVmmPiece = size_t(20) << 20;
 
 struct VmmBuffer {
-    size_t size; // reserved and mapped
+    size_t size = 0; // reserved and mapped
     std::vector<CUmemGenericAllocationHandle> handles; // one per kVmmPiece
 };
-std::mutex g_mutex;
-std::map<void*, VmmBuffer> g_vmm;         // --alloc vmm buffers
-std::map<void*, DeviceAlloc> g_allocated; // how each buffer was made
+/* How each device buffer was made, for device_free (the tool allocates from one thread). */
+struct Allocated {
+    DeviceAlloc how;
+    VmmBuffer vmm; // --alloc vmm
+};
+std::map<void*, Allocated> g_allocated;
 
 void vmm_release(CUdeviceptr va, const VmmBuffer& b) {
     for (size_t i = 0; i < b.handles.size(); ++i) {
@@ -98,7 +100,7 @@ void vmm_release(CUdeviceptr va, const VmmBuffer& b) {
     vmm_api().address_free(va, b.size);
 }
 
-void* vmm_alloc(size_t bytes, std::string* error) {
+void* vmm_alloc(size_t bytes, VmmBuffer* out, std::string* error) {
     if (!vmm_api().ok) {
         *error = "--alloc vmm: the CUDA driver lacks the VMM entry points";
         return nullptr;
@@ -147,16 +149,15 @@ void* vmm_alloc(size_t bytes, std::string* error) {
             return nullptr;
         }
     }
-    void* p = reinterpret_cast<void*>(va);
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_vmm[p] = b;
-    return p;
+    *out = b;
+    return reinterpret_cast<void*>(va);
 }
 
 } // namespace
 
 void* device_alloc(size_t bytes, DeviceAlloc how, std::string* error) {
     void* p = nullptr;
+    VmmBuffer vmm;
     switch (how) {
     case DeviceAlloc::Vccl:
         if (vcclMemAlloc(&p, bytes) != vcclSuccess) {
@@ -165,39 +166,26 @@ void* device_alloc(size_t bytes, DeviceAlloc how, std::string* error) {
         }
         break;
     case DeviceAlloc::Vmm:
-        p = vmm_alloc(bytes, error);
+        p = vmm_alloc(bytes, &vmm, error);
         if (p == nullptr) return nullptr;
         break;
     default:
         if (!ok(cudaMalloc(&p, bytes), "cudaMalloc", error)) return nullptr;
     }
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_allocated[p] = how;
+    g_allocated[p] = Allocated{how, vmm};
     return p;
 }
 
 void device_free(void* p) {
     if (p == nullptr) return;
-    DeviceAlloc how = DeviceAlloc::Cuda;
-    VmmBuffer b{};
-    {
-        std::lock_guard<std::mutex> lock(g_mutex);
-        auto it = g_allocated.find(p);
-        if (it != g_allocated.end()) {
-            how = it->second;
-            g_allocated.erase(it);
-        }
-        auto v = g_vmm.find(p);
-        if (v != g_vmm.end()) {
-            b = v->second;
-            g_vmm.erase(v);
-        }
-    }
-    if (how == DeviceAlloc::Vccl) {
+    auto it = g_allocated.find(p);
+    Allocated a = it != g_allocated.end() ? it->second : Allocated{DeviceAlloc::Cuda, {}};
+    if (it != g_allocated.end()) g_allocated.erase(it);
+    if (a.how == DeviceAlloc::Vccl) {
         vcclMemFree(p);
-    } else if (how == DeviceAlloc::Vmm) {
+    } else if (a.how == DeviceAlloc::Vmm) {
         cudaDeviceSynchronize(); // unmapping does not wait for work still using the memory
-        vmm_release(reinterpret_cast<CUdeviceptr>(p), b);
+        vmm_release(reinterpret_cast<CUdeviceptr>(p), a.vmm);
     } else {
         cudaFree(p);
     }
