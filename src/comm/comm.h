@@ -46,6 +46,7 @@ struct vcclComm {
     std::atomic<int> staged_pending{0};              // staged jobs queued or running: they own the transport
     bool staged_queue_unavailable = false;           // made once and failed, or VCCL_STAGING_ASYNC=0
     uint64_t staging_pool_bytes = 0;                 // VCCL_STAGING_POOL_BYTES at creation
+    uint64_t staging_chunk_bytes = 0;                // VCCL_STAGING_CHUNK_BYTES at creation (comm/staged_pieces.h)
     std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
                                                      // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch; // receive slots of device reductions

@@ -155,6 +155,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     // created with.
     comm->staged_queue_unavailable = !env::get_bool(env::kStagingAsync);
     comm->staging_pool_bytes = env::get_size(env::kStagingPoolBytes);
+    comm->staging_chunk_bytes = env::get_size(env::kStagingChunkBytes);
 
     // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
     uint64_t hash = 0;

@@ -8,6 +8,7 @@
 #include "comm/device_coll.h"
 #include "comm/group.h"
 #include "comm/p2p_exec.h"
+#include "comm/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -90,34 +91,61 @@ Op host_collective(const Op& op, const StagedLayout& l, char* host) {
     return h;
 }
 
+/* The staged collective's pieces (comm/staged_pieces.h): element ranges for AllReduce, Broadcast and Reduce,
+ * one piece for the others. */
+std::vector<ElemPiece> pieces_of(const vcclComm* comm, const Op& op) {
+    CollType c = op.coll.coll;
+    if (c != CollType::AllReduce && c != CollType::Broadcast && c != CollType::Reduce) return {{0, op.coll.count}};
+    return staged_pieces(op.coll.count, dtype_size(op.coll.dtype), comm->staging_chunk_bytes);
+}
+
+/* The host collective of one piece: the elements [first, first + count) of the buffers at `host`. */
+Op host_piece(const Op& op, const StagedLayout& l, char* host, const ElemPiece& piece) {
+    Op h = host_collective(op, l, host);
+    size_t skip = piece.first * dtype_size(op.coll.dtype);
+    h.coll.count = piece.count;
+    if (h.coll.sendbuf != nullptr) h.coll.sendbuf = static_cast<const char*>(h.coll.sendbuf) + skip;
+    if (h.coll.recvbuf != nullptr) h.coll.recvbuf = static_cast<char*>(h.coll.recvbuf) + skip;
+    return h;
+}
+
 /* Runs a collective on device buffers through pinned host copies on the calling thread, which waits for the
- * stream (the path when the staged queue is unavailable or the call also needs the calling thread). */
+ * stream (the path when the staged queue is unavailable or the call also needs the calling thread). The
+ * pieces run one after the other, as peers on the asynchronous path run them. */
 vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     StagedLayout l = staged_layout(comm, op);
     void* host = nullptr;
     VCCL_RETURN_IF_ERROR(comm->staging.get(l.in + l.out, &host));
-    Op host_op = host_collective(op, l, static_cast<char*>(host));
+    char* base = static_cast<char*>(host);
     VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
-    if (l.in > 0) {
-        VCCL_RETURN_IF_ERROR(copy_device_to_host(const_cast<void*>(host_op.coll.sendbuf), op.coll.sendbuf, l.in,
-                                                 op.stream));
+    if (l.in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(base + l.send_offset, op.coll.sendbuf, l.in, op.stream));
+    for (const ElemPiece& piece : pieces_of(comm, op)) {
+        VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, l, base, piece)));
     }
-    VCCL_RETURN_IF_ERROR(run_collective(comm, host_op));
-    if (l.out > 0) {
-        VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, host_op.coll.recvbuf, l.out, op.stream));
-    }
+    if (l.out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, base + l.recv_offset, l.out, op.stream));
     return vcclSuccess;
 }
 
-/* The same through the staged queue: stream-ordered, the calling thread does not wait. */
+/* The same through the staged queue: stream-ordered, the calling thread does not wait; each piece is a part
+ * of the job, so its copies overlap the other pieces' host parts. */
 vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
     StagedLayout l = staged_layout(comm, op);
+    std::vector<ElemPiece> pieces = pieces_of(comm, op);
     StagedQueue::Job job;
     job.stream = op.stream;
     job.host_bytes = l.in + l.out;
-    if (l.in > 0) job.in.push_back({const_cast<void*>(op.coll.sendbuf), l.send_offset, l.in});
-    if (l.out > 0) job.out.push_back({op.coll.recvbuf, l.recv_offset, l.out});
-    job.work = [comm, op, l](char* host) { return run_collective(comm, host_collective(op, l, host)); };
+    size_t elem = dtype_size(op.coll.dtype);
+    for (const ElemPiece& piece : pieces) {
+        StagedQueue::Part part;
+        // One piece: the whole regions (AllGather and the others have in != out); pieces: their elements.
+        size_t skip = piece.first * elem, bytes = piece.count * elem;
+        size_t in = pieces.size() == 1 ? l.in : l.in > 0 ? bytes : 0;
+        size_t out = pieces.size() == 1 ? l.out : l.out > 0 ? bytes : 0;
+        if (in > 0) part.in.push_back({const_cast<char*>(static_cast<const char*>(op.coll.sendbuf)) + skip, l.send_offset + skip, in});
+        if (out > 0) part.out.push_back({static_cast<char*>(op.coll.recvbuf) + skip, l.recv_offset + skip, out});
+        part.work = [comm, op, l, piece](char* host) { return run_collective(comm, host_piece(op, l, host, piece)); };
+        job.parts.push_back(std::move(part));
+    }
     return comm->staged_queue->submit(std::move(job));
 }
 

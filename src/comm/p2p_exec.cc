@@ -330,21 +330,23 @@ vcclResult_t submit_p2p_staged(vcclComm* comm, StagedQueue* queue, const std::ve
     for (vcclStream_t s : others) VCCL_RETURN_IF_ERROR(stream_wait_for(stream, s));
     StagedQueue::Job job;
     job.stream = stream;
+    job.parts.emplace_back();
+    StagedQueue::Part& part = job.parts.back();
     std::vector<Op> host_ops;
     std::vector<size_t> offsets;
     for (const Op* op : ops) {
         // Sends are copied out before any receive is copied in, so an in-place exchange sends the old data.
         if (op->kind == OpKind::Send) {
-            job.in.push_back({const_cast<void*>(op->sendbuf), job.host_bytes, op->bytes});
+            part.in.push_back({const_cast<void*>(op->sendbuf), job.host_bytes, op->bytes});
         } else {
-            job.out.push_back({op->recvbuf, job.host_bytes, op->bytes});
+            part.out.push_back({op->recvbuf, job.host_bytes, op->bytes});
         }
         offsets.push_back(job.host_bytes);
         job.host_bytes += op->bytes;
         host_ops.push_back(*op);
         host_ops.back().mem = MemType::Host;
     }
-    job.work = [comm, host_ops, offsets](char* host) mutable {
+    part.work = [comm, host_ops, offsets](char* host) mutable {
         std::vector<const Op*> ptrs;
         for (size_t i = 0; i < host_ops.size(); ++i) {
             Op& h = host_ops[i];

@@ -78,50 +78,80 @@ public:
         }
         DeviceScope scope(device);
         cudaStream_t stream = static_cast<cudaStream_t>(job.stream);
+        if (job.parts.empty()) return set_last_error(vcclInternalError, "staging: a job without parts");
         Slot* slot = nullptr;
         VCCL_RETURN_IF_ERROR(take_slot(job.host_bytes, device, &slot));
-        for (const Copy& c : job.in) {
-            if (c.bytes == 0) continue;
-            cudaError_t err = cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
-            if (err != cudaSuccess) return cuda_fail("cudaMemcpyAsync (staging input)", err);
+        // Every part's inputs, each followed by its READY.
+        std::vector<cudaEvent_t> ready;
+        ready.reserve(job.parts.size());
+        auto give_back_ready = [&] {
+            for (cudaEvent_t ev : ready) give_back_event(ev);
+        };
+        for (const Part& part : job.parts) {
+            for (const Copy& c : part.in) {
+                if (c.bytes == 0) continue;
+                cudaError_t err = cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
+                if (err != cudaSuccess) {
+                    give_back_ready();
+                    return cuda_fail("cudaMemcpyAsync (staging input)", err);
+                }
+            }
+            cudaEvent_t ev = nullptr;
+            vcclResult_t r = take_event(&ev);
+            if (r != vcclSuccess) {
+                give_back_ready();
+                return r;
+            }
+            ready.push_back(ev);
+            cudaError_t err = cudaEventRecord(ev, stream);
+            if (err != cudaSuccess) {
+                give_back_ready();
+                return cuda_fail("cudaEventRecord (staging READY)", err);
+            }
         }
-        cudaEvent_t ready = nullptr;
-        VCCL_RETURN_IF_ERROR(take_event(&ready));
-        cudaError_t err = cudaEventRecord(ready, stream);
-        if (err != cudaSuccess) {
-            give_back_event(ready);
-            return cuda_fail("cudaEventRecord (staging READY)", err);
-        }
-        uint32_t seq = next_seq_ + 1;
-        CUresult res = wait_value_(reinterpret_cast<CUstream>(stream), done_device_, seq, CU_STREAM_WAIT_VALUE_GEQ);
-        if (res != CUDA_SUCCESS) {
-            give_back_event(ready);
-            return cu_fail("cuStreamWaitValue32 (staging DONE)", res);
-        }
-        // From here the stream needs DONE >= seq: the job is queued whatever fails below.
-        next_seq_ = seq;
-        slot->last_seq = seq;
-        slot->recorded = false;
+        // Then, part by part, the wait for its DONE, the part handed to the proxy, its outputs. Each part goes to
+        // the proxy as soon as its wait is enqueued, not at the end: enqueueing blocks when the stream's command
+        // queue is full, and only the proxy's DONE for the parts already enqueued can drain it (hundreds of
+        // parts hung the job when they were handed over last). Once the first wait is enqueued every part is
+        // queued whatever fails after it (peers run the same parts); stream work after a failure is skipped.
         vcclResult_t status = vcclSuccess;
-        for (const Copy& c : job.out) {
-            if (c.bytes == 0 || status != vcclSuccess) continue;
-            err = cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
-            if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
+        slot->last_seq = next_seq_ + uint32_t(job.parts.size());
+        slot->recorded = false;
+        for (size_t i = 0; i < job.parts.size(); ++i) {
+            Part& part = job.parts[i];
+            uint32_t seq = next_seq_ + 1;
+            if (status == vcclSuccess) {
+                CUresult res = wait_value_(reinterpret_cast<CUstream>(stream), done_device_, seq, CU_STREAM_WAIT_VALUE_GEQ);
+                if (res != CUDA_SUCCESS) {
+                    status = cu_fail("cuStreamWaitValue32 (staging DONE)", res);
+                    if (i == 0) {
+                        slot->last_seq = next_seq_;
+                        give_back_ready();
+                        return status;
+                    }
+                }
+            }
+            next_seq_ = seq;
+            pending_->fetch_add(1);
+            {
+                std::lock_guard<std::mutex> lock(mutex_);
+                jobs_.push_back(Queued{seq, ready[i], slot->host, std::move(part.work)});
+            }
+            wake_.notify_all();
+            for (const Copy& c : part.out) {
+                if (c.bytes == 0 || status != vcclSuccess) continue;
+                cudaError_t err = cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
+                if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
+            }
         }
         if (status == vcclSuccess) {
-            err = cudaEventRecord(slot->released, stream);
+            cudaError_t err = cudaEventRecord(slot->released, stream);
             if (err != cudaSuccess) {
                 status = cuda_fail("cudaEventRecord (staging RELEASED)", err);
             } else {
                 slot->recorded = true;
             }
         }
-        pending_->fetch_add(1);
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            jobs_.push_back(Queued{seq, ready, slot->host, std::move(job.work)});
-        }
-        wake_.notify_all();
         return status;
     }
 
@@ -139,8 +169,8 @@ public:
             if (wait_ms > 0) idle_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return jobs_.empty(); });
             size_t left = jobs_.size();
             if (left > 0) {
-                VCCL_WARN(kLogDevice, "staging: %zu device operation(s) end without running: their outputs are not "
-                          "valid", left);
+                VCCL_WARN(kLogDevice, "staging: %zu part(s) of device operations end without running: their outputs "
+                          "are not valid", left);
             }
             skip_all_ = true;
             stopping_ = true;
@@ -324,7 +354,7 @@ private:
 
     std::mutex mutex_;        // jobs_, free_events_, stopping_
     std::condition_variable wake_, idle_;
-    std::deque<Queued> jobs_; // the front one runs
+    std::deque<Queued> jobs_; // parts of jobs; the front one runs
     std::vector<cudaEvent_t> free_events_;
     bool stopping_ = false;
     std::atomic<bool> skip_all_{false};

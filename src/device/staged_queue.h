@@ -8,6 +8,9 @@
  *                    copy the outputs back, record RELEASED (the pinned slot may be reused after it)
  *   proxy thread:    wait for READY (event query), run job n's host part, write DONE = n
  *
+ * A job may come in parts, each with its own READY and DONE (Job, below): large operations are cut so that
+ * the copies and the network overlap.
+ *
  * Jobs run one at a time in submission order, so a communicator's traffic keeps its call order on every
  * rank. While a job is queued or running nothing else may drive the communicator's transport: the caller
  * runs other work only once the queue is idle (wait_idle), and pending() tells the idle-progress thread to
@@ -39,12 +42,20 @@ public:
         size_t offset;
         size_t bytes;
     };
-    struct Job {
-        vcclStream_t stream = nullptr;
-        size_t host_bytes = 0;   // size of the pinned slot
+    /* One step of a job: its inputs, its host part, its outputs. */
+    struct Part {
         std::vector<Copy> in;    // device to host, before the host part
         std::vector<Copy> out;   // host to device, after it
         std::function<vcclResult_t(char* host)> work; // the host part, on the proxy thread
+    };
+    /* The stream copies every part's inputs (each part's READY recorded after its own), then, part by part,
+     * waits for its DONE and copies its outputs. So with several parts the host part of one overlaps the
+     * input copies of the next and the output copies of the one before (a pipeline within one operation);
+     * every input is still copied before any output (an in-place exchange sends the old data). */
+    struct Job {
+        vcclStream_t stream = nullptr;
+        size_t host_bytes = 0;   // size of the pinned slot, shared by the parts
+        std::vector<Part> parts; // at least one; their host parts run in order
     };
     /* Called on the proxy thread when a job's host part fails: the error and its message. The jobs after it
      * skip their host parts (their streams still go on; their outputs are not valid). */
@@ -62,9 +73,9 @@ public:
     virtual ~StagedQueue() = default; // stop(0) unless stopped
 
     /* Calling thread: enqueues the job's stream work and queues its host part; returns without waiting for
-     * the device (except for a free pinned slot, above). An error before the stream wait for DONE was
-     * enqueued queues nothing; after it, the host part is still queued (the stream needs its DONE) and the
-     * error is returned. One caller at a time. */
+     * the device (except for a free pinned slot, above). An error before the first part's stream wait for
+     * DONE was enqueued queues nothing; after it, every part's host part is still queued (the stream needs
+     * their DONE, the peers run them too) and the error is returned. One caller at a time. */
     virtual vcclResult_t submit(Job job) = 0;
     /* True when no job is queued or running. */
     virtual bool idle() const = 0;

@@ -1804,6 +1804,55 @@ TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
     vcclCommDestroy(comm);
 }
 
+/* Staged AllReduce, Broadcast and Reduce larger than VCCL_STAGING_CHUNK_BYTES run as pieces whose copies
+ * overlap the network (comm/staged_pieces.h), and both staging paths must cut them alike: here rank 0 stages
+ * synchronously (VCCL_STAGING_ASYNC=0) and the others through the queue, with 64 KiB pieces, at counts below,
+ * at and just past piece boundaries, in and out of place, checked against the reference. Cut differently, the
+ * ranks would run different collectives (wrong data or a timeout). On the direct path a plain correctness run. */
+TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
+    struct Saved {
+        const char* name;
+        bool had;
+        std::string value;
+    };
+    std::vector<Saved> saved;
+    auto set = [&](const char* name, const char* value) {
+        const char* old = getenv(name);
+        saved.push_back({name, old != nullptr, old != nullptr ? old : ""});
+        setenv(name, value, 1);
+    };
+    set("VCCL_STAGING_CHUNK_BYTES", "64K");
+    if (world_rank() == 0) set("VCCL_STAGING_ASYNC", "0");
+    vccl::env::reload();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    for (const Saved& v : saved) {
+        if (v.had) setenv(v.name, v.value.c_str(), 1); else unsetenv(v.name);
+    }
+    vccl::env::reload();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    Sweep sweep;
+    const int last = world_size() - 1;
+    const size_t piece = 16384; // float32 elements in 64 KiB
+    for (size_t count : {size_t(0), size_t(1), piece - 1, piece, piece + 1, 3 * piece + 5, size_t(100003)}) {
+        for (bool in_place : {false, true}) {
+            std::string tail = " count " + std::to_string(count) + (in_place ? " in place" : "");
+            sweep.run("AllReduce float32 sum" + tail,
+                      [&] { return run_reduction(comm, s.s, Red::AllReduce, vcclFloat32, vcclSum, count, in_place, 0); });
+            sweep.run("AllReduce float16 avg" + tail,
+                      [&] { return run_reduction(comm, s.s, Red::AllReduce, vcclFloat16, vcclAvg, 2 * count, in_place, 0); });
+            sweep.run("Reduce int64 prod root last" + tail,
+                      [&] { return run_reduction(comm, s.s, Red::Reduce, vcclInt64, vcclProd, count / 2 + 1, in_place, last); });
+            sweep.run("Broadcast uint8 root last" + tail,
+                      [&] { return run_move(comm, s.s, Move::Broadcast, vcclUint8, 4 * count + 3, in_place, last); });
+            sweep.run("Broadcast float64 root 0" + tail,
+                      [&] { return run_move(comm, s.s, Move::Broadcast, vcclFloat64, count / 2, in_place, 0); });
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+    vcclCommDestroy(comm);
+}
+
 /* vcclCommAbort with device work queued behind a blocked stream returns at once on every rank, and the
  * stream goes on once unblocked (the aborted work's data is not valid). */
 TEST(GpuAsync, AbortWithBlockedDeviceWork) {

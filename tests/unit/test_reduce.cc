@@ -4,6 +4,7 @@
  */
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "comm/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/reduce.h"
 
@@ -335,3 +337,46 @@ TEST(AlgoOverride, CollectiveNames) {
 }
 
 } // namespace
+
+/* Staged collectives cut into pieces (comm/staged_pieces.h): every element in exactly one piece, in order, no
+ * piece over the chunk (unless one element is larger, or the chunk would give over kMaxStagedPieces pieces),
+ * and the piece counts a rank's peers compute alike. */
+TEST(StagedPieces, CoverEveryElementOnceWithinTheChunk) {
+    struct Case {
+        size_t count, elem;
+        uint64_t chunk;
+        size_t pieces;
+    };
+    const Case cases[] = {
+        {0, 4, 4096, 1},                       // empty: one empty piece
+        {1, 8, 4096, 1},
+        {1024, 4, 4096, 1},                    // exactly one chunk
+        {1025, 4, 4096, 2},                    // one element over
+        {1000003, 4, 4 << 20, 1},              // under 4 MiB
+        {(64u << 20) / 2 + 7, 2, 4 << 20, 17}, // fp16, odd, a short last piece
+        {10, 8, 12, 10},                       // chunk not a multiple of the element: 1 element each
+        {10, 8, 3, 10},                        // chunk smaller than an element: still 1 element each
+        {12345, 8, 0, 1},                      // 0: never cut
+        {(256u << 20) / 4, 4, 4 << 20, 64},    // 256 MiB in 4 MiB pieces: exactly the most
+        {(256u << 20) / 4 + 1, 4, 4 << 20, 64}, // one more element: larger pieces, still 64
+        {(1u << 30) / 4, 4, 4 << 20, 64},      // 1 GiB: 16 MiB pieces
+        {1000000, 4, 2048, 64},                // tiny chunk, many elements
+        {kMaxStagedPieces * 3 - 1, 1, 1, 64},  // just under 3 elements a piece
+    };
+    for (const Case& c : cases) {
+        std::vector<ElemPiece> pieces = staged_pieces(c.count, c.elem, c.chunk);
+        SCOPED_TRACE(std::to_string(c.count) + " x " + std::to_string(c.elem) + " B, chunk " + std::to_string(c.chunk));
+        EXPECT_EQ(pieces.size(), c.pieces);
+        size_t per_chunk = c.chunk / c.elem > 0 ? size_t(c.chunk / c.elem) : 1;
+        size_t per_cap = (c.count + kMaxStagedPieces - 1) / kMaxStagedPieces;
+        size_t most = c.chunk == 0 ? c.count : std::max(per_chunk, per_cap);
+        size_t next = 0;
+        for (const ElemPiece& p : pieces) {
+            EXPECT_EQ(p.first, next);
+            if (c.count > 0) EXPECT_GE(p.count, 1u);
+            EXPECT_LE(p.count, most);
+            next += p.count;
+        }
+        EXPECT_EQ(next, c.count);
+    }
+}
