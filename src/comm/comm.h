@@ -67,6 +67,8 @@ constexpr uint64_t kP2pTagBit = 1ull << (kTagBits - 1);
 /* Descriptors exchanged before direct device transfers: one tag per direction of the described transfer. */
 constexpr uint64_t kP2pSendDescTag = kP2pTagBit | 1;
 constexpr uint64_t kP2pRecvDescTag = kP2pTagBit | 2;
+/* Pieces after the first of a large send/recv message (comm/p2p_exec.cc): kP2pTagBit | kP2pPieceTagBit | k. */
+constexpr uint64_t kP2pPieceTagBit = 1ull << 32;
 inline uint64_t coll_tag(uint64_t seq) { return (seq & (kP2pTagBit - 1)); }
 
 /* Creates a communicator over an existing bootstrap (collective over the bootstrap's ranks). Used by the

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "comm/staged_pieces.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
@@ -47,8 +48,19 @@ vcclResult_t wait_requests(vcclComm* comm, const std::vector<TransportRequest*>&
 }
 
 
-/* Posts every receive and send of the batch, then waits for all: peers may post in any order. */
-vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
+/* Messages over VCCL_STAGING_CHUNK_BYTES travel as pieces (comm/staged_pieces.h), whatever their memory, so
+ * that a staged peer can move one piece while its stream copies the next (submit_p2p_staged) and still match
+ * a peer that posts the whole buffer at once. Piece k > 0 has a tag of its own: sends to one peer then match
+ * their receives piece by piece in call order even when one side posts piece by piece across the batch. */
+std::vector<ElemPiece> p2p_pieces(const vcclComm* comm, size_t bytes) {
+    return staged_pieces(bytes, 1, comm->staging_chunk_bytes);
+}
+
+uint64_t p2p_piece_tag(size_t piece) { return piece == 0 ? kP2pTagBit : kP2pTagBit | kP2pPieceTagBit | uint64_t(piece); }
+
+/* Posts every receive and send of the batch, then waits for all: peers may post in any order. `only_piece`:
+ * post that piece of each operation (those with fewer pieces are left out), or every piece when negative. */
+vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops, long only_piece = -1) {
     Transport* transport = comm->transport.get();
     std::vector<TransportRequest*> reqs;
     reqs.reserve(ops.size());
@@ -71,18 +83,27 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops) {
     }
     // Receives first: an early matching send then lands directly in its buffer.
     for (int pass = 0; pass < 2 && status == vcclSuccess; ++pass) {
-        for (size_t i = 0; i < ops.size(); ++i) {
+        for (size_t i = 0; i < ops.size() && status == vcclSuccess; ++i) {
             const Op* op = ops[i];
-            TransportRequest* req = nullptr;
-            if (pass == 0 && op->kind == OpKind::Recv) {
-                status = transport->irecv(op->peer, kP2pTagBit, op->recvbuf, op->bytes, op->mem, &req);
-            } else if (pass == 1 && op->kind == OpKind::Send) {
-                // Synchronous: a send whose receive is never posted is detected (timeout) instead of
-                // completing silently into the peer's unexpected queue.
-                status = transport->isend(op->peer, kP2pTagBit, send_from[i], op->bytes, op->mem, true, &req);
+            bool recv = op->kind == OpKind::Recv;
+            if ((pass == 0) != recv) continue;
+            std::vector<ElemPiece> pieces = p2p_pieces(comm, op->bytes);
+            for (size_t k = 0; k < pieces.size(); ++k) {
+                if (only_piece >= 0 && k != size_t(only_piece)) continue;
+                TransportRequest* req = nullptr;
+                if (recv) {
+                    status = transport->irecv(op->peer, p2p_piece_tag(k), static_cast<char*>(op->recvbuf) + pieces[k].first,
+                                              pieces[k].count, op->mem, &req);
+                } else {
+                    // Synchronous: a send whose receive is never posted is detected (timeout) instead of
+                    // completing silently into the peer's unexpected queue.
+                    status = transport->isend(op->peer, p2p_piece_tag(k),
+                                              static_cast<const char*>(send_from[i]) + pieces[k].first, pieces[k].count,
+                                              op->mem, true, &req);
+                }
+                if (status != vcclSuccess) break;
+                if (req != nullptr) reqs.push_back(req);
             }
-            if (status != vcclSuccess) break;
-            if (req != nullptr) reqs.push_back(req);
         }
     }
     if (status == vcclSuccess) status = wait_requests(comm, reqs);
@@ -328,37 +349,43 @@ vcclResult_t submit_p2p_staged(vcclComm* comm, StagedQueue* queue, const std::ve
             others.push_back(op->stream);
     }
     for (vcclStream_t s : others) VCCL_RETURN_IF_ERROR(stream_wait_for(stream, s));
+    // Part k moves piece k of every operation that has one (p2p_pieces): the stream copies piece k + 1 in
+    // while the proxy moves piece k.
     StagedQueue::Job job;
     job.stream = stream;
-    job.parts.emplace_back();
-    StagedQueue::Part& part = job.parts.back();
     std::vector<Op> host_ops;
     std::vector<size_t> offsets;
     for (const Op* op : ops) {
-        // Sends are copied out before any receive is copied in, so an in-place exchange sends the old data.
-        if (op->kind == OpKind::Send) {
-            part.in.push_back({const_cast<void*>(op->sendbuf), job.host_bytes, op->bytes});
-        } else {
-            part.out.push_back({op->recvbuf, job.host_bytes, op->bytes});
-        }
         offsets.push_back(job.host_bytes);
+        std::vector<ElemPiece> pieces = p2p_pieces(comm, op->bytes);
+        if (job.parts.size() < pieces.size()) job.parts.resize(pieces.size());
+        for (size_t k = 0; k < pieces.size(); ++k) {
+            // Sends are copied out before any receive is copied in (all inputs go first, StagedQueue::Job), so
+            // an in-place exchange sends the old data.
+            StagedQueue::Copy c{op->kind == OpKind::Send ? const_cast<void*>(op->sendbuf) : op->recvbuf,
+                                job.host_bytes + pieces[k].first, pieces[k].count};
+            c.device = static_cast<char*>(c.device) + pieces[k].first;
+            (op->kind == OpKind::Send ? job.parts[k].in : job.parts[k].out).push_back(c);
+        }
         job.host_bytes += op->bytes;
         host_ops.push_back(*op);
         host_ops.back().mem = MemType::Host;
     }
-    part.work = [comm, host_ops, offsets](char* host) mutable {
-        std::vector<const Op*> ptrs;
-        for (size_t i = 0; i < host_ops.size(); ++i) {
-            Op& h = host_ops[i];
-            if (h.kind == OpKind::Send) {
-                h.sendbuf = host + offsets[i];
-            } else {
-                h.recvbuf = host + offsets[i];
+    for (size_t k = 0; k < job.parts.size(); ++k) {
+        job.parts[k].work = [comm, host_ops, offsets, k](char* host) mutable {
+            std::vector<const Op*> ptrs;
+            for (size_t i = 0; i < host_ops.size(); ++i) {
+                Op& h = host_ops[i];
+                if (h.kind == OpKind::Send) {
+                    h.sendbuf = host + offsets[i];
+                } else {
+                    h.recvbuf = host + offsets[i];
+                }
+                ptrs.push_back(&h);
             }
-            ptrs.push_back(&h);
-        }
-        return run_p2p(comm, ptrs);
-    };
+            return run_p2p(comm, ptrs, long(k));
+        };
+    }
     vcclResult_t status = queue->submit(std::move(job));
     for (vcclStream_t s : others) {
         vcclResult_t r = stream_wait_for(s, stream);

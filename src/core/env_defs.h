@@ -45,10 +45,11 @@ VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
-             "With failover on, a thread drives the transport every this many milliseconds while no operation "
-             "runs on the communicator, so acknowledgements and path switches go on while the application waits "
-             "elsewhere (e.g. in MPI); after 1 s with no operation and nothing in flight it backs off to 20 ms "
-             "until the next one; 0: off (a peer may then stall until this rank calls vccl again)")
+             "A thread drives the transport every this many milliseconds while no operation runs on the "
+             "communicator, so the acknowledgements this rank still owes its peers (UCX rendezvous and synchronous "
+             "sends, failover) and path switches go on while the application waits elsewhere (e.g. in MPI); after "
+             "1 s with no operation and nothing in flight it backs off to 20 ms until the next one; 0: off (a peer "
+             "may then stall until this rank calls vccl again)")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
              "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
              "(entry i mod length); default: the cores of the GPU's NUMA node")
@@ -68,9 +69,9 @@ VCCL_ENV_DEF(kStagingPoolBytes, "VCCL_STAGING_POOL_BYTES", Size, "256M",
              "finds it full waits for earlier operations' results to be copied back (one larger operation still "
              "runs, alone)")
 VCCL_ENV_DEF(kStagingChunkBytes, "VCCL_STAGING_CHUNK_BYTES", Size, "4M",
-             "Staged AllReduce, Broadcast and Reduce larger than this run in pieces of this size (at most 64, "
-             "larger calls get larger pieces), so the copies to and from the GPU overlap the network (must be "
-             "equal on every rank; 0: one piece)")
+             "Staged AllReduce, Broadcast and Reduce, and send/recv messages of any memory, larger than this run "
+             "in pieces of this size (at most 64, larger calls get larger pieces), so the copies to and from the "
+             "GPU overlap the network (must be equal on every rank; 0: one piece)")
 VCCL_ENV_DEF(kMemVmm, "VCCL_MEM_VMM", Bool, "1",
              "vcclMemAlloc makes CUDA VMM memory (cuMemCreate, shared with peers of the host as a file descriptor "
              "over a Unix socket); 0, or a GPU without VMM: cudaMalloc in whole 2 MiB blocks (shared by CUDA IPC)")

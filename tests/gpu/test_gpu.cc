@@ -1770,16 +1770,28 @@ TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* A communicator made with these VCCL_* variables set on this rank (libvccl reads them at creation); the
+ * process's environment is restored afterwards. */
+vcclComm_t comm_with_env(const std::vector<std::pair<const char*, const char*>>& vars) {
+    std::vector<std::pair<bool, std::string>> saved; // copied before setenv, which may reuse getenv's storage
+    for (const auto& v : vars) {
+        const char* old = getenv(v.first);
+        saved.push_back({old != nullptr, old != nullptr ? old : ""});
+        setenv(v.first, v.second, 1);
+    }
+    vccl::env::reload();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    for (size_t i = 0; i < vars.size(); ++i) {
+        if (saved[i].first) setenv(vars[i].first, saved[i].second.c_str(), 1); else unsetenv(vars[i].first);
+    }
+    vccl::env::reload();
+    return comm;
+}
+
 /* Many calls in flight with a staging pool smaller than one of them (VCCL_STAGING_POOL_BYTES=64K): slots are
  * reused only once their results are copied back. On the direct path this is a plain correctness run. */
 TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
-    const char* old = getenv("VCCL_STAGING_POOL_BYTES");
-    std::string saved = old != nullptr ? old : "";
-    setenv("VCCL_STAGING_POOL_BYTES", "64K", 1);
-    vccl::env::reload();
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    if (old != nullptr) setenv("VCCL_STAGING_POOL_BYTES", saved.c_str(), 1); else unsetenv("VCCL_STAGING_POOL_BYTES");
-    vccl::env::reload();
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_POOL_BYTES", "64K"}});
     ASSERT_ALL_RANKS(comm != nullptr);
     if (world_size() < 2) {
         vcclCommDestroy(comm);
@@ -1810,25 +1822,9 @@ TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
  * at and just past piece boundaries, in and out of place, checked against the reference. Cut differently, the
  * ranks would run different collectives (wrong data or a timeout). On the direct path a plain correctness run. */
 TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
-    struct Saved {
-        const char* name;
-        bool had;
-        std::string value;
-    };
-    std::vector<Saved> saved;
-    auto set = [&](const char* name, const char* value) {
-        const char* old = getenv(name);
-        saved.push_back({name, old != nullptr, old != nullptr ? old : ""});
-        setenv(name, value, 1);
-    };
-    set("VCCL_STAGING_CHUNK_BYTES", "64K");
-    if (world_rank() == 0) set("VCCL_STAGING_ASYNC", "0");
-    vccl::env::reload();
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    for (const Saved& v : saved) {
-        if (v.had) setenv(v.name, v.value.c_str(), 1); else unsetenv(v.name);
-    }
-    vccl::env::reload();
+    std::vector<std::pair<const char*, const char*>> vars = {{"VCCL_STAGING_CHUNK_BYTES", "64K"}};
+    if (world_rank() == 0) vars.push_back({"VCCL_STAGING_ASYNC", "0"});
+    vcclComm_t comm = comm_with_env(vars);
     ASSERT_ALL_RANKS(comm != nullptr);
     Stream s;
     Sweep sweep;
@@ -1850,6 +1846,70 @@ TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
         }
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+    vcclCommDestroy(comm);
+}
+
+/* Send/recv messages over VCCL_STAGING_CHUNK_BYTES travel as pieces, each with a tag of its own; a rank whose
+ * batch is all device memory (staged: the queue moves piece k of every message, then piece k + 1) must match a
+ * rank on host memory (every piece of every message posted at once). Even ranks use device buffers, odd ranks
+ * host buffers; a ring in one group of several messages each way whose piece counts differ (64 KiB pieces), so
+ * that with one tag for every piece a later message's first piece would match an earlier message's second. */
+TEST(GpuAsync, SendRecvPiecesMatchHostBuffers) {
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_CHUNK_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const bool device = rank % 2 == 0 && !(n % 2 == 1 && rank == n - 1); // odd n: the last rank on host too
+    const std::vector<size_t> sizes = {200001, 5, 65537, 0, 3 * 65536, 1};
+    auto byte = [](int src, size_t m, size_t i) { return char((src * 37 + int(m) * 101 + int(i % 253) * 3 + int(i / 253)) & 0xff); };
+    Stream s;
+    std::vector<std::unique_ptr<DevBuf>> dsend, drecv;
+    std::vector<std::vector<char>> hsend, hrecv;
+    for (size_t m = 0; m < sizes.size(); ++m) {
+        std::vector<char> data(sizes[m]);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = byte(rank, m, i);
+        hsend.push_back(data);
+        hrecv.emplace_back(sizes[m] + 1, char(0x5A)); // one guard byte
+        if (device) {
+            dsend.emplace_back(new DevBuf(sizes[m]));
+            drecv.emplace_back(new DevBuf(sizes[m]));
+            if (dsend.back()->base != nullptr) dsend.back()->upload(data);
+        }
+    }
+    bool allocated = true;
+    for (size_t m = 0; m < dsend.size(); ++m) allocated = allocated && dsend[m]->base != nullptr && drecv[m]->base != nullptr;
+    ASSERT_ALL_RANKS(allocated); // on every rank: it is a collective check
+    std::string why;
+    for (int round = 0; round < 2 && why.empty(); ++round) {
+        vcclResult_t r = vcclGroupStart();
+        for (size_t m = 0; m < sizes.size() && r == vcclSuccess; ++m) {
+            r = vcclRecv(device ? static_cast<void*>(drecv[m]->ptr()) : hrecv[m].data(), sizes[m], vcclUint8, prev, comm,
+                         device ? s.s : nullptr);
+            if (r == vcclSuccess)
+                r = vcclSend(device ? static_cast<const void*>(dsend[m]->ptr()) : hsend[m].data(), sizes[m], vcclUint8, next,
+                             comm, device ? s.s : nullptr);
+        }
+        vcclResult_t e = vcclGroupEnd();
+        if (r == vcclSuccess) r = e;
+        if (r != vcclSuccess) why = std::string("round ") + std::to_string(round) + ": " + result_str(r) + ": " + vcclGetLastError(comm);
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        for (size_t m = 0; m < sizes.size() && why.empty(); ++m) {
+            std::vector<char> got = device ? drecv[m]->download() : std::vector<char>(hrecv[m].begin(), hrecv[m].end() - 1);
+            for (size_t i = 0; i < sizes[m] && why.empty(); ++i) {
+                if (got[i] != byte(prev, m, i)) {
+                    why = "round " + std::to_string(round) + ": message " + std::to_string(m) + " (" + std::to_string(sizes[m]) +
+                          " B) byte " + std::to_string(i) + " wrong";
+                }
+            }
+            if (why.empty() && (device ? !drecv[m]->guards_intact() : hrecv[m].back() != char(0x5A)))
+                why = "message " + std::to_string(m) + ": guard written";
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
     vcclCommDestroy(comm);
 }
 

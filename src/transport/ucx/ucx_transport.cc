@@ -206,6 +206,11 @@ public:
     }
 
     void pause_telemetry(bool paused) override { telemetry_ = paused ? nullptr : telemetry_owned_; }
+    /* UCX's protocols owe the peer messages after a receive has completed here: the acknowledgement that ends
+     * a rendezvous or synchronous send goes out in a later progress call when it cannot go at once. A rank
+     * that then waits elsewhere (MPI_Barrier) left its peer's send pending until its next vccl call: a ring
+     * of 64-piece messages on 3 ranks hung in MPI that way (tests/mpi/np3_p2p_pieces.sh). */
+    bool wants_idle_progress() const override { return true; }
 
     void release(TransportRequest* base) override {
         if (base == nullptr) return;
