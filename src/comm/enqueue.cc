@@ -141,7 +141,10 @@ vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
         size_t skip = piece.first * elem, bytes = piece.count * elem;
         size_t in = pieces.size() == 1 ? l.in : l.in > 0 ? bytes : 0;
         size_t out = pieces.size() == 1 ? l.out : l.out > 0 ? bytes : 0;
-        if (in > 0) part.in.push_back({const_cast<char*>(static_cast<const char*>(op.coll.sendbuf)) + skip, l.send_offset + skip, in});
+        if (in > 0) {
+            char* src = const_cast<char*>(static_cast<const char*>(op.coll.sendbuf));
+            part.in.push_back({src + skip, l.send_offset + skip, in});
+        }
         if (out > 0) part.out.push_back({static_cast<char*>(op.coll.recvbuf) + skip, l.recv_offset + skip, out});
         part.work = [comm, op, l, piece](char* host) { return run_collective(comm, host_piece(op, l, host, piece)); };
         job.parts.push_back(std::move(part));

@@ -7,9 +7,9 @@
  * (MPI_Barrier, another communicator, computation) would leave its peer stalled until its next vccl call, and
  * forever if that call waits for the peer (found by fault-alternate: rank 1 in MPI_Allreduce, rank 0's send
  * never acknowledged). Plain UCX needs it too: a completed receive may still owe the sender the
- * acknowledgement of a rendezvous or synchronous send (ucx_transport.cc). NCCL avoids this with its proxy thread; vccl drives the transport from a thread that
- * runs only while the communicator's operation lock is free and no staged job runs, so transport calls stay
- * serialised.
+ * acknowledgement of a rendezvous or synchronous send (ucx_transport.cc). NCCL avoids this with its proxy
+ * thread; vccl drives the transport from a thread that runs only while the communicator's operation lock is
+ * free and no staged job runs, so transport calls stay serialised.
  */
 #ifndef VCCL_COMM_IDLE_PROGRESS_H_
 #define VCCL_COMM_IDLE_PROGRESS_H_

@@ -56,7 +56,9 @@ std::vector<ElemPiece> p2p_pieces(const vcclComm* comm, size_t bytes) {
     return staged_pieces(bytes, 1, comm->staging_chunk_bytes);
 }
 
-uint64_t p2p_piece_tag(size_t piece) { return piece == 0 ? kP2pTagBit : kP2pTagBit | kP2pPieceTagBit | uint64_t(piece); }
+uint64_t p2p_piece_tag(size_t piece) {
+    return piece == 0 ? kP2pTagBit : kP2pTagBit | kP2pPieceTagBit | uint64_t(piece);
+}
 
 /* Posts every receive and send of the batch, then waits for all: peers may post in any order. `only_piece`:
  * post that piece of each operation (those with fewer pieces are left out), or every piece when negative. */
@@ -92,8 +94,9 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops, long onl
                 if (only_piece >= 0 && k != size_t(only_piece)) continue;
                 TransportRequest* req = nullptr;
                 if (recv) {
-                    status = transport->irecv(op->peer, p2p_piece_tag(k), static_cast<char*>(op->recvbuf) + pieces[k].first,
-                                              pieces[k].count, op->mem, &req);
+                    status = transport->irecv(op->peer, p2p_piece_tag(k),
+                                              static_cast<char*>(op->recvbuf) + pieces[k].first, pieces[k].count,
+                                              op->mem, &req);
                 } else {
                     // Synchronous: a send whose receive is never posted is detected (timeout) instead of
                     // completing silently into the peer's unexpected queue.

@@ -40,7 +40,9 @@ inline std::vector<ElemPiece> staged_pieces(size_t count, size_t elem_bytes, uin
     if (max_pieces > 0 && count / per >= max_pieces) per = (count + max_pieces - 1) / max_pieces;
     std::vector<ElemPiece> pieces;
     pieces.reserve((count + per - 1) / per);
-    for (size_t first = 0; first < count; first += per) pieces.push_back({first, count - first < per ? count - first : per});
+    for (size_t first = 0; first < count; first += per) {
+        pieces.push_back({first, count - first < per ? count - first : per});
+    }
     return pieces;
 }
 

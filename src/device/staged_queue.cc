@@ -90,7 +90,8 @@ public:
         for (const Part& part : job.parts) {
             for (const Copy& c : part.in) {
                 if (c.bytes == 0) continue;
-                cudaError_t err = cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
+                cudaError_t err =
+                    cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
                 if (err != cudaSuccess) {
                     give_back_ready();
                     return cuda_fail("cudaMemcpyAsync (staging input)", err);
@@ -121,7 +122,8 @@ public:
             Part& part = job.parts[i];
             uint32_t seq = next_seq_ + 1;
             if (status == vcclSuccess) {
-                CUresult res = wait_value_(reinterpret_cast<CUstream>(stream), done_device_, seq, CU_STREAM_WAIT_VALUE_GEQ);
+                CUresult res =
+                    wait_value_(reinterpret_cast<CUstream>(stream), done_device_, seq, CU_STREAM_WAIT_VALUE_GEQ);
                 if (res != CUDA_SUCCESS) {
                     status = cu_fail("cuStreamWaitValue32 (staging DONE)", res);
                     if (i == 0) {
@@ -140,7 +142,8 @@ public:
             wake_.notify_all();
             for (const Copy& c : part.out) {
                 if (c.bytes == 0 || status != vcclSuccess) continue;
-                cudaError_t err = cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
+                cudaError_t err =
+                    cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
                 if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
             }
         }

@@ -1864,7 +1864,9 @@ TEST(GpuAsync, SendRecvPiecesMatchHostBuffers) {
     const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
     const bool device = rank % 2 == 0 && !(n % 2 == 1 && rank == n - 1); // odd n: the last rank on host too
     const std::vector<size_t> sizes = {200001, 5, 65537, 0, 3 * 65536, 1};
-    auto byte = [](int src, size_t m, size_t i) { return char((src * 37 + int(m) * 101 + int(i % 253) * 3 + int(i / 253)) & 0xff); };
+    auto byte = [](int src, size_t m, size_t i) {
+        return char((src * 37 + int(m) * 101 + int(i % 253) * 3 + int(i / 253)) & 0xff);
+    };
     Stream s;
     std::vector<std::unique_ptr<DevBuf>> dsend, drecv;
     std::vector<std::vector<char>> hsend, hrecv;
@@ -1880,7 +1882,9 @@ TEST(GpuAsync, SendRecvPiecesMatchHostBuffers) {
         }
     }
     bool allocated = true;
-    for (size_t m = 0; m < dsend.size(); ++m) allocated = allocated && dsend[m]->base != nullptr && drecv[m]->base != nullptr;
+    for (size_t m = 0; m < dsend.size(); ++m) {
+        allocated = allocated && dsend[m]->base != nullptr && drecv[m]->base != nullptr;
+    }
     ASSERT_ALL_RANKS(allocated); // on every rank: it is a collective check
     std::string why;
     for (int round = 0; round < 2 && why.empty(); ++round) {
