@@ -26,7 +26,8 @@ namespace vccl {
 
 class IdleProgress {
 public:
-    /* Every interval_ms, when op_mutex is free, calls transport->progress() under it. After kQuietNs with
+    /* Every interval_ms, when op_mutex is free and no operation started since the previous poll (operations
+     * drive the transport themselves), calls transport->progress() under it. After kQuietNs with
      * no operation (*activity unchanged, the lock never found taken) and nothing pending in the transport,
      * the interval doubles up to kMaxIntervalMs; any of those brings it back at once. A peer that needs this
      * rank after such a quiet time is in a fault (a lost acknowledgement, a path switch) and waits at most
