@@ -179,13 +179,21 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     for (uint64_t id : options.host_ids) remote_peers = remote_peers || id != options.host_ids[size_t(comm->rank)];
     if (!fo.every_peer && !remote_peers) use_failover = false;
     {
-        // Every rank must build the same transport (their set-up exchanges must pair up).
-        std::vector<uint64_t> votes(size_t(comm->nranks));
-        votes[size_t(comm->rank)] = use_failover ? 1 : 0;
-        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), sizeof(uint64_t)));
+        // Every rank must build the same transport (their set-up exchanges must pair up), and cut staged
+        // collectives and send/recv messages into the same pieces (comm/staged_pieces.h), or their messages
+        // would not pair up either: rank 0's VCCL_STAGING_CHUNK_BYTES is used everywhere.
+        std::vector<uint64_t> votes(size_t(comm->nranks) * 2);
+        votes[size_t(comm->rank) * 2] = use_failover ? 1 : 0;
+        votes[size_t(comm->rank) * 2 + 1] = comm->staging_chunk_bytes;
+        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), 2 * sizeof(uint64_t)));
+        if (votes[1] != comm->staging_chunk_bytes) {
+            VCCL_WARN(kLogInit, "VCCL_STAGING_CHUNK_BYTES is %llu here and %llu on rank 0: using rank 0's (it must be "
+                      "equal on every rank)", (unsigned long long)comm->staging_chunk_bytes, (unsigned long long)votes[1]);
+            comm->staging_chunk_bytes = votes[1];
+        }
         uint64_t yes = 0;
-        for (uint64_t v : votes) yes += v;
-        if (yes != 0 && yes != votes.size()) {
+        for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * 2];
+        if (yes != 0 && yes != uint64_t(comm->nranks)) {
             if (comm->rank == 0) {
                 VCCL_WARN(kLogInit, "failover off: only %llu of %d ranks have a backup path (VCCL_BACKUP_NET_DEVICES)",
                           (unsigned long long)yes, comm->nranks);

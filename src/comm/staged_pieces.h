@@ -6,7 +6,7 @@
  * messages are cut the same way, in bytes, whatever their memory (comm/p2p_exec.cc, p2p_pieces).
  *
  * Every rank must cut alike: the host algorithm runs once per piece, so the messages differ from those of
- * one uncut collective. The cut depends only on the count, the datatype and the setting (equal on every rank),
+ * one uncut collective. The cut depends only on the count, the datatype and the setting (rank 0's, comm_init.cc),
  * and both staging paths (asynchronous and synchronous) use it; a collective whose buffers are device memory
  * on some ranks and host memory on others is not supported (vccl(7)).
  */
