@@ -116,8 +116,6 @@ public:
         // parts hung the job when they were handed over last). Once the first wait is enqueued every part is
         // queued whatever fails after it (peers run the same parts); stream work after a failure is skipped.
         vcclResult_t status = vcclSuccess;
-        slot->last_seq = next_seq_ + uint32_t(job.parts.size());
-        slot->recorded = false;
         for (size_t i = 0; i < job.parts.size(); ++i) {
             Part& part = job.parts[i];
             uint32_t seq = next_seq_ + 1;
@@ -127,7 +125,6 @@ public:
                 if (res != CUDA_SUCCESS) {
                     status = cu_fail("cuStreamWaitValue32 (staging DONE)", res);
                     if (i == 0) {
-                        slot->last_seq = next_seq_;
                         give_back_ready();
                         return status;
                     }
@@ -147,6 +144,10 @@ public:
                 if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
             }
         }
+        // The slot is free again once DONE reaches the last part and its RELEASED event has fired (slot_busy;
+        // the slot's fields are the calling thread's only).
+        slot->last_seq = next_seq_;
+        slot->recorded = false;
         if (status == vcclSuccess) {
             cudaError_t err = cudaEventRecord(slot->released, stream);
             if (err != cudaSuccess) {

@@ -121,6 +121,24 @@ vcclComm_t gpu_comm() {
     return comm;
 }
 
+/* A communicator made with these VCCL_* variables set on this rank (libvccl reads them at creation); the
+ * process's environment is restored afterwards. */
+vcclComm_t comm_with_env(const std::vector<std::pair<const char*, const char*>>& vars) {
+    std::vector<std::pair<bool, std::string>> saved; // copied before setenv, which may reuse getenv's storage
+    for (const auto& v : vars) {
+        const char* old = getenv(v.first);
+        saved.push_back({old != nullptr, old != nullptr ? old : ""});
+        setenv(v.first, v.second, 1);
+    }
+    vccl::env::reload();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    for (size_t i = 0; i < vars.size(); ++i) {
+        if (saved[i].first) setenv(vars[i].first, saved[i].second.c_str(), 1); else unsetenv(vars[i].first);
+    }
+    vccl::env::reload();
+    return comm;
+}
+
 /* A device buffer of `bytes` between two guard zones. */
 struct DevBuf {
     char* base = nullptr;
@@ -1375,13 +1393,7 @@ TEST(GpuLl, DifferentFifoSizesTurnItOffEverywhere) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
-    const char* old = getenv("VCCL_P2P_FIFO_BYTES");
-    std::string saved = old != nullptr ? old : "";
-    setenv("VCCL_P2P_FIFO_BYTES", world_rank() == 0 ? "64K" : "0", 1);
-    vccl::env::reload();
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    if (old != nullptr) setenv("VCCL_P2P_FIFO_BYTES", saved.c_str(), 1); else unsetenv("VCCL_P2P_FIFO_BYTES");
-    vccl::env::reload();
+    vcclComm_t comm = comm_with_env({{"VCCL_P2P_FIFO_BYTES", world_rank() == 0 ? "64K" : "0"}});
     ASSERT_ALL_RANKS(comm != nullptr);
     Stream s;
     std::string why;
@@ -1768,24 +1780,6 @@ TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
     }
     if (why.empty()) why = check_async_rounds(1, elems, sum, ring);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-/* A communicator made with these VCCL_* variables set on this rank (libvccl reads them at creation); the
- * process's environment is restored afterwards. */
-vcclComm_t comm_with_env(const std::vector<std::pair<const char*, const char*>>& vars) {
-    std::vector<std::pair<bool, std::string>> saved; // copied before setenv, which may reuse getenv's storage
-    for (const auto& v : vars) {
-        const char* old = getenv(v.first);
-        saved.push_back({old != nullptr, old != nullptr ? old : ""});
-        setenv(v.first, v.second, 1);
-    }
-    vccl::env::reload();
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    for (size_t i = 0; i < vars.size(); ++i) {
-        if (saved[i].first) setenv(vars[i].first, saved[i].second.c_str(), 1); else unsetenv(vars[i].first);
-    }
-    vccl::env::reload();
-    return comm;
 }
 
 /* Many calls in flight with a staging pool smaller than one of them (VCCL_STAGING_POOL_BYTES=64K): slots are
