@@ -8,7 +8,7 @@
 #include "comm/device_coll.h"
 #include "comm/group.h"
 #include "comm/p2p_exec.h"
-#include "comm/staged_pieces.h"
+#include "comm/staged_layout.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -40,113 +40,50 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
     return status;
 }
 
-/* Bytes a collective reads from sendbuf and writes to recvbuf on this rank. */
-void coll_io_bytes(const vcclComm* comm, const CollArgs& a, size_t* in, size_t* out) {
-    size_t block = a.count * dtype_size(a.dtype), n = size_t(comm->nranks);
-    switch (a.coll) {
-    case CollType::AllReduce: *in = block; *out = block; break;
-    case CollType::Broadcast: *in = comm->rank == a.root ? block : 0; *out = block; break;
-    case CollType::Reduce: *in = block; *out = comm->rank == a.root ? block : 0; break;
-    case CollType::AllGather: *in = block; *out = block * n; break;
-    case CollType::ReduceScatter: *in = block * n; *out = block; break;
-    default: *in = block * n; *out = block * n; break;
-    }
-}
-
-bool inside(const void* p, const void* base, size_t bytes) {
-    auto x = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(base);
-    return p != nullptr && base != nullptr && x >= b && x < b + bytes;
-}
-
-/* Where a staged collective's input and output sit in its pinned copy (in + out bytes). In place, the
- * smaller region lies inside the larger one (both may start at the same address): it is placed inside the
- * larger one's copy, so the host algorithm sees the same aliasing. */
-struct StagedLayout {
-    size_t in = 0, out = 0;
-    size_t send_offset = 0, recv_offset = 0;
-};
-
-StagedLayout staged_layout(const vcclComm* comm, const Op& op) {
-    StagedLayout l;
-    coll_io_bytes(comm, op.coll, &l.in, &l.out);
-    const char* dsend = static_cast<const char*>(op.coll.sendbuf);
-    const char* drecv = static_cast<const char*>(op.coll.recvbuf);
-    l.recv_offset = l.in;
-    if (l.in >= l.out && inside(drecv, dsend, l.in)) {
-        l.recv_offset = size_t(drecv - dsend); // e.g. ReduceScatter: the output block inside the input
-    } else if (inside(dsend, drecv, l.out)) {
-        l.send_offset = l.in + size_t(dsend - drecv); // e.g. AllGather: the input block inside the output
-    } else if (inside(drecv, dsend, l.in)) {
-        l.recv_offset = size_t(drecv - dsend);
-    }
-    return l;
-}
-
-/* The collective op on host buffers at `host` laid out as `l`. */
-Op host_collective(const Op& op, const StagedLayout& l, char* host) {
+/* The host collective of one staged piece, on the slot at `slot`. */
+Op host_piece(const Op& op, const StagedPiece& piece, char* slot) {
     Op h = op;
     h.mem = MemType::Host;
-    h.coll.sendbuf = op.coll.sendbuf != nullptr ? host + l.send_offset : nullptr;
-    h.coll.recvbuf = op.coll.recvbuf != nullptr ? host + l.recv_offset : nullptr;
-    return h;
-}
-
-/* The staged collective's pieces (comm/staged_pieces.h): element ranges for AllReduce, Broadcast and Reduce,
- * one piece for the others. */
-std::vector<ElemPiece> pieces_of(const vcclComm* comm, const Op& op) {
-    CollType c = op.coll.coll;
-    if (c != CollType::AllReduce && c != CollType::Broadcast && c != CollType::Reduce) return {{0, op.coll.count}};
-    return staged_pieces(op.coll.count, dtype_size(op.coll.dtype), comm->staging_chunk_bytes);
-}
-
-/* The host collective of one piece: the elements [first, first + count) of the buffers at `host`. */
-Op host_piece(const Op& op, const StagedLayout& l, char* host, const ElemPiece& piece) {
-    Op h = host_collective(op, l, host);
-    size_t skip = piece.first * dtype_size(op.coll.dtype);
-    h.coll.count = piece.count;
-    if (h.coll.sendbuf != nullptr) h.coll.sendbuf = static_cast<const char*>(h.coll.sendbuf) + skip;
-    if (h.coll.recvbuf != nullptr) h.coll.recvbuf = static_cast<char*>(h.coll.recvbuf) + skip;
+    h.coll = staged_host_args(op.coll, piece, slot);
     return h;
 }
 
 /* Runs a collective on device buffers through pinned host copies on the calling thread, which waits for the
- * stream (the path when the staged queue is unavailable or the call also needs the calling thread). The
- * pieces run one after the other, as peers on the asynchronous path run them. */
+ * stream (the path when the staged queue is unavailable or the call also needs the calling thread). Same
+ * plan as the asynchronous path (comm/staged_layout.h): every input copied, the pieces one after the other,
+ * then every output. */
 vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
-    StagedLayout l = staged_layout(comm, op);
+    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->staging_chunk_bytes, op.coll);
     void* host = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->staging.get(l.in + l.out, &host));
-    char* base = static_cast<char*>(host);
+    VCCL_RETURN_IF_ERROR(comm->staging.get(plan.slot_bytes, &host));
+    char* slot = static_cast<char*>(host);
     VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
-    if (l.in > 0) VCCL_RETURN_IF_ERROR(copy_device_to_host(base + l.send_offset, op.coll.sendbuf, l.in, op.stream));
-    for (const ElemPiece& piece : pieces_of(comm, op)) {
-        VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, l, base, piece)));
+    for (const StagedPiece& piece : plan.pieces) {
+        for (const StagedCopy& c : piece.in) VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, c, true, op.stream));
     }
-    if (l.out > 0) VCCL_RETURN_IF_ERROR(copy_host_to_device(op.coll.recvbuf, base + l.recv_offset, l.out, op.stream));
-    return vcclSuccess;
+    VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
+    for (const StagedPiece& piece : plan.pieces) {
+        VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, piece, slot)));
+    }
+    for (const StagedPiece& piece : plan.pieces) {
+        for (const StagedCopy& c : piece.out) VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, c, false, op.stream));
+    }
+    // The slot is reused by the next call.
+    return stream_synchronize(op.stream);
 }
 
 /* The same through the staged queue: stream-ordered, the calling thread does not wait; each piece is a part
  * of the job, so its copies overlap the other pieces' host parts. */
 vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
-    StagedLayout l = staged_layout(comm, op);
-    std::vector<ElemPiece> pieces = pieces_of(comm, op);
+    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->staging_chunk_bytes, op.coll);
     StagedQueue::Job job;
     job.stream = op.stream;
-    job.host_bytes = l.in + l.out;
-    size_t elem = dtype_size(op.coll.dtype);
-    for (const ElemPiece& piece : pieces) {
+    job.host_bytes = plan.slot_bytes;
+    for (StagedPiece& piece : plan.pieces) {
         StagedQueue::Part part;
-        // One piece: the whole regions (AllGather and the others have in != out); pieces: their elements.
-        size_t skip = piece.first * elem, bytes = piece.count * elem;
-        size_t in = pieces.size() == 1 ? l.in : l.in > 0 ? bytes : 0;
-        size_t out = pieces.size() == 1 ? l.out : l.out > 0 ? bytes : 0;
-        if (in > 0) {
-            char* src = const_cast<char*>(static_cast<const char*>(op.coll.sendbuf));
-            part.in.push_back({src + skip, l.send_offset + skip, in});
-        }
-        if (out > 0) part.out.push_back({static_cast<char*>(op.coll.recvbuf) + skip, l.recv_offset + skip, out});
-        part.work = [comm, op, l, piece](char* host) { return run_collective(comm, host_piece(op, l, host, piece)); };
+        part.in = std::move(piece.in);
+        part.out = std::move(piece.out);
+        part.work = [comm, op, piece](char* slot) { return run_collective(comm, host_piece(op, piece, slot)); };
         job.parts.push_back(std::move(part));
     }
     return comm->staged_queue->submit(std::move(job));

@@ -1,9 +1,10 @@
 /*
- * How a collective staged through host memory is cut into pieces. AllReduce, Broadcast and Reduce work
- * element by element, so a large one runs as consecutive collectives over pieces of at most
- * VCCL_STAGING_CHUNK_BYTES: the staged queue then copies one piece to or from the GPU while the network moves
- * another (StagedQueue::Part). The other collectives, and sizes up to one chunk, are one piece. Send/recv
- * messages are cut the same way, in bytes, whatever their memory (comm/p2p_exec.cc, p2p_pieces).
+ * How a collective staged through host memory is cut into pieces: a large one runs as consecutive
+ * collectives over pieces of at most VCCL_STAGING_CHUNK_BYTES, and the staged queue copies one piece to or
+ * from the GPU while the network moves another (StagedQueue::Part). AllReduce, Broadcast and Reduce are cut
+ * into element ranges; AllGather, ReduceScatter and AlltoAll into the same element range of every rank's
+ * block (comm/staged_layout.h places them). Sizes up to one chunk are one piece. Send/recv messages are cut
+ * the same way, in bytes, whatever their memory (comm/p2p_exec.cc, p2p_pieces).
  *
  * Every rank must cut alike: the host algorithm runs once per piece, so the messages differ from those of
  * one uncut collective. The cut depends only on the count, the datatype and the setting (rank 0's, comm_init.cc),

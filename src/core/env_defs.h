@@ -69,10 +69,10 @@ VCCL_ENV_DEF(kStagingPoolBytes, "VCCL_STAGING_POOL_BYTES", Size, "256M",
              "finds it full waits for earlier operations' results to be copied back (one larger operation still "
              "runs, alone)")
 VCCL_ENV_DEF(kStagingChunkBytes, "VCCL_STAGING_CHUNK_BYTES", Size, "4M",
-             "Staged AllReduce, Broadcast and Reduce, and send/recv messages of any memory, larger than this run "
-             "in pieces of this size (at most 64, larger calls get larger pieces), so the copies to and from the "
-             "GPU overlap the network (a communicator uses rank 0's value, with a warning on ranks set otherwise; "
-             "0: one piece)")
+             "Staged collectives, and send/recv messages of any memory, larger than this run in pieces of this "
+             "size (at most 64, larger calls get larger pieces; AllGather, ReduceScatter and AlltoAll cut every "
+             "rank's block alike), so the copies to and from the GPU overlap the network (a communicator uses "
+             "rank 0's value, with a warning on ranks set otherwise; 0: one piece)")
 VCCL_ENV_DEF(kMemVmm, "VCCL_MEM_VMM", Bool, "1",
              "vcclMemAlloc makes CUDA VMM memory (cuMemCreate, shared with peers of the host as a file descriptor "
              "over a Unix socket); 0, or a GPU without VMM: cudaMalloc in whole 2 MiB blocks (shared by CUDA IPC)")

@@ -89,12 +89,10 @@ public:
         };
         for (const Part& part : job.parts) {
             for (const Copy& c : part.in) {
-                if (c.bytes == 0) continue;
-                cudaError_t err =
-                    cudaMemcpyAsync(slot->host + c.offset, c.device, c.bytes, cudaMemcpyDeviceToHost, stream);
-                if (err != cudaSuccess) {
+                vcclResult_t r = enqueue_staged_copy(slot->host, c, true, job.stream);
+                if (r != vcclSuccess) {
                     give_back_ready();
-                    return cuda_fail("cudaMemcpyAsync (staging input)", err);
+                    return r;
                 }
             }
             cudaEvent_t ev = nullptr;
@@ -138,10 +136,7 @@ public:
             }
             wake_.notify_all();
             for (const Copy& c : part.out) {
-                if (c.bytes == 0 || status != vcclSuccess) continue;
-                cudaError_t err =
-                    cudaMemcpyAsync(c.device, slot->host + c.offset, c.bytes, cudaMemcpyHostToDevice, stream);
-                if (err != cudaSuccess) status = cuda_fail("cudaMemcpyAsync (staging output)", err);
+                if (status == vcclSuccess) status = enqueue_staged_copy(slot->host, c, false, job.stream);
             }
         }
         // The slot is free again once DONE reaches the last part and its RELEASED event has fired (slot_busy;

@@ -30,18 +30,15 @@
 #include <string>
 #include <vector>
 
+#include "device/staging.h"
 #include "vccl.h"
 
 namespace vccl {
 
 class StagedQueue {
 public:
-    /* `bytes` between a device buffer and [offset, offset + bytes) of the job's pinned slot. */
-    struct Copy {
-        void* device;
-        size_t offset;
-        size_t bytes;
-    };
+    /* Between a device buffer and the job's pinned slot (offsets into the slot; device/staging.h). */
+    using Copy = StagedCopy;
     /* One step of a job: its inputs, its host part, its outputs. */
     struct Part {
         std::vector<Copy> in;    // device to host, before the host part

@@ -89,6 +89,33 @@ vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclS
     return copy(dst, src, bytes, cudaMemcpyHostToDevice, stream);
 }
 
+vcclResult_t enqueue_staged_copy(char* slot, const StagedCopy& c, bool to_slot, vcclStream_t stream) {
+    if (c.bytes == 0 || c.rows == 0) return vcclSuccess;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    char* host = slot + c.offset;
+    char* dev = static_cast<char*>(c.device);
+    cudaMemcpyKind kind = to_slot ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice;
+    if (c.rows == 1) {
+        cudaError_t err =
+            to_slot ? cudaMemcpyAsync(host, dev, c.bytes, kind, s) : cudaMemcpyAsync(dev, host, c.bytes, kind, s);
+        return cuda_check(err, to_slot ? "cudaMemcpyAsync (staging input)" : "cudaMemcpyAsync (staging output)");
+    }
+    // CUDA rejects pitches over its limit (cudaDevAttrMaxPitch, 2^31 - 1 on current GPUs): blocks of over 2 GiB
+    // a rank go row by row.
+    const size_t kMaxPitch = 0x7fffffff;
+    if (c.device_pitch <= kMaxPitch && c.host_pitch <= kMaxPitch) {
+        cudaError_t err =
+            to_slot ? cudaMemcpy2DAsync(host, c.host_pitch, dev, c.device_pitch, c.bytes, c.rows, kind, s)
+                    : cudaMemcpy2DAsync(dev, c.device_pitch, host, c.host_pitch, c.bytes, c.rows, kind, s);
+        return cuda_check(err, to_slot ? "cudaMemcpy2DAsync (staging input)" : "cudaMemcpy2DAsync (staging output)");
+    }
+    for (size_t i = 0; i < c.rows; ++i) {
+        StagedCopy row{dev + i * c.device_pitch, c.offset + i * c.host_pitch, c.bytes};
+        VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, row, to_slot, stream));
+    }
+    return vcclSuccess;
+}
+
 vcclResult_t device_snapshot(const void* src, size_t bytes, vcclStream_t stream, void** out) {
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     *out = nullptr;
@@ -211,6 +238,10 @@ vcclResult_t copy_device_to_host(void*, const void*, size_t, vcclStream_t) {
 }
 
 vcclResult_t copy_host_to_device(void*, const void*, size_t, vcclStream_t) {
+    return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
+}
+
+vcclResult_t enqueue_staged_copy(char*, const StagedCopy&, bool, vcclStream_t) {
     return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
 }
 

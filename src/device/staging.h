@@ -77,6 +77,21 @@ vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller);
 vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclStream_t stream);
 vcclResult_t copy_host_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream);
 
+/* A copy between a device buffer and a pinned staging slot, in `rows` rows of `bytes` each: row i at
+ * device + i * device_pitch and slot + offset + i * host_pitch. Rows let a staged collective cut into pieces
+ * move one column of every rank's block at once (AllGather, ReduceScatter, AlltoAll: comm/staged_layout.h). */
+struct StagedCopy {
+    void* device;
+    size_t offset;
+    size_t bytes;
+    size_t rows = 1;
+    size_t device_pitch = 0; // with rows > 1
+    size_t host_pitch = 0;
+};
+/* Enqueues `c` on `stream` (device to slot when to_slot, else back) without waiting; empty copies enqueue
+ * nothing. One command for every row count (a 2-D copy) unless a pitch is beyond what CUDA accepts. */
+vcclResult_t enqueue_staged_copy(char* slot, const StagedCopy& c, bool to_slot, vcclStream_t stream);
+
 } // namespace vccl
 
 #endif

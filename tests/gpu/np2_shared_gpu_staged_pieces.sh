@@ -1,7 +1,8 @@
 #!/bin/sh
 # Listed in tests/gpu/Makefile.inc: the staged device suites (as np2_shared_gpu_staged.sh) with collectives cut
-# into pieces of 2 KiB (VCCL_STAGING_CHUNK_BYTES), so every count of the reduction and broadcast sweeps above two
-# KiB runs as many pieces, each a part of the staged queue's pipeline, against the same references; the ring
+# into pieces of 2 KiB (VCCL_STAGING_CHUNK_BYTES), so every count of the collective sweeps above two KiB (columns
+# of every rank's block for AllGather, ReduceScatter, AlltoAll) runs as many pieces, each a part of the staged
+# queue's pipeline, against the same references; the ring
 # send/recv of odd sizes likewise travels in pieces. Left out: GpuAsync.ManyReceiveBuffersWhileTheStreamIsBlocked,
 # whose 70 calls of 64 pieces each behind a blocked stream fill CUDA's queue for the stream, so a call waits
 # for the device (the known bound, docs/RELIABILITY.md; with the default 4 MiB pieces its messages are one piece).

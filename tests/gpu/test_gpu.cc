@@ -1810,8 +1810,9 @@ TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
     vcclCommDestroy(comm);
 }
 
-/* Staged AllReduce, Broadcast and Reduce larger than VCCL_STAGING_CHUNK_BYTES run as pieces whose copies
- * overlap the network (comm/staged_pieces.h), and both staging paths must cut them alike: here rank 0 stages
+/* Staged collectives larger than VCCL_STAGING_CHUNK_BYTES run as pieces whose copies overlap the network
+ * (comm/staged_pieces.h; AllGather, ReduceScatter and AlltoAll by columns of every rank's block,
+ * comm/staged_layout.h), and both staging paths must cut them alike: here rank 0 stages
  * synchronously (VCCL_STAGING_ASYNC=0) and the others through the queue, with 64 KiB pieces, at counts below,
  * at and just past piece boundaries, in and out of place, checked against the reference. Cut differently, the
  * ranks would run different collectives (wrong data or a timeout). On the direct path a plain correctness run. */
@@ -1837,6 +1838,20 @@ TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
                       [&] { return run_move(comm, s.s, Move::Broadcast, vcclUint8, 4 * count + 3, in_place, last); });
             sweep.run("Broadcast float64 root 0" + tail,
                       [&] { return run_move(comm, s.s, Move::Broadcast, vcclFloat64, count / 2, in_place, 0); });
+            // Per-rank counts: a piece holds the same elements of every rank's block (n columns of 64 KiB in all).
+            size_t per_rank = count / size_t(world_size()) + 1;
+            sweep.run("ReduceScatter int32 max" + tail,
+                      [&] { return run_reduction(comm, s.s, Red::ReduceScatter, vcclInt32, vcclMax, per_rank, in_place, 0); });
+            sweep.run("ReduceScatter bfloat16 sum" + tail,
+                      [&] { return run_reduction(comm, s.s, Red::ReduceScatter, vcclBfloat16, vcclSum, 2 * per_rank + 1, in_place, 0); });
+            sweep.run("AllGather uint8" + tail,
+                      [&] { return run_move(comm, s.s, Move::AllGather, vcclUint8, 4 * per_rank + 3, in_place, 0); });
+            sweep.run("AllGather float64" + tail,
+                      [&] { return run_move(comm, s.s, Move::AllGather, vcclFloat64, per_rank / 2, in_place, 0); });
+            if (!in_place) { // not defined in place (as in NCCL)
+                sweep.run("AlltoAll float16" + tail,
+                          [&] { return run_move(comm, s.s, Move::AlltoAll, vcclFloat16, 2 * per_rank + 1, false, 0); });
+            }
         }
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";

@@ -20,6 +20,8 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "comm/staged_layout.h"
+#include "comm/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -92,6 +94,7 @@ struct Spec {
     size_t chunk_bytes;
     Input input;
     uint64_t seed;
+    uint64_t staged_chunk = 0; // > 0: run as the staged device path plans it (comm/staged_layout.h), cut here
 };
 
 std::string describe(const Spec& s, int n) {
@@ -99,7 +102,9 @@ std::string describe(const Spec& s, int n) {
     snprintf(buf, sizeof(buf), "%s:%s n=%d %s %s count=%zu %s root=%d chunk=%zu%s", coll_name(s.algo->coll),
              s.algo->name, n, dtype_name(s.dtype), op_name(s.op), s.count, s.in_place ? "in-place" : "out-of-place",
              s.root, s.chunk_bytes, s.input == Input::Float ? " random-float" : "");
-    return buf;
+    std::string text = buf;
+    if (s.staged_chunk > 0) text += " staged in pieces of " + std::to_string(s.staged_chunk) + " B";
+    return text;
 }
 
 /* Rank k's input element j, as an integer (Int input on integer types) ... */
@@ -266,6 +271,21 @@ void note(RankResult* res, const std::string& what) {
     if (res->errors++ == 0) res->first = what;
 }
 
+/* A staged copy (device/staging.h) with host memory standing in for the device, row by row. */
+void apply_staged_copy(unsigned char* slot, const StagedCopy& c, bool to_slot) {
+    for (size_t i = 0; i < c.rows; ++i) {
+        unsigned char* host = slot + c.offset + i * c.host_pitch;
+        unsigned char* dev = static_cast<unsigned char*>(c.device) + i * c.device_pitch;
+        if (c.bytes > 0) memcpy(to_slot ? host : dev, to_slot ? dev : host, c.bytes);
+    }
+}
+
+/* The collective as the staged device path runs it (comm/enqueue.cc): every input copied into a slot of the
+ * plan's size (guarded), the pieces' host collectives in order (each with its own tag, as each is a collective
+ * of its own there), then every output copied back. Piece counts are checked against what was asked for. */
+vcclResult_t run_staged(SimWorld& world, const Spec& s, const CollArgs& args, uint64_t tag, int r,
+                        const CollSettings& settings, ScratchArena* scratch, RankResult* res);
+
 /* One rank's part of one collective: set up buffers, run, check. */
 void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* scratch, int64_t timeout_ms,
              RankResult* res) {
@@ -301,7 +321,9 @@ void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* 
     CollSettings settings;
     settings.chunk_bytes = s.chunk_bytes;
     settings.op_timeout_ms = timeout_ms;
-    {
+    if (s.staged_chunk > 0) {
+        res->status = run_staged(world, s, args, tag, r, settings, scratch, res);
+    } else {
         CollCtx ctx(world.transport(r), r, n, tag, s.dtype, s.op, settings, nullptr, scratch);
         res->status = s.algo->run(ctx, args);
     }
@@ -344,6 +366,33 @@ void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* 
         }
     }
     res->hash = fnv(out, out_elems * ts);
+}
+
+vcclResult_t run_staged(SimWorld& world, const Spec& s, const CollArgs& args, uint64_t tag, int r,
+                        const CollSettings& settings, ScratchArena* scratch, RankResult* res) {
+    const int n = world.nranks();
+    StagedPlan plan = staged_plan(n, r, s.staged_chunk, args);
+    const bool columns = args.coll == CollType::AllGather || args.coll == CollType::ReduceScatter ||
+                         args.coll == CollType::AlltoAll;
+    size_t want = staged_pieces(s.count, dtype_size(s.dtype) * (columns ? size_t(n) : 1), s.staged_chunk).size();
+    if (plan.pieces.size() != want) {
+        note(res, std::to_string(plan.pieces.size()) + " pieces, want " + std::to_string(want));
+    }
+    Guarded slot(plan.slot_bytes);
+    for (const StagedPiece& piece : plan.pieces) {
+        for (const StagedCopy& c : piece.in) apply_staged_copy(slot.data(), c, true);
+    }
+    for (size_t k = 0; k < plan.pieces.size(); ++k) {
+        CollCtx ctx(world.transport(r), r, n, tag * 2 * kMaxStagedPieces + k, s.dtype, s.op, settings, nullptr, scratch);
+        vcclResult_t st = s.algo->run(ctx, staged_host_args(args, plan.pieces[k], reinterpret_cast<char*>(slot.data())));
+        scratch->reset();
+        if (st != vcclSuccess) return st;
+    }
+    for (const StagedPiece& piece : plan.pieces) {
+        for (const StagedCopy& c : piece.out) apply_staged_copy(slot.data(), c, false);
+    }
+    if (!slot.guards_ok()) note(res, "staging slot overrun (guard bytes overwritten)");
+    return vcclSuccess;
 }
 
 struct Report {
@@ -526,6 +575,47 @@ TEST_P(AlgoStress, RendezvousWithRandomDelays) {
     Report rep = run_cases(n, specs, opt);
     EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
 }
+
+/* The staged device path's plan (comm/staged_layout.h) run on host memory: pieces of every collective, cut
+ * small enough that counts from 1 element up give from one piece to the 64-piece cap, with one-element pieces,
+ * short last pieces and (AllGather, ReduceScatter, AlltoAll) columns of every rank's block, in and out of place,
+ * against the same reference as the grid. */
+class AlgoStaged : public ::testing::TestWithParam<GridParam> {};
+
+TEST_P(AlgoStaged, PiecesMatchReference) {
+    const Algorithm* a = algo_at(GetParam().algo);
+    const int n = GetParam().nranks;
+    const bool red = is_reduction(a->coll);
+    std::vector<Spec> specs;
+    uint64_t seed = 5000;
+    const vcclDataType_t types[] = {vcclInt8, vcclFloat16, vcclInt32, vcclFloat64, vcclBfloat16};
+    for (vcclDataType_t t : types) {
+        for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(n + 1), size_t(1000), size_t(9001)}) {
+            for (uint64_t chunk : {uint64_t(1), uint64_t(40), uint64_t(1000)}) {
+                for (int in_place = 0; in_place < 2; ++in_place) {
+                    if (in_place && a->coll == CollType::AlltoAll) continue; // not defined in place (as in NCCL)
+                    ++seed;
+                    vcclRedOp_t op = red ? kAllOps[seed % 5] : vcclSum;
+                    Spec spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), 256, Input::Int, seed};
+                    spec.staged_chunk = chunk;
+                    specs.push_back(spec);
+                }
+            }
+        }
+    }
+    Report rep = run_cases(n, specs);
+    EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
+}
+
+std::vector<GridParam> staged_params() {
+    std::vector<GridParam> out;
+    for (size_t i = 0; i < algo_count(); ++i) {
+        for (int n : {1, 2, 3, 5}) out.push_back(GridParam{i, n});
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AlgoStaged, ::testing::ValuesIn(staged_params()), param_name);
 
 std::vector<GridParam> stress_params() {
     std::vector<GridParam> out;
