@@ -5,12 +5,15 @@
  * and the synchronous one in comm/enqueue.cc) run the same plan, so ranks on either path exchange the same
  * messages.
  *
- * One piece: the input and the output regions, in place as the caller's buffers are (an in-place call stays
- * in place on the host, so the host algorithm sees the same aliasing).
- * AllReduce, Broadcast, Reduce in pieces: the same regions; piece k runs on elements [first, first + count).
- * AllGather, ReduceScatter, AlltoAll in pieces: piece k takes elements [first, first + count) of every rank's
- * block (a column), packed into its own area of the slot so its host collective sees contiguous blocks; the
- * copies of a column are 2-D (one row per rank). AllGather's piece runs in place on the host whatever the call.
+ * AllReduce, Broadcast, Reduce: one region of the count's elements; piece k runs on elements [first, first +
+ * count) of it. AllGather, ReduceScatter, AlltoAll: piece k takes elements [first, first + count) of every
+ * rank's block (a column), packed into its own area of the slot so its host collective sees contiguous blocks;
+ * the copies of a column are 2-D (one row per rank), or plain with one piece.
+ *
+ * The host collective runs in place except AlltoAll, whatever the call's placement: every input is copied in
+ * before any output is copied back, so the caller's aliasing cannot matter, and these are the host algorithms'
+ * cheaper forms (an out-of-place AllGather copies its own block across; an in-place AlltoAll copies its whole
+ * input aside first). The slot is one region, two for AlltoAll.
  */
 #ifndef VCCL_COMM_STAGED_LAYOUT_H_
 #define VCCL_COMM_STAGED_LAYOUT_H_

@@ -94,7 +94,8 @@ struct Spec {
     size_t chunk_bytes;
     Input input;
     uint64_t seed;
-    uint64_t staged_chunk = 0; // > 0: run as the staged device path plans it (comm/staged_layout.h), cut here
+    bool staged = false;       // run as the staged device path plans it (comm/staged_layout.h)...
+    uint64_t staged_chunk = 0; // ... cut at this many bytes (0: one piece)
 };
 
 std::string describe(const Spec& s, int n) {
@@ -103,7 +104,7 @@ std::string describe(const Spec& s, int n) {
              s.algo->name, n, dtype_name(s.dtype), op_name(s.op), s.count, s.in_place ? "in-place" : "out-of-place",
              s.root, s.chunk_bytes, s.input == Input::Float ? " random-float" : "");
     std::string text = buf;
-    if (s.staged_chunk > 0) text += " staged in pieces of " + std::to_string(s.staged_chunk) + " B";
+    if (s.staged) text += " staged in pieces of " + std::to_string(s.staged_chunk) + " B";
     return text;
 }
 
@@ -321,7 +322,7 @@ void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* 
     CollSettings settings;
     settings.chunk_bytes = s.chunk_bytes;
     settings.op_timeout_ms = timeout_ms;
-    if (s.staged_chunk > 0) {
+    if (s.staged) {
         res->status = run_staged(world, s, args, tag, r, settings, scratch, res);
     } else {
         CollCtx ctx(world.transport(r), r, n, tag, s.dtype, s.op, settings, nullptr, scratch);
@@ -591,13 +592,14 @@ TEST_P(AlgoStaged, PiecesMatchReference) {
     const vcclDataType_t types[] = {vcclInt8, vcclFloat16, vcclInt32, vcclFloat64, vcclBfloat16};
     for (vcclDataType_t t : types) {
         for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(n + 1), size_t(1000), size_t(9001)}) {
-            for (uint64_t chunk : {uint64_t(1), uint64_t(40), uint64_t(1000)}) {
+            for (uint64_t chunk : {uint64_t(0), uint64_t(1), uint64_t(40), uint64_t(1000)}) {
                 for (int in_place = 0; in_place < 2; ++in_place) {
                     if (in_place && a->coll == CollType::AlltoAll) continue; // not defined in place (as in NCCL)
                     ++seed;
                     vcclRedOp_t op = red ? kAllOps[seed % 5] : vcclSum;
                     Spec spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), 256, Input::Int, seed};
-                    spec.staged_chunk = chunk;
+                    spec.staged_chunk = chunk; // 0: one piece, still through the plan
+                    spec.staged = true;
                     specs.push_back(spec);
                 }
             }
