@@ -1840,17 +1840,20 @@ TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
                       [&] { return run_move(comm, s.s, Move::Broadcast, vcclFloat64, count / 2, in_place, 0); });
             // Per-rank counts: a piece holds the same elements of every rank's block (n columns of 64 KiB in all).
             size_t per_rank = count / size_t(world_size()) + 1;
+            const Red rs = Red::ReduceScatter;
             sweep.run("ReduceScatter int32 max" + tail,
-                      [&] { return run_reduction(comm, s.s, Red::ReduceScatter, vcclInt32, vcclMax, per_rank, in_place, 0); });
-            sweep.run("ReduceScatter bfloat16 sum" + tail,
-                      [&] { return run_reduction(comm, s.s, Red::ReduceScatter, vcclBfloat16, vcclSum, 2 * per_rank + 1, in_place, 0); });
+                      [&] { return run_reduction(comm, s.s, rs, vcclInt32, vcclMax, per_rank, in_place, 0); });
+            sweep.run("ReduceScatter bfloat16 sum" + tail, [&] {
+                return run_reduction(comm, s.s, rs, vcclBfloat16, vcclSum, 2 * per_rank + 1, in_place, 0);
+            });
             sweep.run("AllGather uint8" + tail,
                       [&] { return run_move(comm, s.s, Move::AllGather, vcclUint8, 4 * per_rank + 3, in_place, 0); });
             sweep.run("AllGather float64" + tail,
                       [&] { return run_move(comm, s.s, Move::AllGather, vcclFloat64, per_rank / 2, in_place, 0); });
             if (!in_place) { // not defined in place (as in NCCL)
-                sweep.run("AlltoAll float16" + tail,
-                          [&] { return run_move(comm, s.s, Move::AlltoAll, vcclFloat16, 2 * per_rank + 1, false, 0); });
+                sweep.run("AlltoAll float16" + tail, [&] {
+                    return run_move(comm, s.s, Move::AlltoAll, vcclFloat16, 2 * per_rank + 1, false, 0);
+                });
             }
         }
     }

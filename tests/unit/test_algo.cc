@@ -384,8 +384,10 @@ vcclResult_t run_staged(SimWorld& world, const Spec& s, const CollArgs& args, ui
         for (const StagedCopy& c : piece.in) apply_staged_copy(slot.data(), c, true);
     }
     for (size_t k = 0; k < plan.pieces.size(); ++k) {
-        CollCtx ctx(world.transport(r), r, n, tag * 2 * kMaxStagedPieces + k, s.dtype, s.op, settings, nullptr, scratch);
-        vcclResult_t st = s.algo->run(ctx, staged_host_args(args, plan.pieces[k], reinterpret_cast<char*>(slot.data())));
+        uint64_t piece_tag = tag * 2 * kMaxStagedPieces + k;
+        CollCtx ctx(world.transport(r), r, n, piece_tag, s.dtype, s.op, settings, nullptr, scratch);
+        char* host = reinterpret_cast<char*>(slot.data());
+        vcclResult_t st = s.algo->run(ctx, staged_host_args(args, plan.pieces[k], host));
         scratch->reset();
         if (st != vcclSuccess) return st;
     }
@@ -593,8 +595,7 @@ TEST_P(AlgoStaged, PiecesMatchReference) {
     for (vcclDataType_t t : types) {
         for (size_t count : {size_t(0), size_t(1), size_t(7), size_t(n + 1), size_t(1000), size_t(9001)}) {
             for (uint64_t chunk : {uint64_t(0), uint64_t(1), uint64_t(40), uint64_t(1000)}) {
-                for (int in_place = 0; in_place < 2; ++in_place) {
-                    if (in_place && a->coll == CollType::AlltoAll) continue; // not defined in place (as in NCCL)
+                for (int in_place = 0; in_place < 2; ++in_place) { // AlltoAll too: vccl takes it in place
                     ++seed;
                     vcclRedOp_t op = red ? kAllOps[seed % 5] : vcclSum;
                     Spec spec{a, t, op, count, in_place != 0, int(seed % size_t(n)), 256, Input::Int, seed};
