@@ -52,8 +52,8 @@ vcclResult_t wait_requests(vcclComm* comm, const std::vector<TransportRequest*>&
  * that a staged peer can move one piece while its stream copies the next (submit_p2p_staged) and still match
  * a peer that posts the whole buffer at once. Piece k > 0 has a tag of its own: sends to one peer then match
  * their receives piece by piece in call order even when one side posts piece by piece across the batch. */
-std::vector<ElemPiece> p2p_pieces(const vcclComm* comm, size_t bytes) {
-    return staged_pieces(bytes, 1, comm->staging_chunk_bytes);
+PieceCut p2p_pieces(const vcclComm* comm, size_t bytes) {
+    return staged_cut(bytes, 1, comm->staging_chunk_bytes);
 }
 
 uint64_t p2p_piece_tag(size_t piece) {
@@ -89,19 +89,19 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops, long onl
             const Op* op = ops[i];
             bool recv = op->kind == OpKind::Recv;
             if ((pass == 0) != recv) continue;
-            std::vector<ElemPiece> pieces = p2p_pieces(comm, op->bytes);
+            PieceCut pieces = p2p_pieces(comm, op->bytes);
             for (size_t k = 0; k < pieces.size(); ++k) {
                 if (only_piece >= 0 && k != size_t(only_piece)) continue;
+                ElemPiece piece = pieces[k];
                 TransportRequest* req = nullptr;
                 if (recv) {
-                    status = transport->irecv(op->peer, p2p_piece_tag(k),
-                                              static_cast<char*>(op->recvbuf) + pieces[k].first, pieces[k].count,
-                                              op->mem, &req);
+                    status = transport->irecv(op->peer, p2p_piece_tag(k), static_cast<char*>(op->recvbuf) + piece.first,
+                                              piece.count, op->mem, &req);
                 } else {
                     // Synchronous: a send whose receive is never posted is detected (timeout) instead of
                     // completing silently into the peer's unexpected queue.
                     status = transport->isend(op->peer, p2p_piece_tag(k),
-                                              static_cast<const char*>(send_from[i]) + pieces[k].first, pieces[k].count,
+                                              static_cast<const char*>(send_from[i]) + piece.first, piece.count,
                                               op->mem, true, &req);
                 }
                 if (status != vcclSuccess) break;
@@ -360,14 +360,14 @@ vcclResult_t submit_p2p_staged(vcclComm* comm, StagedQueue* queue, const std::ve
     std::vector<size_t> offsets;
     for (const Op* op : ops) {
         offsets.push_back(job.host_bytes);
-        std::vector<ElemPiece> pieces = p2p_pieces(comm, op->bytes);
+        PieceCut pieces = p2p_pieces(comm, op->bytes);
         if (job.parts.size() < pieces.size()) job.parts.resize(pieces.size());
+        char* device = static_cast<char*>(op->kind == OpKind::Send ? const_cast<void*>(op->sendbuf) : op->recvbuf);
         for (size_t k = 0; k < pieces.size(); ++k) {
             // Sends are copied out before any receive is copied in (all inputs go first, StagedQueue::Job), so
             // an in-place exchange sends the old data.
-            StagedQueue::Copy c{op->kind == OpKind::Send ? const_cast<void*>(op->sendbuf) : op->recvbuf,
-                                job.host_bytes + pieces[k].first, pieces[k].count};
-            c.device = static_cast<char*>(c.device) + pieces[k].first;
+            ElemPiece piece = pieces[k];
+            StagedQueue::Copy c{device + piece.first, job.host_bytes + piece.first, piece.count};
             (op->kind == OpKind::Send ? job.parts[k].in : job.parts[k].out).push_back(c);
         }
         job.host_bytes += op->bytes;

@@ -30,20 +30,36 @@ struct ElemPiece {
  * the caller's own kernel keeps busy, thousands of pieces filled it and the call waited for the device. */
 constexpr size_t kMaxStagedPieces = 64;
 
-/* Pieces of `count` elements of `elem_bytes` each, at most `chunk_bytes` long (at least one element each,
- * at most max_pieces pieces); one piece when chunk_bytes is 0 or the whole fits in one chunk. count 0 is one
- * empty piece. */
-inline std::vector<ElemPiece> staged_pieces(size_t count, size_t elem_bytes, uint64_t chunk_bytes,
-                                            size_t max_pieces = kMaxStagedPieces) {
-    if (chunk_bytes == 0 || elem_bytes == 0 || uint64_t(count) * elem_bytes <= chunk_bytes) return {{0, count}};
+/* How `count` elements of `elem_bytes` each are cut: pieces of `per` elements, the last one shorter. Indexing
+ * it builds nothing, for send/recv, which cuts every message on the hot path. */
+struct PieceCut {
+    size_t count;
+    size_t per; // elements per piece (count itself when not cut)
+    size_t size() const { return count == 0 ? 1 : (count + per - 1) / per; }
+    ElemPiece operator[](size_t k) const {
+        size_t first = k * per;
+        return {first, count - first < per ? count - first : per};
+    }
+};
+
+/* Pieces at most `chunk_bytes` long (at least one element each, at most max_pieces pieces); one piece when
+ * chunk_bytes is 0 or the whole fits in one chunk. count 0 is one empty piece. */
+inline PieceCut staged_cut(size_t count, size_t elem_bytes, uint64_t chunk_bytes,
+                           size_t max_pieces = kMaxStagedPieces) {
+    if (chunk_bytes == 0 || elem_bytes == 0 || uint64_t(count) * elem_bytes <= chunk_bytes) return {count, count};
     size_t per = size_t(chunk_bytes / elem_bytes);
     if (per == 0) per = 1;
     if (max_pieces > 0 && count / per >= max_pieces) per = (count + max_pieces - 1) / max_pieces;
+    return {count, per};
+}
+
+/* The same pieces, listed. */
+inline std::vector<ElemPiece> staged_pieces(size_t count, size_t elem_bytes, uint64_t chunk_bytes,
+                                            size_t max_pieces = kMaxStagedPieces) {
+    PieceCut cut = staged_cut(count, elem_bytes, chunk_bytes, max_pieces);
     std::vector<ElemPiece> pieces;
-    pieces.reserve((count + per - 1) / per);
-    for (size_t first = 0; first < count; first += per) {
-        pieces.push_back({first, count - first < per ? count - first : per});
-    }
+    pieces.reserve(cut.size());
+    for (size_t k = 0; k < cut.size(); ++k) pieces.push_back(cut[k]);
     return pieces;
 }
 

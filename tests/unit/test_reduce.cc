@@ -373,7 +373,9 @@ TEST(StagedPieces, CoverEveryElementOnceWithinTheChunk) {
         size_t next = 0;
         for (const ElemPiece& p : pieces) {
             EXPECT_EQ(p.first, next);
-            if (c.count > 0) EXPECT_GE(p.count, 1u);
+            if (c.count > 0) {
+                EXPECT_GE(p.count, 1u);
+            }
             EXPECT_LE(p.count, most);
             next += p.count;
         }
