@@ -8,7 +8,8 @@
 #
 # --paused: the baseline is the same communicator with its telemetry recording paused (vccl-perf
 # --baseline telemetry-paused) instead of a second communicator: no difference between two communicators'
-# endpoints and buffers enters the ratio. No control jobs then (there is no second communicator to pair).
+# endpoints and buffers enters the ratio. Its control jobs time the same communicator against itself,
+# unchanged (vccl-perf --baseline self, an A/A run): what the alternating rounds show with no difference at all.
 #
 # Each run times telemetry on and off in alternating rounds (vccl-perf(1), --baseline telemetry-off).
 # Control: after each such job the same job runs with telemetry off on both communicators
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
         --runs) runs=$2; shift ;;
         --coll) coll=$2; shift ;;
         --no-control) control=0 ;;
-        --paused) baseline=telemetry-paused; control=0 ;;
+        --paused) baseline=telemetry-paused ;;
         --keep) keep=$2; shift ;;
         --) shift; break ;;
         *) echo "usage: $0 [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused] [--keep DIR] [-- VCCL_PERF_OPTIONS...]" >&2
@@ -53,12 +54,17 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir "$tmp/on" "$tmp/control"
 # set: on (telemetry chosen per communicator by vcclConfig_t, so VCCL_TELEMETRY must not force it either
 # way) or control (VCCL_TELEMETRY=0 turns the first communicator's off too).
+# With --paused the control keeps telemetry on and runs --baseline self instead.
 run_job() {
     local set=$1 r=$2
-    local env_opt=(-u VCCL_TELEMETRY) fwd=()
-    [ "$set" = control ] && env_opt=(VCCL_TELEMETRY=0) && fwd=(-x VCCL_TELEMETRY)
+    local env_opt=(-u VCCL_TELEMETRY) fwd=() b=$baseline
+    if [ "$set" = control ] && [ "$baseline" = telemetry-paused ]; then
+        b=self
+    elif [ "$set" = control ]; then
+        env_opt=(VCCL_TELEMETRY=0) && fwd=(-x VCCL_TELEMETRY)
+    fi
     # The JSON output has the times to the nanosecond (the table rounds to 10 ns, 2% of an 8-byte allreduce).
-    env "${env_opt[@]}" $MPIRUN -np "$np" "${fwd[@]}" "$perf" "${perf_opts[@]}" --baseline "$baseline" \
+    env "${env_opt[@]}" $MPIRUN -np "$np" "${fwd[@]}" "$perf" "${perf_opts[@]}" --baseline "$b" \
         -J "$tmp/$set/run$r.json" "$coll" >"$tmp/$set/run$r.txt" 2>&1 ||
         { cat "$tmp/$set/run$r.txt"; echo "bench-telemetry.sh: $set run $r failed" >&2; exit 1; }
 }
@@ -70,8 +76,8 @@ done
 # Per size of one set: "size median min max wrong on_us off_us" (times of the run with the median ratio).
 # One JSON line per size: {"size": S, ..., "out_of_place": {"time_us": T, ..., "wrong": W}, "in_place": {...},
 # "telemetry-off": {"time_us": T, ...}}; out_of_place and telemetry-off are the paired medians (vccl-perf(1)).
-summarise() {
-    cat "$1"/run*.json | awk -v key="\"$baseline\": {\"time_us\": " 'index($0, "\"size\":") && index($0, key) {
+summarise() { # $1: a set's folder, $2: the baseline its jobs ran
+    cat "$1"/run*.json | awk -v key="\"$2\": {\"time_us\": " 'index($0, "\"size\":") && index($0, key) {
             size = $0; sub(/.*"size": /, "", size); sub(/,.*/, "", size)
             on = $0; sub(/.*"out_of_place": \{"time_us": /, "", on); sub(/,.*/, "", on)
             off = substr($0, index($0, key) + length(key)); sub(/,.*/, "", off)
@@ -89,10 +95,14 @@ summarise() {
         END { flush() }'
 }
 if [ -n "$keep" ]; then mkdir -p "$keep" && cp -r "$tmp/on" "$tmp/control" "$keep/"; fi
-summarise "$tmp/on" > "$tmp/on.txt"
-if [ "$control" = 1 ]; then summarise "$tmp/control" > "$tmp/control.txt"; else : > "$tmp/control.txt"; fi
+control_baseline=$baseline
+[ "$baseline" = telemetry-paused ] && control_baseline=self
+summarise "$tmp/on" "$baseline" > "$tmp/on.txt"
+if [ "$control" = 1 ]; then summarise "$tmp/control" "$control_baseline" > "$tmp/control.txt"; else : > "$tmp/control.txt"; fi
+control_what="a control run with telemetry off on both communicators"
+[ "$baseline" = telemetry-paused ] && control_what="a control run timing the communicator against itself (--baseline self)"
 
-echo "Telemetry cost: $coll on $np ranks, $runs runs of \`vccl-perf ${perf_opts[*]} --baseline $baseline $coll\`$([ "$control" = 1 ] && echo ", each followed by a control run with telemetry off on both communicators")"
+echo "Telemetry cost: $coll on $np ranks, $runs runs of \`vccl-perf ${perf_opts[*]} --baseline $baseline $coll\`$([ "$control" = 1 ] && echo ", each followed by $control_what")"
 echo "(commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(uname -n), $(nproc) cores)"
 echo
 echo "| bytes | time on (us) | time off (us) | on/off median | on/off min - max | control median | control min - max | on - control | #wrong |"

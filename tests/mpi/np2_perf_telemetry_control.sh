@@ -5,7 +5,8 @@
 # made every "control" a repeat of the measurement). Also checks the verified results (-c 1, 0 wrong) and
 # the JSON's call_us (host time per operation in the calls: present, positive, at most the operation time
 # plus 10%, since host-memory calls complete the operation). Then --baseline telemetry-paused (the same
-# communicator, recording paused): its header, its verified baseline, and a clear refusal with telemetry off.
+# communicator, recording paused): its header, its verified baseline, and a clear refusal with telemetry off;
+# and --baseline self (the A/A control) on allgather.
 perf=${top_builddir:-.}/vccl-perf
 [ -x "$perf" ] || { echo "np2_perf_telemetry_control.sh: $perf not built" >&2; exit 99; }
 tmp=$(mktemp -d) || exit 99
@@ -48,26 +49,39 @@ for mode in on off; do
         echo "ok: $mode run: 3 sizes verified, call_us within the operation time"
     fi
 done
-paused() { # $1: VCCL_TELEMETRY; writes $tmp/paused.txt and $tmp/paused.json
+paired() { # $1: VCCL_TELEMETRY, $2: baseline, $3: collective; writes $tmp/$2.txt and $tmp/$2.json
     env VCCL_TELEMETRY=$1 timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
         --mca btl self,vader -np 2 -x VCCL_TELEMETRY "$perf" -b 8 -e 64K -f 64 -n 90 -w 9 -c 1 \
-        --baseline telemetry-paused -J "$tmp/paused.json" allreduce > "$tmp/paused.txt" 2>&1
+        --baseline "$2" -J "$tmp/$2.json" "$3" > "$tmp/$2.txt" 2>&1
 }
-if ! paused 1; then
-    echo "FAIL: vccl-perf --baseline telemetry-paused exited with an error:"; cat "$tmp/paused.txt"; fail=1
-elif ! grep -q "# telemetry-paused baseline: out-of-place time (telemetry on) and baseline time (the same communicator, recording paused)" "$tmp/paused.txt"; then
-    echo "FAIL: the paused run's header is wrong:"; grep "baseline" "$tmp/paused.txt"; fail=1
-else
-    bad=$(awk '/"size":/ { if ($0 !~ /"telemetry-paused": \{"time_us": [0-9.]+, [^}]*"wrong": 0/) print "line without a verified telemetry-paused baseline" }' "$tmp/paused.json")
-    if [ "$(grep -c '"size":' "$tmp/paused.json")" -ne 3 ] || [ -n "$bad" ]; then
-        echo "FAIL: paused run JSON: $bad"; cat "$tmp/paused.json"; fail=1
+# check_paired BASELINE COLLECTIVE HEADER: the run succeeds, its header line is HEADER, and every size of its
+# JSON has a verified baseline under the key BASELINE.
+check_paired() {
+    if ! paired 1 "$1" "$2"; then
+        echo "FAIL: vccl-perf --baseline $1 exited with an error:"; cat "$tmp/$1.txt"; fail=1
+    elif ! grep -qF "$3" "$tmp/$1.txt"; then
+        echo "FAIL: the $1 run's header is wrong:"; grep "baseline" "$tmp/$1.txt"; fail=1
     else
-        echo "ok: paused run: header, 3 sizes with a verified baseline"
+        bad=$(awk -v key="\"$1\": {\"time_us\": " '/"size":/ {
+                  rest = index($0, key) ? substr($0, index($0, key)) : ""
+                  if (rest !~ /^"[a-z-]+": \{"time_us": [0-9.]+, [^}]*"wrong": 0/) print "line without a verified baseline"
+              }' "$tmp/$1.json")
+        if [ "$(grep -c '"size":' "$tmp/$1.json")" -ne 3 ] || [ -n "$bad" ]; then
+            echo "FAIL: $1 run JSON: $bad"; cat "$tmp/$1.json"; fail=1
+        else
+            echo "ok: $1 run: header, 3 sizes with a verified baseline"
+        fi
     fi
-fi
-if paused 0 || ! grep -q "telemetry is off (VCCL_TELEMETRY=0): nothing to pause" "$tmp/paused.txt"; then
-    echo "FAIL: --baseline telemetry-paused with VCCL_TELEMETRY=0 did not fail clearly:"; tail -5 "$tmp/paused.txt"; fail=1
+}
+check_paired telemetry-paused allreduce \
+    "# telemetry-paused baseline: out-of-place time (telemetry on) and baseline time (the same communicator, recording paused)"
+if paired 0 telemetry-paused allreduce || ! grep -q "telemetry is off (VCCL_TELEMETRY=0): nothing to pause" "$tmp/telemetry-paused.txt"; then
+    echo "FAIL: --baseline telemetry-paused with VCCL_TELEMETRY=0 did not fail clearly:"; tail -5 "$tmp/telemetry-paused.txt"; fail=1
 else
     echo "ok: paused run with telemetry off refused with a clear message"
 fi
+# --baseline self: the A/A control, the same communicator timed against itself (ratio column a/a).
+check_paired self allgather \
+    "# self baseline: out-of-place time (telemetry on) and baseline time (the same communicator, unchanged: an A/A control)"
+grep -q "a/a" "$tmp/self.txt" || { echo "FAIL: the self run's table has no a/a column"; fail=1; }
 exit $fail

@@ -145,8 +145,9 @@ void check_nccl(int rc, const std::string& error) {
     if (rc != 0) die("NCCL baseline", error);
 }
 
-/* The communicator of the telemetry baselines: for telemetry-off a second one, created with telemetry off;
- * for telemetry-paused the measured one itself, its recording paused while the baseline runs. */
+/* The communicator of the paired baselines: for telemetry-off a second one, created with telemetry off;
+ * for telemetry-paused the measured one itself, its recording paused while the baseline runs; for self the
+ * measured one itself, unchanged. */
 vcclComm_t g_telemetry_off_comm = nullptr;
 
 /* --baseline telemetry-paused: pauses the measured communicator's telemetry for the scope (a no-op for the
@@ -163,9 +164,14 @@ private:
     bool on_;
 };
 
-/* One baseline operation (MPI on host buffers, NCCL on the stream, vccl without telemetry). */
+/* The baselines timed in alternating rounds with the measured operation (time_telemetry_pair). */
+bool paired_baseline(Baseline b) {
+    return b == Baseline::TelemetryOff || b == Baseline::TelemetryPaused || b == Baseline::Self;
+}
+
+/* One baseline operation (MPI on host buffers, NCCL on the stream, vccl without telemetry or unchanged). */
 void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream) {
-    if (o.baseline == Baseline::TelemetryOff || o.baseline == Baseline::TelemetryPaused) {
+    if (paired_baseline(o.baseline)) {
         check_vccl(run_vccl(o, shape, cb, g_telemetry_off_comm, rank, nranks, stream), "baseline (telemetry off)",
                    g_telemetry_off_comm);
     } else if (o.baseline == Baseline::Nccl) {
@@ -309,12 +315,12 @@ int run(int argc, char** argv, int rank, int nranks) {
     rc = select_device(o, rank, &device);
     if (rc >= 0) return rc;
     std::vector<std::string> lines = rank_lines(o, rank, nranks, device);
-    bool compare_telemetry = o.baseline == Baseline::TelemetryOff || o.baseline == Baseline::TelemetryPaused;
+    bool compare_telemetry = paired_baseline(o.baseline);
     // The measured communicator follows VCCL_TELEMETRY (default on): VCCL_TELEMETRY=0 then gives a control
     // run with both off, which shows what the pairing itself contributes (contrib/bench-telemetry.sh).
     vcclComm_t comm = create_comm(o, rank, nranks, -1);
     if (o.baseline == Baseline::TelemetryOff) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
-    if (o.baseline == Baseline::TelemetryPaused) g_telemetry_off_comm = comm;
+    if (o.baseline == Baseline::TelemetryPaused || o.baseline == Baseline::Self) g_telemetry_off_comm = comm;
     void* stream = nullptr;
     std::string error;
     if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
@@ -345,13 +351,15 @@ int run(int argc, char** argv, int rank, int nranks) {
             vcclTelemetryPeer probe;
             int n = 0;
             bool on = vcclCommGetTelemetry(comm, &probe, 0, &n) != vcclInvalidUsage;
-            bool paused = o.baseline == Baseline::TelemetryPaused;
+            bool paused = o.baseline == Baseline::TelemetryPaused, self = o.baseline == Baseline::Self;
             if (paused && !on) die("--baseline telemetry-paused", "telemetry is off (VCCL_TELEMETRY=0): nothing to pause");
             printf("# %s baseline: out-of-place time (telemetry %s%s) and baseline time (%s) are the "
-                   "medians of %d alternating rounds of %d operations each\n#\n", paused ? "telemetry-paused" : "telemetry-off",
-                   on ? "on" : "OFF", on ? "" : ": VCCL_TELEMETRY=0, a control run",
-                   paused ? "the same communicator, recording paused" : "off", kTelemetryRounds,
-                   std::max(1, o.iters / kTelemetryRounds));
+                   "medians of %d alternating rounds of %d operations each\n#\n",
+                   paused ? "telemetry-paused" : self ? "self" : "telemetry-off",
+                   on ? "on" : "OFF", on || self ? "" : ": VCCL_TELEMETRY=0, a control run",
+                   paused ? "the same communicator, recording paused"
+                          : self ? "the same communicator, unchanged: an A/A control" : "off",
+                   kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
         }
         if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
     }

@@ -325,7 +325,8 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
             else if (strcasecmp(optarg, "telemetry-off") == 0) o.baseline = Baseline::TelemetryOff;
             else if (strcasecmp(optarg, "telemetry-paused") == 0) o.baseline = Baseline::TelemetryPaused;
-            else return fail("baseline (--baseline mpi|nccl|telemetry-off|telemetry-paused)", optarg);
+            else if (strcasecmp(optarg, "self") == 0) o.baseline = Baseline::Self;
+            else return fail("baseline (--baseline mpi|nccl|telemetry-off|telemetry-paused|self)", optarg);
             break;
         case kOptSoak: {
             char* end = nullptr;

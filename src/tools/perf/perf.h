@@ -38,7 +38,9 @@ enum class Memory { Host, Cuda };
  * PyTorch's expandable segments make it (20 MiB allocations side by side, file-descriptor handles). */
 enum class DeviceAlloc { Cuda, Vccl, Vmm };
 enum class Bootstrap { Mpi, Tcp };
-enum class Baseline { None, Mpi, Nccl, TelemetryOff, TelemetryPaused };
+/* Self: the baseline is the measured operation itself, unchanged, timed in the same alternating rounds as the
+ * telemetry baselines: an A/A control that shows the paired timing's own bias and noise. */
+enum class Baseline { None, Mpi, Nccl, TelemetryOff, TelemetryPaused, Self };
 
 struct Options {
     Coll coll = Coll::AllReduce;

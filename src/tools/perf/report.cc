@@ -20,13 +20,14 @@ const char* baseline_name(Baseline b) {
     case Baseline::Nccl: return "nccl";
     case Baseline::TelemetryOff: return "telemetry-off";
     case Baseline::TelemetryPaused: return "telemetry-paused";
+    case Baseline::Self: return "self";
     case Baseline::None: break;
     }
     return "none";
 }
 
 const char* ratio_label(Baseline b) {
-    return b == Baseline::Mpi ? "v/mpi" : b == Baseline::Nccl ? "v/nccl" : "on/off";
+    return b == Baseline::Mpi ? "v/mpi" : b == Baseline::Nccl ? "v/nccl" : b == Baseline::Self ? "a/a" : "on/off";
 }
 
 /* nccl-tests prints times with two decimals below 10 ms and none above. */
