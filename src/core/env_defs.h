@@ -13,6 +13,9 @@ VCCL_ENV_DEF(kDebugSubsys, "VCCL_DEBUG_SUBSYS", Str, "ALL",
 VCCL_ENV_DEF(kDebugFile, "VCCL_DEBUG_FILE", Str, "",
              "Write logs to this file instead of stderr; %h expands to the host name, %p to the pid. A new file "
              "is mode 0600; a symbolic link or another user's file is refused (logs then go to stderr)")
+VCCL_ENV_DEF(kDebugTimestamps, "VCCL_DEBUG_TIMESTAMPS", Bool, "0",
+             "Start every log line with the wall-clock time, [seconds since the epoch with microseconds], to line "
+             "logs up with other ranks' and with outside events (TRACE lines also carry the monotonic time)")
 VCCL_ENV_DEF(kBootstrapTimeout, "VCCL_BOOTSTRAP_TIMEOUT", Int, "120",
              "Seconds any bootstrap wait (connect, accept, receive) may take before vcclTimeout")
 VCCL_ENV_DEF(kSocketIfname, "VCCL_SOCKET_IFNAME", Str, "",

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <ctime>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <strings.h>
@@ -24,6 +25,7 @@ struct LogState {
     std::atomic<bool> initialized{false};
     LogLevel level = LogLevel::Warn;
     uint32_t subsys = kLogAll;
+    bool timestamps = false; // VCCL_DEBUG_TIMESTAMPS
     FILE* out = nullptr;
     char host[64] = "?";
 };
@@ -100,6 +102,7 @@ void init_locked(LogState& s) {
     if (dot) *dot = '\0';
     s.level = parse_level(env::get_str(env::kDebug));
     s.subsys = log_parse_subsys(env::get_str(env::kDebugSubsys).c_str());
+    s.timestamps = env::get_bool(env::kDebugTimestamps);
     if (s.out != nullptr && s.out != stderr) fclose(s.out);
     s.out = stderr;
     std::string file = env::get_str(env::kDebugFile);
@@ -179,12 +182,19 @@ void log_message(LogLevel level, uint32_t subsys, const char* file, int line, co
     const char* base = strrchr(file, '/');
     base = base ? base + 1 : file;
     double t = double(now_ns()) / 1e9;
+    // Wall clock, not monotonic: fault injectors, other hosts and `date` speak it (the fault tests' timelines).
+    char stamp[40] = "";
+    if (s.timestamps) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(stamp, sizeof(stamp), " [%lld.%06ld]", (long long)ts.tv_sec, long(ts.tv_nsec / 1000));
+    }
     std::lock_guard<std::mutex> lock(s.mutex);
     if (level == LogLevel::Trace) {
-        fprintf(s.out, "%s:%d [%.6f] vccl %s %s %s:%d %s\n", s.host, getpid(), t, level_name,
+        fprintf(s.out, "%s:%d%s [%.6f] vccl %s %s %s:%d %s\n", s.host, getpid(), stamp, t, level_name,
                 subsys_label(subsys), base, line, msg);
     } else {
-        fprintf(s.out, "%s:%d vccl %s %s %s\n", s.host, getpid(), level_name, subsys_label(subsys), msg);
+        fprintf(s.out, "%s:%d%s vccl %s %s %s\n", s.host, getpid(), stamp, level_name, subsys_label(subsys), msg);
     }
 }
 

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -56,6 +58,46 @@ TEST(Log, LevelsSubsystemsAndFileWithPrivateMode) {
     ASSERT_EQ(stat(path.c_str(), &st), 0);
     EXPECT_EQ(st.st_mode & 0777, 0600u);
     unlink(path.c_str());
+}
+
+/* VCCL_DEBUG_TIMESTAMPS=1: every line starts "host:pid [SECONDS.MICROS]" in wall-clock time; off by default. */
+TEST(Log, WallClockTimestampsOnRequest) {
+    std::string path = "/tmp/vccl-test-log-ts-" + std::to_string(getpid()) + ".txt";
+    for (int on = 0; on < 2; ++on) {
+        unlink(path.c_str());
+        if (on) setenv("VCCL_DEBUG_TIMESTAMPS", "1", 1);
+        setenv("VCCL_DEBUG_FILE", path.c_str(), 1);
+        env::reload();
+        log_reinit();
+        time_t before = time(nullptr);
+        VCCL_WARN(kLogNet, "stamped %d", on);
+        time_t after = time(nullptr);
+        unsetenv("VCCL_DEBUG_TIMESTAMPS");
+        unsetenv("VCCL_DEBUG_FILE");
+        env::reload();
+        log_reinit();
+        std::ifstream in(path);
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        unlink(path.c_str());
+        std::string prefix = ":" + std::to_string(getpid());
+        size_t at = text.find(prefix);
+        ASSERT_NE(at, std::string::npos) << text;
+        std::string rest = text.substr(at + prefix.size());
+        if (!on) {
+            EXPECT_EQ(rest.rfind(" vccl WARN NET stamped 0", 0), 0u) << text;
+            continue;
+        }
+        long long sec = 0;
+        long micros = -1;
+        char tail[64] = {};
+        ASSERT_EQ(sscanf(rest.c_str(), " [%lld.%6ld] %63[^\n]", &sec, &micros, tail), 3) << text;
+        EXPECT_EQ(rest.find("] vccl WARN NET stamped 1"), rest.find(']')) << text;
+        EXPECT_GE(sec, (long long)before);
+        EXPECT_LE(sec, (long long)after);
+        EXPECT_GE(micros, 0);
+        EXPECT_LT(micros, 1000000);
+        EXPECT_EQ(rest.substr(rest.find('.') + 1, 7).back(), ']') << "six digits of microseconds: " << text;
+    }
 }
 
 /* VCCL_DEBUG_FILE hardening: the log path is often predictable and in a shared directory. */
