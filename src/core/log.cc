@@ -5,9 +5,9 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <mutex>
 #include <string>
-#include <ctime>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <strings.h>

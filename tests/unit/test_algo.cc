@@ -452,7 +452,7 @@ Report run_cases(int n, const std::vector<Spec>& specs, const RunOptions& opt = 
 const vcclDataType_t kAllTypes[] = {vcclInt8,    vcclUint8,   vcclInt32,   vcclUint32,   vcclInt64,
                                     vcclUint64,  vcclFloat16, vcclFloat32, vcclFloat64, vcclBfloat16};
 const vcclRedOp_t kAllOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
-const int kRankCounts[] = {1, 2, 3, 4, 5, 8};
+const std::vector<int> kRankCounts = {1, 2, 3, 4, 5, 8};
 
 const Algorithm* algo_at(size_t i) {
     size_t n;
@@ -535,10 +535,11 @@ TEST_P(AlgoGrid, MatchesReference) {
     EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
 }
 
-std::vector<GridParam> all_params() {
+/* Every algorithm on each of these rank counts. */
+std::vector<GridParam> every_algo_on(const std::vector<int>& rank_counts) {
     std::vector<GridParam> out;
     for (size_t i = 0; i < algo_count(); ++i) {
-        for (int n : kRankCounts) out.push_back(GridParam{i, n});
+        for (int n : rank_counts) out.push_back(GridParam{i, n});
     }
     return out;
 }
@@ -548,7 +549,7 @@ std::string param_name(const ::testing::TestParamInfo<GridParam>& info) {
     return std::string(coll_name(a->coll)) + "_" + a->name + "_n" + std::to_string(info.param.nranks);
 }
 
-INSTANTIATE_TEST_SUITE_P(All, AlgoGrid, ::testing::ValuesIn(all_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(All, AlgoGrid, ::testing::ValuesIn(every_algo_on(kRankCounts)), param_name);
 
 /* Sends that complete only when received (as UCX rendezvous does), with every delivery randomly delayed:
  * catches waits that close a cycle, and buffers touched before their request completed. */
@@ -610,25 +611,9 @@ TEST_P(AlgoStaged, PiecesMatchReference) {
     EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
 }
 
-std::vector<GridParam> staged_params() {
-    std::vector<GridParam> out;
-    for (size_t i = 0; i < algo_count(); ++i) {
-        for (int n : {1, 2, 3, 5}) out.push_back(GridParam{i, n});
-    }
-    return out;
-}
+INSTANTIATE_TEST_SUITE_P(All, AlgoStaged, ::testing::ValuesIn(every_algo_on({1, 2, 3, 5})), param_name);
 
-INSTANTIATE_TEST_SUITE_P(All, AlgoStaged, ::testing::ValuesIn(staged_params()), param_name);
-
-std::vector<GridParam> stress_params() {
-    std::vector<GridParam> out;
-    for (size_t i = 0; i < algo_count(); ++i) {
-        for (int n : {2, 3, 5, 8}) out.push_back(GridParam{i, n});
-    }
-    return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(All, AlgoStress, ::testing::ValuesIn(stress_params()), param_name);
+INSTANTIATE_TEST_SUITE_P(All, AlgoStress, ::testing::ValuesIn(every_algo_on({2, 3, 5, 8})), param_name);
 
 TEST(AlgoRegistry, EveryCollectiveHasAlgorithmsWithUniqueNames) {
     size_t n;

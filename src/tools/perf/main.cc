@@ -148,17 +148,17 @@ void check_nccl(int rc, const std::string& error) {
 /* The communicator of the paired baselines: for telemetry-off a second one, created with telemetry off;
  * for telemetry-paused the measured one itself, its recording paused while the baseline runs; for self the
  * measured one itself, unchanged. */
-vcclComm_t g_telemetry_off_comm = nullptr;
+vcclComm_t g_paired_comm = nullptr;
 
 /* --baseline telemetry-paused: pauses the measured communicator's telemetry for the scope (a no-op for the
  * other baselines). Once per timed block, not per operation, so the pausing itself is not timed. */
 class PausedTelemetry {
 public:
     explicit PausedTelemetry(const Options& o) : on_(o.baseline == Baseline::TelemetryPaused) {
-        if (on_) check_vccl(vccl::testing::pause_telemetry(g_telemetry_off_comm, 1), "pause telemetry", g_telemetry_off_comm);
+        if (on_) check_vccl(vccl::testing::pause_telemetry(g_paired_comm, 1), "pause telemetry", g_paired_comm);
     }
     ~PausedTelemetry() {
-        if (on_) check_vccl(vccl::testing::pause_telemetry(g_telemetry_off_comm, 0), "resume telemetry", g_telemetry_off_comm);
+        if (on_) check_vccl(vccl::testing::pause_telemetry(g_paired_comm, 0), "resume telemetry", g_paired_comm);
     }
 private:
     bool on_;
@@ -169,11 +169,16 @@ bool paired_baseline(Baseline b) {
     return b == Baseline::TelemetryOff || b == Baseline::TelemetryPaused || b == Baseline::Self;
 }
 
+const char* baseline_label(Baseline b) {
+    return b == Baseline::TelemetryOff ? "baseline (telemetry off)"
+           : b == Baseline::TelemetryPaused ? "baseline (telemetry paused)" : "baseline (self)";
+}
+
 /* One baseline operation (MPI on host buffers, NCCL on the stream, vccl without telemetry or unchanged). */
 void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks, void* stream) {
     if (paired_baseline(o.baseline)) {
-        check_vccl(run_vccl(o, shape, cb, g_telemetry_off_comm, rank, nranks, stream), "baseline (telemetry off)",
-                   g_telemetry_off_comm);
+        check_vccl(run_vccl(o, shape, cb, g_paired_comm, rank, nranks, stream), baseline_label(o.baseline),
+                   g_paired_comm);
     } else if (o.baseline == Baseline::Nccl) {
         std::string error;
         check_nccl(run_nccl(o, shape, cb, rank, nranks, stream, &error), error);
@@ -319,8 +324,8 @@ int run(int argc, char** argv, int rank, int nranks) {
     // The measured communicator follows VCCL_TELEMETRY (default on): VCCL_TELEMETRY=0 then gives a control
     // run with both off, which shows what the pairing itself contributes (contrib/bench-telemetry.sh).
     vcclComm_t comm = create_comm(o, rank, nranks, -1);
-    if (o.baseline == Baseline::TelemetryOff) g_telemetry_off_comm = create_comm(o, rank, nranks, 0);
-    if (o.baseline == Baseline::TelemetryPaused || o.baseline == Baseline::Self) g_telemetry_off_comm = comm;
+    if (o.baseline == Baseline::TelemetryOff) g_paired_comm = create_comm(o, rank, nranks, 0);
+    if (o.baseline == Baseline::TelemetryPaused || o.baseline == Baseline::Self) g_paired_comm = comm;
     void* stream = nullptr;
     std::string error;
     if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
@@ -444,8 +449,8 @@ int run(int argc, char** argv, int rank, int nranks) {
     check_mpi(MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Bcast");
     nccl_baseline_finalize();
     gemm_finalize();
-    if (g_telemetry_off_comm != nullptr && g_telemetry_off_comm != comm) {
-        check_vccl(vcclCommDestroy(g_telemetry_off_comm), "vcclCommDestroy", nullptr);
+    if (g_paired_comm != nullptr && g_paired_comm != comm) {
+        check_vccl(vcclCommDestroy(g_paired_comm), "vcclCommDestroy", nullptr);
     }
     check_vccl(vcclCommDestroy(comm), "vcclCommDestroy", nullptr);
     stream_destroy(stream);
