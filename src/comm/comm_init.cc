@@ -106,6 +106,7 @@ vcclResult_t failover_options(const std::string& backup, FailoverOptions* fo, bo
     fo->backup_devices = backup;
     fo->timeout_ms = int(env::get_int(env::kFailoverTimeoutMs));
     fo->failback_ms = int(env::get_int(env::kFailbackIntervalMs));
+    fo->failback = env::get_bool(env::kFailback);
     fo->peer_timeout_ms = int(env::get_int(env::kPeerTimeoutMs));
     if (fo->timeout_ms <= 0 || fo->failback_ms <= 0 || fo->peer_timeout_ms <= 0) {
         return set_last_error(vcclInvalidArgument,

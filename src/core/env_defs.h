@@ -45,6 +45,10 @@ VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
              "Reconnect interval of a failed path; once the primary answers, it is probed every quarter of this "
              "and traffic returns after 3 answered probes in a row and a hold time (this interval, doubling each "
              "time the primary fails again, up to 16x: flapping)")
+VCCL_ENV_DEF(kFailback, "VCCL_FAILBACK", Bool, "1",
+             "Return to the primary path once it works again (VCCL_FAILBACK_INTERVAL_MS); 0: stay on the backup "
+             "until the backup fails, like Linux bonding's primary_reselect=failure (no second interruption, and "
+             "no move back onto a primary that fails again)")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",

@@ -131,6 +131,7 @@ struct FailoverOptions {
     bool every_peer = false;    // also peers on this host (VCCL_FAILOVER=on)
     int timeout_ms = 250;       // VCCL_FAILOVER_TIMEOUT_MS
     int failback_ms = 500;      // VCCL_FAILBACK_INTERVAL_MS
+    bool failback = true;       // VCCL_FAILBACK: return to the primary once it works again
     int peer_timeout_ms = 10000; // VCCL_PEER_TIMEOUT_MS
 };
 

@@ -25,7 +25,12 @@
  *
  * Failback: every VCCL_FAILBACK_INTERVAL_MS the lower rank of a pair probes the primary; after
  * kFailbackProbes answered probes in a row, and a hold time that doubles each time the primary fails
- * again (flapping), traffic moves back with the same RESUME exchange.
+ * again (flapping), traffic moves back with the same RESUME exchange (marked kResumeFailback: the path left
+ * still works and is not closed). VCCL_FAILBACK=0 (the lower rank's setting decides) stays on the backup.
+ *
+ * A path left because it failed is closed on both sides (the follower learns it from the RESUME): receives
+ * UCX had matched there, data partly in, cannot be cancelled and end only when the path breaks, and a path
+ * whose rail drops everything may never break on its own.
  *
  * All paths gone: after VCCL_PEER_TIMEOUT_MS without a usable path, the peer's requests fail with
  * vcclRemoteError.
@@ -158,6 +163,7 @@ struct PeerState {
     uint64_t resume_resent_ns = 0;  // our RESUME was last sent again then (awaiting the peer's)
     uint64_t switch_started_ns = 0;
     std::string switch_cause;
+    bool switch_failback = false;   // the last switch was a failback (its RESUMEs say so)
     // Sending side.
     uint32_t next_send_id = 0;
     std::deque<std::unique_ptr<OutMsg>> out; // by id, until acknowledged
@@ -280,7 +286,7 @@ private:
     void flush_acks(int peer);
     // Health.
     void check_health(int peer, uint64_t now);
-    void switch_path(int peer, int path, uint32_t epoch, const std::string& cause);
+    void switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback = false);
     void send_resume(int peer);
     void apply_resume(int peer, const Control& c);
     void path_lost(int peer, int path, const std::string& cause);
@@ -288,6 +294,7 @@ private:
     void fail_peer(int peer, const std::string& why);
     void probe(int peer, int path, uint64_t now, const uint32_t* ask_id = nullptr);
     void check_completion_wait(int peer, uint64_t now);
+    void close_stuck_drains(int peer, uint64_t now);
     void reset_connections(int peer, int path);
 
     void complete_app(AppRequest* app, vcclResult_t status, const std::string& text) {
@@ -816,13 +823,14 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
 
 /* ---- switching ---- */
 
-void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const std::string& cause) {
+void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback) {
     PeerState& p = (*peers_[size_t(peer)]);
     int old = p.active;
     p.active = path;
     p.epoch = epoch;
     p.switch_started_ns = now_ns();
     p.switch_cause = cause;
+    p.switch_failback = failback;
     p.stall_since = 0;
     p.probe_path = -1;
     p.good_probes = 0;
@@ -843,8 +851,9 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     }
     p.env_slots.clear();
     // Leaving a failed path: close it, so that receives UCX had already matched there end now instead of
-    // writing into buffers later. A healthy path left by failback drains by itself.
-    if (path != 0 || old != 1) {
+    // writing into buffers later, or never ending (the peer closed its side, and the rail may drop the news).
+    // Also when only the peer saw the failure. A healthy path left by failback drains by itself.
+    if (!failback) {
         reset_connections(peer, old);
         paths_[old]->disconnect(peer);
         p.path_lost[old] = true;
@@ -900,7 +909,7 @@ void FailoverTransport::send_resume(int peer) {
         if (n < kControlItems) c.points[n++] = ResumePoint{m->id, first};
     }
     c.count = n;
-    c.nonce = p.awaiting_resume ? kResumeWantsAnswer : 0;
+    c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0);
     p.resume_sent_epoch = p.epoch;
     VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
               "arrived%s)", rank_, peer, c.epoch, p.active, n, c.upto, c.nonce ? ", answer wanted" : "");
@@ -914,16 +923,19 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     VCCL_INFO(kLogNet, "failover: rank %d <- %d: RESUME epoch %u for path %d (here: epoch %u, path %d, last applied %u)",
               rank_, peer, c.epoch, path, p.epoch, p.active, p.last_resume_in);
     if (c.epoch < p.epoch) return; // an older switch, overtaken by a newer one
+    bool failback = (c.nonce & kResumeFailback) != 0;
     if (c.epoch == p.epoch && path != p.active) {
         // Both sides decided at once, differently: the lower rank's decision stands.
         if (peer > rank_) return;
-        switch_path(peer, path, c.epoch, "the peer chose this path");
+        switch_path(peer, path, c.epoch, "the peer chose this path", failback);
     } else if (c.epoch > p.epoch) {
-        if (path != p.active) switch_path(peer, path, c.epoch, "the peer switched");
+        if (path != p.active) switch_path(peer, path, c.epoch, failback ? "the peer failed back" : "the peer switched",
+                                          failback);
         p.epoch = c.epoch;
+        p.switch_failback = failback; // this epoch's RESUMEs from here describe the peer's switch
     } else if (c.epoch <= p.last_resume_in && p.last_resume_in != 0) {
         // Already applied. Sent again, it means the peer still waits for ours: it was lost.
-        if (c.nonce == kResumeWantsAnswer && c.epoch == p.epoch) send_resume(peer);
+        if ((c.nonce & kResumeWantsAnswer) != 0 && c.epoch == p.epoch) send_resume(peer);
         return;
     }
     p.last_resume_in = c.epoch;
@@ -969,7 +981,7 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     for (uint32_t id : completed) complete_out(peer, id);
     // The peer waits for our RESUME of this epoch. Switching sent one; without a switch (we are on that path
     // already, e.g. a RESUME of an epoch in between was lost) it is sent now, else the peer never resumes.
-    if (c.nonce == kResumeWantsAnswer && p.resume_sent_epoch != p.epoch) send_resume(peer);
+    if ((c.nonce & kResumeWantsAnswer) != 0 && p.resume_sent_epoch != p.epoch) send_resume(peer);
     VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: traffic on path %d (%s) %.1f ms after the switch (%s)", rank_,
               peer, p.active, device(p.active), double(now_ns() - p.switch_started_ns) / 1e6,
               p.switch_cause.empty() ? "peer's decision" : p.switch_cause.c_str());
@@ -1092,6 +1104,38 @@ void FailoverTransport::check_completion_wait(int peer, uint64_t now) {
     }
 }
 
+/* Receives left on an abandoned path end when their data arrives or the path breaks. A switch away from a failed
+ * path closes it, which ends them; after a failback the path left works and they end as its data comes in,
+ * unless that path fails silently too (the peer closed its side while the rail dropped every packet): then the
+ * message, whose data came again on the active path, would wait for them until that rail carries traffic again.
+ * So a path whose abandoned receives are still pending a timeout after their message last made progress is
+ * closed now (and reconnected as usual). */
+void FailoverTransport::close_stuck_drains(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    size_t stuck[kPaths] = {0, 0};
+    uint64_t longest = 0;
+    for (auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        if (m->draining.empty()) continue;
+        uint64_t since = std::max(m->last_progress_ns, p.switch_started_ns);
+        if (now <= since || now - since <= timeout) continue;
+        for (const InMsg::Draining& d : m->draining) {
+            if (d.path == p.active) continue;
+            stuck[d.path]++;
+            longest = std::max(longest, now - since);
+        }
+    }
+    for (int path = 0; path < kPaths; ++path) {
+        if (stuck[path] == 0) continue;
+        VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: closing path %d (%s): %zu receive(s) left there at the switch "
+                  "have not ended for %.1f ms", rank_, peer, path, device(path), stuck[path], double(longest) / 1e6);
+        reset_connections(peer, path);
+        paths_[path]->disconnect(peer);
+        path_lost(peer, path, "receives left at a switch did not end");
+    }
+}
+
 void FailoverTransport::check_health(int peer, uint64_t now) {
     PeerState& p = (*peers_[size_t(peer)]);
     if (p.failed != vcclSuccess) return;
@@ -1191,6 +1235,7 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         if (p.probe_path == 1 - p.active && !p.probe_asks) p.probe_path = -1;
         check_completion_wait(peer, now);
     }
+    close_stuck_drains(peer, now);
     if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
         p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
     }
@@ -1238,7 +1283,7 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     // answered before the next one (a quarter interval apart) and a hold time that grows with flapping.
     if (now < p.next_failback_ns) return;
     p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
-    if (p.active == 0 || rank_ > peer || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
+    if (p.active == 0 || rank_ > peer || !fo_.failback || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
         p.good_probes = 0;
         p.failback_nonce = 0;
         return;
@@ -1252,7 +1297,8 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     if (p.good_probes >= kFailbackProbes && now - p.primary_lost_ns >= hold) {
         p.path_lost[0] = false;
         p.failback_nonce = 0;
-        switch_path(peer, 0, p.epoch + 1, "failback: the primary answered " + std::to_string(p.good_probes) + " probes");
+        switch_path(peer, 0, p.epoch + 1, "failback: the primary answered " + std::to_string(p.good_probes) + " probes",
+                    true);
         return;
     }
     p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);

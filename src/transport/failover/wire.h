@@ -48,7 +48,7 @@ constexpr uint32_t kEnvelopeMagic = 0x76656e76; // "venv"
 enum class ControlType : uint32_t {
     kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver
     kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven);
-                    // `nonce` kResumeWantsAnswer: the sender still waits for the receiver's RESUME
+                    // `nonce` bits: kResumeWantsAnswer, kResumeFailback
     kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path;
                     // `count` 1: also asks whether message `epoch` (prober to replier) completed there
     kProbeReply = 4, // `path` as in the probe; `upto`: ms since the replier last received anything from the
@@ -78,7 +78,8 @@ struct Control {
 };
 constexpr uint32_t kControlMagic = 0x7663746c; // "vctl"
 constexpr uint32_t kNeverReceived = 0xffffffffu;
-constexpr uint64_t kResumeWantsAnswer = 1;
+constexpr uint64_t kResumeWantsAnswer = 1; // the sender still waits for the receiver's RESUME
+constexpr uint64_t kResumeFailback = 2;    // a voluntary move back to the primary: the path left still works
 constexpr size_t kControlHeader = offsetof(Control, ids);
 
 } // namespace failover
