@@ -912,7 +912,8 @@ void FailoverTransport::send_resume(int peer) {
     c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0);
     p.resume_sent_epoch = p.epoch;
     VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
-              "arrived%s)", rank_, peer, c.epoch, p.active, n, c.upto, c.nonce ? ", answer wanted" : "");
+              "arrived%s%s)", rank_, peer, c.epoch, p.active, n, c.upto,
+              (c.nonce & kResumeWantsAnswer) != 0 ? ", answer wanted" : "", p.switch_failback ? ", failback" : "");
     send_control(peer, p.active, c, kControlHeader + n * sizeof(ResumePoint));
 }
 
@@ -1127,7 +1128,8 @@ void FailoverTransport::close_stuck_drains(int peer, uint64_t now) {
         }
     }
     for (int path = 0; path < kPaths; ++path) {
-        if (stuck[path] == 0) continue;
+        // Closed already (its requests end at the next poll; or they are UCX's own, see close_endpoint): once.
+        if (stuck[path] == 0 || paths_[path]->peer_status(peer) != vcclSuccess) continue;
         VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: closing path %d (%s): %zu receive(s) left there at the switch "
                   "have not ended for %.1f ms", rank_, peer, path, device(path), stuck[path], double(longest) / 1e6);
         reset_connections(peer, path);
