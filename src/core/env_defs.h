@@ -48,7 +48,8 @@ VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
 VCCL_ENV_DEF(kFailback, "VCCL_FAILBACK", Bool, "1",
              "Return to the primary path once it works again (VCCL_FAILBACK_INTERVAL_MS); 0: stay on the backup "
              "until the backup fails, like Linux bonding's primary_reselect=failure (no second interruption, and "
-             "no move back onto a primary that fails again)")
+             "no move back onto a primary that fails again); the lower rank of each pair decides, so set it alike on "
+             "every rank")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
