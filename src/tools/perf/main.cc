@@ -360,8 +360,7 @@ int run(int argc, char** argv, int rank, int nranks) {
             if (paused && !on) die("--baseline telemetry-paused", "telemetry is off (VCCL_TELEMETRY=0): nothing to pause");
             printf("# %s baseline: out-of-place time (telemetry %s%s) and baseline time (%s) are the "
                    "medians of %d alternating rounds of %d operations each\n#\n",
-                   paused ? "telemetry-paused" : self ? "self" : "telemetry-off",
-                   on ? "on" : "OFF", on || self ? "" : ": VCCL_TELEMETRY=0, a control run",
+                   baseline_name(o.baseline), on ? "on" : "OFF", on || self ? "" : ": VCCL_TELEMETRY=0, a control run",
                    paused ? "the same communicator, recording paused"
                           : self ? "the same communicator, unchanged: an A/A control" : "off",
                    kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));

@@ -122,6 +122,18 @@ const char* op_name(vcclRedOp_t op) {
     return "?";
 }
 
+const char* baseline_name(Baseline b) {
+    switch (b) {
+    case Baseline::Mpi: return "mpi";
+    case Baseline::Nccl: return "nccl";
+    case Baseline::TelemetryOff: return "telemetry-off";
+    case Baseline::TelemetryPaused: return "telemetry-paused";
+    case Baseline::Self: return "self";
+    case Baseline::None: break;
+    }
+    return "none";
+}
+
 size_t type_size(vcclDataType_t type) {
     switch (type) {
     case vcclInt8: case vcclUint8: return 1;

@@ -80,6 +80,7 @@ void print_usage(FILE* out);
 const char* coll_name(Coll coll);
 const char* type_name(vcclDataType_t type);
 const char* op_name(vcclRedOp_t op);
+const char* baseline_name(Baseline b); // as --baseline takes it ("none" for None)
 size_t type_size(vcclDataType_t type);
 bool coll_has_op(Coll coll);
 bool coll_has_root(Coll coll);

@@ -14,18 +14,6 @@ const char* kAverageNames[] = {"rank 0", "mean", "min", "max"};
 
 const char* memory_name(Memory m) { return m == Memory::Host ? "host" : "cuda"; }
 const char* bootstrap_name(Bootstrap b) { return b == Bootstrap::Mpi ? "mpi" : "tcp"; }
-const char* baseline_name(Baseline b) {
-    switch (b) {
-    case Baseline::Mpi: return "mpi";
-    case Baseline::Nccl: return "nccl";
-    case Baseline::TelemetryOff: return "telemetry-off";
-    case Baseline::TelemetryPaused: return "telemetry-paused";
-    case Baseline::Self: return "self";
-    case Baseline::None: break;
-    }
-    return "none";
-}
-
 const char* ratio_label(Baseline b) {
     return b == Baseline::Mpi ? "v/mpi" : b == Baseline::Nccl ? "v/nccl" : b == Baseline::Self ? "a/a" : "on/off";
 }
