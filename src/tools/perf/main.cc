@@ -104,19 +104,37 @@ void sync_stream(void* stream) {
 
 /* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back, then wait for
  * the stream (device buffers). *call_s (if given): seconds per operation the thread spent in the calls,
- * before the final wait. */
+ * before the final wait. `cpu` (if given) adds the timed interval's processor time. */
 double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
-                 int nranks, void* stream, double* call_s = nullptr) {
+                 int nranks, void* stream, double* call_s = nullptr, CpuMeter* cpu = nullptr) {
     const char* what = coll_name(o.coll);
     for (int i = 0; i < o.warmup; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
     sync_stream(stream);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (cpu != nullptr) cpu->start();
     double t0 = MPI_Wtime();
     for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
     if (call_s != nullptr) *call_s = (MPI_Wtime() - t0) / o.iters;
     sync_stream(stream);
-    return (MPI_Wtime() - t0) / o.iters;
+    double t = (MPI_Wtime() - t0) / o.iters;
+    if (cpu != nullptr) cpu->stop();
+    return t;
 }
+
+} // namespace
+
+CpuUse mean_over_ranks(const CpuUse& local, MPI_Comm comm) {
+    int nranks = 1;
+    MPI_Comm_size(comm, &nranks);
+    double in[2] = {local.process_pct, local.others_pct}, sum[2] = {0, 0};
+    check_mpi(MPI_Allreduce(in, sum, 2, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce");
+    CpuUse u;
+    u.process_pct = sum[0] / nranks;
+    u.others_pct = sum[1] / nranks;
+    return u;
+}
+
+namespace {
 
 /* The rank among the processes of its node, for the choice of GPU. */
 int local_rank() {
@@ -188,15 +206,18 @@ void run_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, i
 }
 
 double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb, int rank, int nranks,
-                     void* stream) {
+                     void* stream, CpuMeter* cpu = nullptr) {
     PausedTelemetry paused(o);
     for (int i = 0; i < o.warmup; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
     sync_stream(stream);
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+    if (cpu != nullptr) cpu->start();
     double t0 = MPI_Wtime();
     for (int i = 0; i < o.iters; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
     sync_stream(stream);
-    return (MPI_Wtime() - t0) / o.iters;
+    double t = (MPI_Wtime() - t0) / o.iters;
+    if (cpu != nullptr) cpu->stop();
+    return t;
 }
 
 /* --baseline telemetry-off: telemetry's cost is a few percent at most, well inside the drift of one timed
@@ -206,7 +227,8 @@ double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb
 constexpr int kTelemetryRounds = 9;
 
 void time_telemetry_pair(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
-                         int nranks, void* stream, double* on_us, double* off_us) {
+                         int nranks, void* stream, double* on_us, double* off_us, CpuMeter* on_cpu,
+                         CpuMeter* off_cpu) {
     Options round = o;
     round.iters = std::max(1, o.iters / kTelemetryRounds);
     std::vector<double> on, off;
@@ -214,8 +236,8 @@ void time_telemetry_pair(const Options& o, const Shape& shape, const CallBuffers
         round.warmup = r == 0 ? o.warmup : 0;
         for (int side = 0; side < 2; ++side) {
             bool telemetry_on = (side == 0) == (r % 2 == 0);
-            double t = telemetry_on ? time_vccl(round, shape, cb, comm, rank, nranks, stream)
-                                    : time_baseline(round, shape, cb, rank, nranks, stream);
+            double t = telemetry_on ? time_vccl(round, shape, cb, comm, rank, nranks, stream, nullptr, on_cpu)
+                                    : time_baseline(round, shape, cb, rank, nranks, stream, off_cpu);
             (telemetry_on ? on : off).push_back(aggregate_time(t * 1e6, o.average, MPI_COMM_WORLD));
         }
     }
@@ -378,19 +400,23 @@ int run(int argc, char** argv, int rank, int nranks) {
             Row row;
             row.shape = shape;
             double telemetry_off_us = 0; // the paired baseline time (telemetry-off), measured with out-of-place
+            CpuMeter paired_cpu;         // and its processor time
             for (int place = 0; place < 2; ++place) {
                 bool in_place = place == 1;
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
                 double t = 0, call_us = -1;
+                CpuMeter cpu;
                 if (compare_telemetry && !in_place) {
-                    time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us);
+                    time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us, &cpu,
+                                        &paired_cpu);
                 } else {
                     double call_s = 0;
-                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream, &call_s) * 1e6, o.average,
-                                       MPI_COMM_WORLD);
+                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream, &call_s, &cpu) * 1e6,
+                                       o.average, MPI_COMM_WORLD);
                     call_us = aggregate_time(call_s * 1e6, 3, MPI_COMM_WORLD); // the largest rank's
                 }
+                CpuUse cpu_use = mean_over_ranks(cpu.use(), MPI_COMM_WORLD);
                 long long wrong = -1;
                 if (o.check) { // a fresh, verified run after the timed ones
                     fill_or_die(buf, o, shape, rank, nranks, in_place);
@@ -401,15 +427,19 @@ int run(int argc, char** argv, int rank, int nranks) {
                 Measure& m = in_place ? row.in_place : row.out_of_place;
                 m = make_measure(o.coll, shape, t, wrong, nranks);
                 m.call_us = call_us;
+                m.cpu = cpu_use;
             }
             row.has_mpi = baseline;
             row.mpi_supported = baseline && unsupported == nullptr;
             if (row.mpi_supported) {
                 CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
                 if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
-                double t = compare_telemetry ? telemetry_off_us
-                                             : aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream) * 1e6,
-                                                              o.average, MPI_COMM_WORLD);
+                CpuMeter cpu;
+                double t = compare_telemetry
+                               ? telemetry_off_us
+                               : aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream, &cpu) * 1e6,
+                                                o.average, MPI_COMM_WORLD);
+                CpuUse cpu_use = mean_over_ranks(compare_telemetry ? paired_cpu.use() : cpu.use(), MPI_COMM_WORLD);
                 long long wrong = -1;
                 if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
                     fill_or_die(buf, o, shape, rank, nranks, false);
@@ -420,6 +450,7 @@ int run(int argc, char** argv, int rank, int nranks) {
                     mpi_wrong += wrong;
                 }
                 row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
+                row.mpi.cpu = cpu_use;
             }
             if (o.gemm_n > 0) {
                 measure_gemm(o, shape, call_buffers(o.coll, buf, shape, rank, false), comm, rank, nranks, stream,

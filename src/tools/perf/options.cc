@@ -92,6 +92,7 @@ int finish_soak_options(int argc, char** argv, bool verbose, bool max_given, Opt
     if (o->memory != Memory::Host) return usage("runs on host memory only (-m host)");
     if (o->baseline != Baseline::None) return usage("has no baseline");
     if (o->gemm_n > 0) return usage("has no --concurrent-gemm");
+    if (o->cpu) return usage("has no --cpu");
     if (o->bootstrap != Bootstrap::Mpi) return usage("creates its communicators with vcclCommInitMPI only");
     if (!max_given) o->max_bytes = size_t(1) << 20;
     if (o->max_bytes < 8) return usage("the largest size (-e) must be at least 8 bytes");
@@ -179,18 +180,22 @@ void print_usage(FILE* out) {
             "  -J, --output_file FILE   also write the results as JSON to FILE (rank 0)\n"
             "      --bootstrap mpi|tcp  create the communicator with vcclCommInitMPI (default) or with a\n"
             "                           unique id from rank 0 (vcclGetUniqueId, MPI_Bcast, vcclCommInitRank)\n"
-            "      --baseline mpi|nccl|telemetry-off|telemetry-paused\n"
+            "      --baseline mpi|nccl|telemetry-off|telemetry-paused|self\n"
             "                           also run the collective through MPI (host buffers), the system's NCCL\n"
             "                           (device buffers, same stream), a second vccl communicator with\n"
-            "                           telemetry off (the first one then has it on), or the same communicator\n"
-            "                           with its telemetry recording paused, on the same buffers, and print\n"
-            "                           its time, bus bandwidth and the ratio vccl/baseline\n"
+            "                           telemetry off (the first one then has it on), the same communicator\n"
+            "                           with its telemetry recording paused, or the same one unchanged (an A/A\n"
+            "                           control), on the same buffers, and print its time, bus bandwidth and\n"
+            "                           the ratio vccl/baseline\n"
             "      --nccl-lib PATH      NCCL library for --baseline nccl (default libnccl.so.2)\n"
             "      --concurrent-gemm[=N]\n"
             "                           (-m cuda) after each size, run an N x N x N bf16 GEMM (cuBLAS, default\n"
             "                           N 8192) on a stream of its own, alone and then while -n operations of\n"
             "                           the collective run (and the NCCL baseline's, with --baseline nccl), and\n"
             "                           print the GEMM's TFLOP/s during the transfer against alone\n"
+            "      --cpu                the processor use of the timed operations, percent of one core, mean\n"
+            "                           over ranks: the whole process and its threads other than the calling\n"
+            "                           one (the library's and runtime's own threads); also for the baseline\n"
             "\n"
             "Soak mode (COLLECTIVE optional: all of them by default, or 'all', or one name):\n"
             "      --soak SECONDS       run random collectives, datatypes, ops, roots and sizes (0, 1, odd, up to\n"
@@ -209,7 +214,7 @@ void print_usage(FILE* out) {
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
     enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc };
+           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -235,6 +240,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"max-fd-growth", required_argument, nullptr, kOptMaxFd},
         {"progress", required_argument, nullptr, kOptProgress},
         {"concurrent-gemm", optional_argument, nullptr, kOptGemm},
+        {"cpu", no_argument, nullptr, kOptCpu},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
@@ -375,6 +381,9 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             if (optarg == nullptr) o.gemm_n = 8192;
             else if (!parse_int(optarg, 64, 32768, &v)) return fail("GEMM size (--concurrent-gemm=N, 64..32768)", optarg);
             else o.gemm_n = int(v);
+            break;
+        case kOptCpu:
+            o.cpu = true;
             break;
         case 'h':
             if (verbose) print_usage(stdout);

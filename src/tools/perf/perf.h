@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "vccl.h"
+#include "tools/perf/cpu_use.h"
 
 namespace vperf {
 
@@ -70,6 +71,7 @@ struct Options {
     int soak_progress = 60;           // --progress SECONDS between progress lines (0: none)
     int gemm_n = 0;                   // --concurrent-gemm[=N]: N x N x N bf16 GEMM beside the transfer; 0: off
     DeviceAlloc device_alloc = DeviceAlloc::Cuda; // --alloc
+    bool cpu = false;                 // --cpu: print processor use columns (the JSON has them always)
 };
 
 /* Parses argv. Returns -1 when the run should go on, else an exit code (help printed: 0; error: 2).
@@ -195,6 +197,11 @@ void gemm_finalize();
 /* The --soak run (collective over MPI_COMM_WORLD); returns the exit code, the same on every rank. */
 int run_soak(const Options& opts, int rank, int nranks);
 
+/* ---- cpu_use.h (CpuUse, CpuMeter), and here: ---- */
+
+/* Mean over the ranks of comm (collective over comm; main.cc). */
+CpuUse mean_over_ranks(const CpuUse& local, MPI_Comm comm);
+
 /* ---- report.cc ---- */
 
 struct Measure {
@@ -204,6 +211,7 @@ struct Measure {
     long long wrong = -1; // summed over ranks; -1 when not checked
     double call_us = -1;  // time the calling thread spent inside the vccl calls per operation, largest rank
                           // (-1: not measured); with device buffers well below time_us
+    CpuUse cpu;           // over the timed operations, mean over ranks
 };
 
 struct Row {

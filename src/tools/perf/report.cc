@@ -41,6 +41,8 @@ void json_measure(FILE* f, const Measure& m) {
     if (m.wrong < 0) fprintf(f, "null");
     else fprintf(f, "%lld", m.wrong);
     if (m.call_us >= 0) fprintf(f, ", \"call_us\": %.3f", m.call_us);
+    if (m.cpu.process_pct >= 0)
+        fprintf(f, ", \"cpu_pct\": %.2f, \"other_threads_cpu_pct\": %.2f", m.cpu.process_pct, m.cpu.others_pct);
     fputc('}', f);
 }
 
@@ -54,6 +56,12 @@ void json_string(FILE* f, const char* s) {
         else fputc(c, f);
     }
     fputc('"', f);
+}
+
+/* --cpu columns: the process's and the other threads' processor use, percent of one core. */
+void print_cpu(FILE* out, const CpuUse& u) {
+    if (u.process_pct < 0) fprintf(out, "  %6s  %6s", "n/a", "n/a");
+    else fprintf(out, "  %6.1f  %6.1f", u.process_pct, u.others_pct);
 }
 
 std::string centered(const char* text, size_t width) {
@@ -108,15 +116,24 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
     fprintf(out, "#\n");
     bool mpi = o.baseline != Baseline::None;
     char banner[256];
-    snprintf(banner, sizeof(banner), "# %50s%s%s%s", "", centered("out-of-place", 33).c_str(),
-             centered("in-place", 33).c_str(), mpi ? centered((std::string(baseline_name(o.baseline)) + " (out-of-place)").c_str(), 25).c_str() : "");
+    std::string cpu_banner;
+    if (o.cpu) {
+        cpu_banner = " " + centered("cpu, vccl", 15);
+        if (mpi) cpu_banner += " " + centered("cpu, baseline", 15);
+    }
+    snprintf(banner, sizeof(banner), "# %50s%s%s%s%s", "", centered("out-of-place", 33).c_str(),
+             centered("in-place", 33).c_str(), mpi ? centered((std::string(baseline_name(o.baseline)) + " (out-of-place)").c_str(), 25).c_str() : "",
+             cpu_banner.c_str());
     fprintf(out, "%s\n", banner);
     fprintf(out, "# %10s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
     if (mpi) fprintf(out, "  %7s  %6s  %6s", "time", "busbw", "ratio");
+    int cpu_groups = o.cpu ? (mpi ? 2 : 1) : 0;
+    for (int g = 0; g < cpu_groups; ++g) fprintf(out, "  %6s  %6s", "all", "others");
     fprintf(out, "\n# %10s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "");
     for (int g = 0; g < 2; ++g) fprintf(out, "  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
     if (mpi) fprintf(out, "  %7s  %6s  %6s", "(us)", "(GB/s)", ratio_label(o.baseline));
+    for (int g = 0; g < cpu_groups; ++g) fprintf(out, "  %6s  %6s", "(%)", "(%)");
     fprintf(out, "\n");
     fflush(out);
 }
@@ -138,6 +155,10 @@ void print_row(FILE* out, const Options& o, const Row& row) {
                 fprintf(out, "  %7s  %6.2f  %6s", t, row.mpi.busbw, "n/a");
             }
         }
+    }
+    if (o.cpu) {
+        print_cpu(out, row.out_of_place.cpu);
+        if (row.has_mpi) print_cpu(out, row.mpi_supported ? row.mpi.cpu : CpuUse());
     }
     fprintf(out, "\n");
     if (row.gemm_solo >= 0) {
