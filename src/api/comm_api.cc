@@ -153,6 +153,14 @@ vcclResult_t pause_telemetry(vcclComm_t comm, int paused) {
     return vcclSuccess;
 }
 
+vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "staging_skip_sequence"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    if (!comm->staged_queue) return set_last_error(vcclInvalidUsage, "staging_skip_sequence: no staged queue yet");
+    comm->staged_queue->test_skip_sequence(n);
+    return vcclSuccess;
+}
+
 long long direct_sends(vcclComm_t comm) {
     if (check_comm(comm, "direct_sends") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);

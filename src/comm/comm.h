@@ -88,6 +88,9 @@ namespace testing {
 /* Measurement hook (vccl-perf --baseline telemetry-paused; exported by libvccl.map): pauses (paused != 0) or
  * resumes the recording of comm's transfers (Transport::pause_telemetry); vcclInvalidUsage with telemetry off. */
 VCCL_INTERNAL_API vcclResult_t pause_telemetry(vcclComm_t comm, int paused);
+/* Test hook (tests/gpu; exported by libvccl.map): once comm's staged queue is idle, moves its part numbering on
+ * by n (StagedQueue::test_skip_sequence); vcclInvalidUsage before the queue exists. */
+VCCL_INTERNAL_API vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n);
 } // namespace testing
 
 } // namespace vccl

@@ -140,15 +140,26 @@ public:
             }
         }
         // The slot is free again once DONE reaches the last part and its RELEASED event has fired (slot_busy;
-        // the slot's fields are the calling thread's only).
+        // the slot's fields are the calling thread's only). RELEASED is recorded after a failed output copy
+        // too: the copies enqueued before it may still read the slot.
         slot->last_seq = next_seq_;
+        slot->waiting = true;
         slot->recorded = false;
-        if (status == vcclSuccess) {
-            cudaError_t err = cudaEventRecord(slot->released, stream);
-            if (err != cudaSuccess) {
-                status = cuda_fail("cudaEventRecord (staging RELEASED)", err);
-            } else {
-                slot->recorded = true;
+        slot->last_use = ++uses_;
+        cudaError_t err = cudaEventRecord(slot->released, stream);
+        if (err == cudaSuccess) {
+            slot->recorded = true;
+        } else {
+            if (status == vcclSuccess) status = cuda_fail("cudaEventRecord (staging RELEASED)", err);
+            else cudaGetLastError();
+            // Nothing tells when the stream is done with the slot: it leaves the pool, its memory kept.
+            VCCL_WARN(kLogDevice, "staging: %zu bytes of pinned memory set aside (cannot tell when the stream is "
+                      "done with them)", slot->bytes);
+            for (size_t i = 0; i < pool_.size(); ++i) {
+                if (&pool_[i] == slot) {
+                    pool_.erase(pool_.begin() + long(i));
+                    break;
+                }
             }
         }
         return status;
@@ -178,13 +189,23 @@ public:
         thread_.join();
     }
 
+    void test_skip_sequence(uint32_t n) override {
+        // As between any two submits, every slot is looked at before the numbers move on.
+        wait_idle();
+        for (Slot& slot : pool_) slot_busy(slot);
+        next_seq_ += n;
+        __atomic_store_n(done_, next_seq_, __ATOMIC_RELEASE);
+    }
+
 private:
     struct Slot {
         char* host = nullptr;
         size_t bytes = 0;
         cudaEvent_t released = nullptr; // recorded after the last output copy of the slot's job
-        bool recorded = false;
-        uint32_t last_seq = 0;           // the last job that used it (DONE must reach it too)
+        bool recorded = false;           // RELEASED not yet seen to have fired
+        bool waiting = false;            // DONE not yet seen to reach last_seq
+        uint32_t last_seq = 0;           // the last part of the last job that used it
+        uint64_t last_use = 0;           // when that job was submitted (uses_), for the most recently used
         size_t used = 0;                 // that job's size class (counts against the pool limit while busy)
     };
     struct Queued {
@@ -194,12 +215,20 @@ private:
         std::function<vcclResult_t(char*)> work;
     };
 
+    /* Whether the slot's last job may still use it. What has been seen to end is forgotten: sequence numbers
+     * wrap, and a slot left unused for 2^31 parts would otherwise compare as not yet reached. Every slot is
+     * looked at by each take_slot, far more often than that. */
     bool slot_busy(Slot& s) {
-        if (s.last_seq != 0 && !reached(*done_, s.last_seq)) return true;
-        if (!s.recorded) return false;
-        cudaError_t q = cudaEventQuery(s.released);
-        if (q == cudaErrorNotReady) return true;
-        if (q != cudaSuccess) cudaGetLastError();
+        if (s.waiting) {
+            if (!reached(*done_, s.last_seq)) return true;
+            s.waiting = false;
+        }
+        if (s.recorded) {
+            cudaError_t q = cudaEventQuery(s.released);
+            if (q == cudaErrorNotReady) return true;
+            if (q != cudaSuccess) cudaGetLastError();
+            s.recorded = false;
+        }
         return false;
     }
 
@@ -228,7 +257,7 @@ private:
                 // likely still in the CPU's cache for the host part.
                 if (s.bytes < bytes || s.bytes > 4 * bytes) continue;
                 if (best == nullptr || s.bytes < best->bytes ||
-                    (s.bytes == best->bytes && reached(s.last_seq, best->last_seq)))
+                    (s.bytes == best->bytes && s.last_use > best->last_use))
                     best = &s;
             }
             if (best != nullptr) {
@@ -237,14 +266,17 @@ private:
                 return vcclSuccess;
             }
             if (in_flight + bytes <= pool_limit_ || in_flight == 0) {
-                // Kept slots of sizes no longer used are given back only when they exceed twice the limit.
+                // Kept slots of sizes no longer used are given back only when they exceed twice the limit, by
+                // another thread: cudaFreeHost may wait for the device, and this thread must not.
+                std::vector<char*> unused;
                 for (size_t i = pool_.size(); i-- > 0 && total + bytes > 2 * pool_limit_;) {
                     if (slot_busy(pool_[i])) continue;
                     total -= pool_[i].bytes;
-                    cudaFreeHost(pool_[i].host);
-                    cudaEventDestroy(pool_[i].released);
+                    unused.push_back(pool_[i].host);
+                    cudaEventDestroy(pool_[i].released); // does not wait; the event has fired
                     pool_.erase(pool_.begin() + long(i));
                 }
+                if (!unused.empty()) free_pinned_elsewhere(std::move(unused), device);
                 break;
             }
             if (aborted_->load()) return set_last_error(vcclInvalidUsage, "communicator aborted while waiting for staging memory");
@@ -272,6 +304,14 @@ private:
         return vcclSuccess;
     }
 
+    static void free_pinned_elsewhere(std::vector<char*> blocks, int device) {
+        std::thread([blocks, device] {
+            cudaSetDevice(device);
+            for (char* b : blocks) cudaFreeHost(b);
+            cudaGetLastError();
+        }).detach();
+    }
+
     vcclResult_t take_event(cudaEvent_t* out) {
         {
             std::lock_guard<std::mutex> lock(mutex_);
@@ -290,7 +330,9 @@ private:
         free_events_.push_back(ev);
     }
 
-    /* Polls until the job's inputs are in pinned memory; false when it should be skipped instead. */
+    /* Polls until the job's inputs are in pinned memory; false when it should be skipped instead. A failed
+     * query (the device or the stream failed before the inputs were copied) is reported as the
+     * communicator's error and the part skipped: running it would hand the peers whatever the slot held. */
     bool wait_ready(cudaEvent_t ready) {
         int idle_rounds = 0;
         for (;;) {
@@ -299,7 +341,14 @@ private:
             if (q == cudaSuccess) return true;
             if (q != cudaErrorNotReady) {
                 cudaGetLastError();
-                return true; // a failed stream: the host part runs (peers expect it) on whatever is there
+                failed_ = true;
+                if (on_failure_) {
+                    on_failure_(vcclUnhandledCudaError,
+                                std::string("staging: the stream of a device operation failed before its inputs "
+                                            "reached pinned memory (cudaEventQuery: ") +
+                                    cudaGetErrorString(q) + "); it and the operations after it did not run");
+                }
+                return false;
             }
             // Spin briefly (small transfers), then sleep: a stream may be busy for a long time.
             if (++idle_rounds < 200) {
@@ -348,6 +397,7 @@ private:
     volatile uint32_t* done_ = nullptr;
     CUdeviceptr done_device_ = 0;
     uint32_t next_seq_ = 0;   // last submitted (calling thread)
+    uint64_t uses_ = 0;       // jobs submitted (calling thread)
     std::deque<Slot> pool_;   // calling thread only; a deque keeps Slot addresses stable
     bool failed_ = false;     // proxy thread only
 

@@ -82,6 +82,9 @@ public:
      * their DONE so no stream stays blocked (their outputs are not valid), and joins the proxy thread. Pinned
      * memory a stream may still read stays allocated (logged). */
     virtual void stop(int64_t wait_ms) = 0;
+    /* Test hook (calling thread): waits until idle, then moves the part numbering on by n, as if n parts had
+     * run (wraparound tests). */
+    virtual void test_skip_sequence(uint32_t n) = 0;
 };
 
 } // namespace vccl

@@ -52,6 +52,7 @@ vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 void allow_ll_on_shared_gpu(int allow);                 // likewise
 vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
 long long direct_sends(vcclComm_t comm);                // likewise
+vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n); // likewise
 }
 namespace env {
 void reload(); // libvccl's: re-reads VCCL_* variables (exported for tests)
@@ -1924,6 +1925,96 @@ TEST(GpuAsync, SendRecvPiecesMatchHostBuffers) {
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
     vcclCommDestroy(comm);
+}
+
+/* The staged queue's parts are numbered with 32 bits, and a pinned slot remembered the number of its last
+ * part. A slot then left unused while the numbers moved on by 2^31 compared as "not yet reached" and looked
+ * busy for good: with the pool full of such slots, the next call waited for pinned memory forever (found in
+ * review; about 30 hours of small staged operations). Here two slots are made behind a blocked stream (they
+ * fill the 512 KiB pool), one is used again, the numbering is moved on by 2^31 + 1000 (test hook, as if that
+ * many parts had run), and further calls must complete with right results. A watchdog aborts the
+ * communicator after 20 s, so the old behaviour fails the test instead of hanging it. Staged path only. */
+TEST(GpuAsync, StagingSlotsSurviveSequenceWraparound) {
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct == nullptr || strcmp(direct, "0") != 0)
+        GTEST_SKIP() << "the staged queue is tested with VCCL_P2P_DIRECT=0 (np2_shared_gpu_staged.sh)";
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_POOL_BYTES", "512K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank(), n = world_size();
+    const size_t elems = 48 * 1024; // 192 KiB: a 256 KiB slot; two of them fill the pool
+    Stream s;
+    Gate gate;
+    DevBuf a(elems * 4), b(elems * 4), out_a(elems * 4), out_b(elems * 4);
+    ASSERT_ALL_RANKS(gate.dev != nullptr && a.base != nullptr && b.base != nullptr && out_a.base != nullptr &&
+                     out_b.base != nullptr);
+    auto seed = [](int call, int r) { return uint32_t(1000 * call + r + 1); };
+    auto allreduce = [&](int call, DevBuf& in, DevBuf& out) -> std::string {
+        cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(in.ptr()), elems, seed(call, rank), 0, s.s);
+        if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+        vcclResult_t r = vcclAllReduce(in.ptr(), out.ptr(), elems, vcclUint32, vcclSum, comm, s.s);
+        if (r != vcclSuccess) {
+            return "call " + std::to_string(call) + ": " + result_str(r) + ": " + vcclGetLastError(comm);
+        }
+        return "";
+    };
+    auto check = [&](int call, DevBuf& out) -> std::string {
+        std::vector<char> got = out.download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t want = 0;
+            for (int r = 0; r < n; ++r) want += vt_pattern(i, seed(call, r));
+            if (g[i] != want) return "call " + std::to_string(call) + " element " + std::to_string(i) + " is wrong";
+        }
+        return "";
+    };
+    auto sync = [&](const char* when) -> std::string {
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        return ce == cudaSuccess ? "" : std::string(when) + ": stream: " + cuda_str(ce);
+    };
+    // Two slots: calls 1 and 2 in flight together behind the gate.
+    std::string why = calls_behind_blocked_stream(&gate, s.s, 10000, [&] {
+        std::string w = allreduce(1, a, out_a);
+        return w.empty() ? allreduce(2, b, out_b) : w;
+    });
+    if (why.empty()) why = check(1, out_a);
+    if (why.empty()) why = check(2, out_b);
+    // One of them used again (the queue sees both free), the other left alone; then the numbering jumps.
+    if (why.empty()) why = allreduce(3, a, out_a);
+    if (why.empty()) why = sync("call 3");
+    if (why.empty()) why = check(3, out_a);
+    if (why.empty() && vccl::testing::staging_skip_sequence(comm, 0x80000000u + 1000u) != vcclSuccess) {
+        why = std::string("staging_skip_sequence: ") + vcclGetLastError(comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::atomic<bool> aborted{false};
+    std::thread watchdog([&] {
+        std::unique_lock<std::mutex> lock(m);
+        if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return finished; })) {
+            aborted = true;
+            vcclCommAbort(comm);
+        }
+    });
+    for (int call = 4; call <= 7 && why.empty(); ++call) {
+        why = allreduce(call, call % 2 ? b : a, call % 2 ? out_b : out_a);
+        if (why.empty()) why = sync("after the jump");
+        if (why.empty()) why = check(call, call % 2 ? out_b : out_a);
+    }
+    {
+        std::lock_guard<std::mutex> lock(m);
+        finished = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    if (aborted) why = "calls after the sequence jump waited for pinned memory for 20 s (aborted): " + why;
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    if (!aborted) vcclCommDestroy(comm);
 }
 
 /* vcclCommAbort with device work queued behind a blocked stream returns at once on every rank, and the
