@@ -161,6 +161,7 @@ struct PeerState {
     bool awaiting_resume = false;
     uint32_t resume_sent_epoch = 0; // our last RESUME was for this epoch
     uint64_t resume_resent_ns = 0;  // our RESUME was last sent again then (awaiting the peer's)
+    uint32_t resume_sends = 0;      // RESUMEs sent since the switch, while awaiting the peer's
     uint64_t switch_started_ns = 0;
     std::string switch_cause;
     bool switch_failback = false;   // the last switch was a failback (its RESUMEs say so)
@@ -248,7 +249,8 @@ public:
             const PeerState& p = *pp;
             if (!p.failover || p.failed != vcclSuccess) continue;
             if (!p.out.empty() || !p.in.empty() || !p.posted.empty() || !p.unexpected.empty() || !p.slot_drain.empty() ||
-                !p.ack_done.empty() || p.ack_upto_dirty || p.awaiting_resume || p.active != 0 || p.path_lost[0] ||
+                !p.ack_done.empty() || p.ack_upto_dirty || p.awaiting_resume || (p.active != 0 && fo_.failback) ||
+                p.path_lost[0] ||
                 p.path_lost[1] || p.stall_since != 0 || p.probe_path >= 0) {
                 return true;
             }
@@ -447,7 +449,12 @@ void FailoverTransport::poll_sends(int peer) {
             record_done(peer, m->path, telemetry::Dir::Send, len, m->post_ns[i], m->ttag, st == vcclSuccess);
             paths_[m->path]->release(r);
             m->reqs[i] = nullptr;
-            if (st != vcclSuccess) path_lost(peer, m->path, std::string("poll_sends: ") + last_error_message());
+            // A send left on a path traffic has moved from fails when that path is closed; the path may be
+            // reconnected by now, and its own state (peer_status) tells whether it works. Only the active
+            // path's failures say something about the path in use.
+            if (st != vcclSuccess && m->path == p.active) {
+                path_lost(peer, m->path, std::string("poll_sends: ") + last_error_message());
+            }
         }
     }
 }
@@ -869,6 +876,7 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     }
     // Sender side: nothing new goes out until the peer says where to resume.
     p.awaiting_resume = true;
+    p.resume_sends = 0;
     send_resume(peer);
 }
 
@@ -911,6 +919,7 @@ void FailoverTransport::send_resume(int peer) {
     c.count = n;
     c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0);
     p.resume_sent_epoch = p.epoch;
+    if (p.awaiting_resume) p.resume_sends++;
     VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
               "arrived%s%s)", rank_, peer, c.epoch, p.active, n, c.upto,
               (c.nonce & kResumeWantsAnswer) != 0 ? ", answer wanted" : "", p.switch_failback ? ", failback" : "");
@@ -924,7 +933,9 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
     VCCL_INFO(kLogNet, "failover: rank %d <- %d: RESUME epoch %u for path %d (here: epoch %u, path %d, last applied %u)",
               rank_, peer, c.epoch, path, p.epoch, p.active, p.last_resume_in);
     if (c.epoch < p.epoch) return; // an older switch, overtaken by a newer one
-    bool failback = (c.nonce & kResumeFailback) != 0;
+    // A failback leaves the old path open to drain, unless this side has seen it fail (then it is closed, so
+    // that receives matched there end now, not at close_stuck_drains' timeout).
+    bool failback = (c.nonce & kResumeFailback) != 0 && !p.path_lost[p.active];
     if (c.epoch == p.epoch && path != p.active) {
         // Both sides decided at once, differently: the lower rank's decision stands.
         if (peer > rank_) return;
@@ -1028,6 +1039,8 @@ void FailoverTransport::fail_peer(int peer, const std::string& why) {
             if (r != nullptr) paths_[m->path]->release(r);
             r = nullptr;
         }
+        for (InMsg::Draining& d : m->draining) paths_[d.path]->release(d.req);
+        m->draining.clear();
         if (m->matched) complete_app(m->recv.app, p.failed, p.failed_text);
     }
     p.in.clear();
@@ -1201,7 +1214,18 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
             // acknowledgements are late (queued behind the peer's data), the path works.
             bool peer_receives = !in_silent && p.probe_peer_idle_ms != kNeverReceived &&
                                  uint64_t(p.probe_peer_idle_ms) * 1000000ull < timeout / 2;
-            if (p.awaiting_resume) {
+            if (p.awaiting_resume && p.resume_sends >= 2) {
+                // Said again a timeout ago and still unanswered, while the peer answers on the other path:
+                // the active path is silently dead (a broken standby we moved to, or a primary that failed
+                // again right after a failback). Resending on it forever would stall the pair for as long.
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME sent %u time(s) on path %d, unanswered for %.1f "
+                          "ms, while path %d answers", rank_, peer, p.resume_sends, p.active,
+                          double(now - p.switch_started_ns) / 1e6, other);
+                p.path_lost[p.active] = true;
+                switch_path(peer, other, p.epoch + 1,
+                            "RESUME unanswered on path " + std::to_string(p.active) + " while path " +
+                                std::to_string(other) + " answers");
+            } else if (p.awaiting_resume) {
                 send_resume(peer); // the peer answers on the other path: it may not have our RESUME
                 p.switch_started_ns = now;
             } else if (peer_receives) {
@@ -1415,6 +1439,7 @@ void FailoverTransport::release(TransportRequest* base) {
 vcclResult_t FailoverTransport::close(Deadline deadline) {
     if (closed_) return vcclSuccess;
     closed_ = true;
+    std::vector<std::unique_ptr<EnvelopeSlot>> drained_slots;
     for (int r = 0; r < nranks_; ++r) {
         PeerState& p = (*peers_[size_t(r)]);
         if (!p.failover) continue;
@@ -1426,7 +1451,17 @@ vcclResult_t FailoverTransport::close(Deadline deadline) {
             for (TransportRequest* q : kv.second->reqs) {
                 if (q != nullptr) paths_[kv.second->path]->release(q);
             }
+            for (InMsg::Draining& d : kv.second->draining) paths_[d.path]->release(d.req);
+            kv.second->draining.clear();
         }
+        // Cancelled envelope receives: released, their buffers kept until the paths have closed (UCX may
+        // still write into a receive it had matched).
+        for (auto& d : p.slot_drain) {
+            if (d.second->req != nullptr) paths_[d.second->path]->release(d.second->req);
+            d.second->req = nullptr;
+            drained_slots.push_back(std::move(d.second));
+        }
+        p.slot_drain.clear();
         for (int path = 0; path < kPaths; ++path) {
             for (ControlSlot& s : p.ctrl[path]) {
                 if (s.req != nullptr) paths_[path]->release(s.req);
@@ -1437,6 +1472,8 @@ vcclResult_t FailoverTransport::close(Deadline deadline) {
         p.env_slots.clear();
         p.in.clear();
     }
+    for (auto& c : control_sends_) paths_[c->path]->release(c->req);
+    control_sends_.clear();
     vcclResult_t st = vcclSuccess;
     for (auto& t : paths_) {
         vcclResult_t one = t->close(deadline);

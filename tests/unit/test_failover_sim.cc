@@ -1,0 +1,393 @@
+/*
+ * FailoverTransport over fake paths whose packets can be dropped silently (held and delivered after the
+ * repair, as TCP retransmits) or whose endpoints can fail, two ranks driven from one thread. Scenarios found
+ * by review (2026-11-24), each of which stalled traffic for as long as the fault lasted or left a working
+ * path marked lost:
+ *  - RESUME unanswered on a silently dead active path while the other path answers probes: the RESUME was
+ *    sent again forever instead of switching (no traffic at all once the backup was a dead standby);
+ *  - a failback into a rail that then drops everything: stalled for the whole fault;
+ *  - a send left on a closed path failing after that path was reconnected marked it lost for good.
+ * The transport's private state is read to set up timing and check the outcome, hence the include below.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define private public
+#include "transport/failover/failover_transport.cc"
+#undef private
+
+namespace vccl {
+/* The failover transport's default path factory; these tests give it fake paths instead. */
+vcclResult_t ucx_transport_create(Bootstrap*, const TransportOptions&, std::unique_ptr<Transport>*) {
+    return vcclInternalError;
+}
+} // namespace vccl
+
+namespace {
+
+using namespace vccl;
+
+struct FakePath;
+struct FReq final : TransportRequest {
+    enum { kPending, kDone, kFailed } state = kPending;
+    bool recv = false, upto = false;
+    int peer = -1;
+    uint64_t tag = 0;
+    char* buf = nullptr;
+    size_t bytes = 0, received = 0;
+};
+struct Msg {
+    int from, to, path;
+    uint64_t tag;
+    std::vector<char> data;
+    uint64_t at;
+    FReq* sreq = nullptr; // completes when the message is delivered
+};
+struct Net {
+    bool hole[2][2] = {{false, false}, {false, false}}; // [path][from]
+    std::deque<Msg> wire;
+    FakePath* ends[2][2] = {}; // [rank][path]
+    uint64_t delivered[2] = {0, 0}, dropped[2] = {0, 0};
+    std::deque<Msg> held[2][2];
+    void pump(uint64_t now);
+};
+Net net; // one network per test (reset by Pair)
+
+struct FakePath final : Transport {
+    int rank, path;
+    bool failure = false, stale = false;
+    std::deque<FReq*> posted;
+    std::deque<Msg> unexpected;
+    FakePath(int r, int p) : rank(r), path(p) {}
+    const char* name() const override { return "fake"; }
+    vcclResult_t isend(int peer, uint64_t tag, const void* buf, size_t bytes, MemType, bool,
+                       TransportRequest** out) override {
+        if (failure) return set_last_error(vcclRemoteError, "fake: path %d broken", path);
+        if (stale && !net.hole[path][rank]) { // the peer closed its side: our send draws a reset
+            failure = true;
+            return set_last_error(vcclRemoteError, "fake: reset on path %d", path);
+        }
+        auto* r = new FReq();
+        r->peer = peer;
+        r->state = FReq::kPending; // completes at delivery
+        Msg m{rank, peer, path, tag, std::vector<char>((const char*)buf, (const char*)buf + bytes), now_ns() + 20000, r};
+        net.wire.push_back(std::move(m));
+        *out = r;
+        return vcclSuccess;
+    }
+    vcclResult_t post(int peer, uint64_t tag, void* buf, size_t bytes, bool upto, TransportRequest** out) {
+        if (failure) return set_last_error(vcclRemoteError, "fake: path %d broken", path);
+        auto* r = new FReq();
+        r->recv = true;
+        r->upto = upto;
+        r->peer = peer;
+        r->tag = tag;
+        r->buf = (char*)buf;
+        r->bytes = bytes;
+        for (auto it = unexpected.begin(); it != unexpected.end(); ++it) {
+            if (it->from != peer || it->tag != tag) continue;
+            fill(r, *it);
+            unexpected.erase(it);
+            *out = r;
+            return vcclSuccess;
+        }
+        posted.push_back(r);
+        *out = r;
+        return vcclSuccess;
+    }
+    static void fill(FReq* r, const Msg& m) {
+        if (r->upto ? m.data.size() > r->bytes : m.data.size() != r->bytes) {
+            r->state = FReq::kFailed;
+            return;
+        }
+        memcpy(r->buf, m.data.data(), m.data.size());
+        r->received = m.data.size();
+        r->state = FReq::kDone;
+    }
+    void deliver(Msg& m) {
+        for (auto it = posted.begin(); it != posted.end(); ++it) {
+            if ((*it)->peer != m.from || (*it)->tag != m.tag) continue;
+            fill(*it, m);
+            posted.erase(it);
+            return;
+        }
+        unexpected.push_back(std::move(m));
+    }
+    vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType, TransportRequest** out) override {
+        return post(peer, tag, buf, bytes, false, out);
+    }
+    vcclResult_t irecv_upto(int peer, uint64_t tag, void* buf, size_t bytes, MemType, TransportRequest** out) override {
+        return post(peer, tag, buf, bytes, true, out);
+    }
+    size_t received_bytes(TransportRequest* r) const override { return static_cast<FReq*>(r)->received; }
+    vcclResult_t peer_status(int) override {
+        return failure ? set_last_error(vcclRemoteError, "fake: path %d broken", path) : vcclSuccess;
+    }
+    void cancel(TransportRequest* b) override {
+        auto* r = static_cast<FReq*>(b);
+        for (auto it = posted.begin(); it != posted.end(); ++it) {
+            if (*it == r) {
+                posted.erase(it);
+                r->state = FReq::kFailed;
+                return;
+            }
+        }
+    }
+    void disconnect(int peer) override {
+        failure = true;
+        for (auto& q : net.held[path]) {
+            for (auto& m : q) if (m.sreq) m.sreq->state = FReq::kFailed;
+            q.clear(); // the connection is gone with what it held
+        }
+        FakePath* other = net.ends[peer][path];
+        if (!net.hole[path][rank]) other->failure = true; // FIN reaches it
+        else other->stale = true;
+    }
+    vcclResult_t reconnect(int) override {
+        failure = false;
+        stale = false;
+        return vcclSuccess;
+    }
+    vcclResult_t test(TransportRequest* b) override {
+        auto* r = static_cast<FReq*>(b);
+        if (r->state == FReq::kDone) return vcclSuccess;
+        if (r->state == FReq::kFailed) return set_last_error(vcclRemoteError, "fake: failed");
+        if (failure) return set_last_error(vcclRemoteError, "fake: path %d broken", path);
+        return vcclInProgress;
+    }
+    void progress() override { net.pump(now_ns()); }
+    void release(TransportRequest* b) override {
+        cancel(b);
+        for (auto& m : net.wire) if (m.sreq == b) m.sreq = nullptr;
+        for (auto& q : net.held[path]) for (auto& m : q) if (m.sreq == b) m.sreq = nullptr;
+        delete static_cast<FReq*>(b);
+    }
+    vcclResult_t close(Deadline) override { return vcclSuccess; }
+};
+
+void Net::pump(uint64_t now) {
+    for (int p = 0; p < 2; ++p)
+        for (int f = 0; f < 2; ++f)
+            while (!hole[p][f] && !held[p][f].empty()) {
+                Msg m = std::move(held[p][f].front());
+                held[p][f].pop_front();
+                delivered[p]++;
+                if (m.sreq) m.sreq->state = FReq::kDone;
+                ends[m.to][p]->deliver(m);
+            }
+    while (!wire.empty() && wire.front().at <= now) {
+        Msg m = std::move(wire.front());
+        wire.pop_front();
+        if (hole[m.path][m.from] || !held[m.path][m.from].empty()) { // TCP: held, delivered after the repair
+            held[m.path][m.from].push_back(std::move(m));
+            continue;
+        }
+        delivered[m.path]++;
+        if (m.sreq) m.sreq->state = FReq::kDone;
+        ends[m.to][m.path]->deliver(m);
+    }
+}
+
+
+/* Two ranks exchanging 3 MiB both ways, over and over; `fault(t)` changes the network at time t (seconds). */
+struct Outcome {
+    int iterations = 0, wrong = 0;
+    double longest_stall = 0, last_done = 0;
+    std::string failed;
+};
+
+class Pair {
+public:
+    explicit Pair(bool failback) {
+        net = Net();
+        FailoverOptions fo;
+        fo.failback = failback;
+        fo.peer_timeout_ms = 3000;
+        TransportOptions to;
+        for (int r = 0; r < 2; ++r) {
+            auto p0 = std::make_unique<FakePath>(r, 0);
+            auto p1 = std::make_unique<FakePath>(r, 1);
+            net.ends[r][0] = p0.get();
+            net.ends[r][1] = p1.get();
+            ft[r].reset(new failover::FailoverTransport(std::move(p0), std::move(p1), fo, to, r, 2));
+            ft[r]->start();
+        }
+    }
+    failover::PeerState& state(int rank) { return *ft[rank]->peers_[size_t(1 - rank)]; }
+
+    Outcome run(double seconds, const std::function<void(double)>& fault) {
+        const size_t kBytes = 3u << 20;
+        std::vector<char> sbuf[2], rbuf[2];
+        for (int r = 0; r < 2; ++r) {
+            sbuf[r].resize(kBytes);
+            rbuf[r].resize(kBytes);
+        }
+        Outcome o;
+        uint64_t t0 = now_ns();
+        auto elapsed = [&] { return double(now_ns() - t0) / 1e9; };
+        TransportRequest* reqs[4] = {};
+        auto post = [&]() -> bool {
+            for (int r = 0; r < 2; ++r) {
+                memset(sbuf[r].data(), (o.iterations * 2 + r) & 0xff, kBytes);
+                memset(rbuf[r].data(), 0, kBytes);
+            }
+            for (int r = 0; r < 2; ++r) {
+                if (ft[r]->irecv(1 - r, 7, rbuf[r].data(), kBytes, MemType::Host, &reqs[2 * r]) != vcclSuccess ||
+                    ft[r]->isend(1 - r, 7, sbuf[r].data(), kBytes, MemType::Host, false, &reqs[2 * r + 1]) !=
+                        vcclSuccess) {
+                    o.failed = std::string("post: ") + last_error_message();
+                    return false;
+                }
+            }
+            return true;
+        };
+        if (!post()) return o;
+        while (elapsed() < seconds) {
+            double t = elapsed();
+            fault(t);
+            net.pump(now_ns());
+            ft[0]->progress();
+            ft[1]->progress();
+            bool all = true;
+            for (int i = 0; i < 4; ++i) {
+                vcclResult_t st = ft[i / 2]->test(reqs[i]);
+                if (st == vcclInProgress) {
+                    all = false;
+                } else if (st != vcclSuccess) {
+                    o.failed = "request " + std::to_string(i) + " failed at " + std::to_string(t) + " s: " +
+                               last_error_message();
+                    return o;
+                }
+            }
+            if (!all) continue;
+            for (int r = 0; r < 2; ++r) {
+                if (memcmp(rbuf[r].data(), sbuf[1 - r].data(), kBytes) != 0) o.wrong++;
+            }
+            for (int i = 0; i < 4; ++i) ft[i / 2]->release(reqs[i]);
+            o.longest_stall = std::max(o.longest_stall, t - o.last_done);
+            o.last_done = t;
+            ++o.iterations;
+            if (!post()) return o;
+        }
+        o.longest_stall = std::max(o.longest_stall, elapsed() - o.last_done); // a stall still going on
+        return o;
+    }
+
+    std::unique_ptr<failover::FailoverTransport> ft[2];
+};
+
+/* VCCL_FAILBACK=0, the backup rail silently dead from the start (a broken standby nobody checked); at 1 s
+ * rank 1's primary endpoint fails while rail 0 drops packets for 100 ms. Both ranks move to the dead
+ * backup and must come back to the primary, which works again. Before the fix: no operation completed after
+ * the fault (the RESUME was sent again on the dead path forever). */
+TEST(FailoverSim, UnansweredResumeOnDeadBackupMovesBack) {
+    Pair pair(false);
+    bool on = false, off = false;
+    Outcome o = pair.run(3.0, [&](double t) {
+        net.hole[1][0] = net.hole[1][1] = true;
+        if (!on && t > 1.0) {
+            on = true;
+            net.hole[0][0] = net.hole[0][1] = true;
+            net.ends[1][0]->failure = true;
+        }
+        if (on && !off && t > 1.1) {
+            off = true;
+            net.hole[0][0] = net.hole[0][1] = false;
+        }
+    });
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_GT(o.iterations, 10);
+    EXPECT_LT(o.longest_stall, 1.2) << "traffic stalled (last completion at " << o.last_done << " s)";
+    EXPECT_EQ(pair.state(0).active, 0);
+    EXPECT_EQ(pair.state(1).active, 0);
+}
+
+/* VCCL_FAILBACK=1: the primary's endpoints fail at 1 s, traffic moves to the working backup; when rank 0
+ * fails back, rail 0 starts dropping everything for 2 s. The pair must leave the primary again within about
+ * the failover timeout, not wait for the rail. Before the fix: stalled for the whole 2 s. */
+TEST(FailoverSim, FailbackIntoDeadRailMovesAway) {
+    Pair pair(true);
+    bool on = false, hole = false;
+    double hole_until = 1e9;
+    Outcome o = pair.run(5.0, [&](double t) {
+        if (!on && t > 1.0) {
+            on = true;
+            net.ends[0][0]->failure = net.ends[1][0]->failure = true;
+        }
+        failover::PeerState& p = pair.state(0);
+        if (on && !hole && p.active == 0 && p.epoch >= 2) {
+            hole = true;
+            net.hole[0][0] = net.hole[0][1] = true;
+            hole_until = t + 2.0;
+        }
+        if (hole && t > hole_until && net.hole[0][0]) net.hole[0][0] = net.hole[0][1] = false;
+    });
+    EXPECT_TRUE(hole) << "rank 0 did not fail back within the run";
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_LT(o.longest_stall, 1.2) << "traffic stalled (last completion at " << o.last_done << " s)";
+}
+
+/* VCCL_FAILBACK=0: the primary's endpoints fail at 1 s (traffic moves to path 1 and stays); from 2 s to 3 s
+ * rail 1 drops everything (a silence switch back to path 0 closes path 1), and the reconnect timer is made
+ * due at every health check, so path 1 is reconnected at once. Afterwards no rank may hold a connected path
+ * as lost (before the fix the sends failed by the close marked the reconnected path lost for good, and a
+ * later fault of path 0 had nowhere to go). Then path 0 fails on rank 0 for good: traffic must go on. */
+TEST(FailoverSim, SendsFailedByACloseDoNotMarkTheReconnectedPathLost) {
+    Pair pair(false);
+    bool on = false, checked = false, last = false;
+    bool lost_while_connected = false;
+    std::string lost_text;
+    Outcome o = pair.run(5.0, [&](double t) {
+        if (!on && t > 1.0) {
+            on = true;
+            net.ends[0][0]->failure = net.ends[1][0]->failure = true;
+        }
+        if (t > 2.0 && t < 3.0) {
+            net.hole[1][0] = net.hole[1][1] = true;
+            pair.state(0).next_reconnect_ns = 0;
+            pair.state(1).next_reconnect_ns = 0;
+        } else if (t >= 3.0 && net.hole[1][0]) {
+            net.hole[1][0] = net.hole[1][1] = false;
+        }
+        if (!checked && t > 3.8) {
+            checked = true;
+            for (int r = 0; r < 2; ++r) {
+                for (int path = 0; path < 2; ++path) {
+                    if (pair.state(r).path_lost[path] && !net.ends[r][path]->failure) {
+                        lost_while_connected = true;
+                        lost_text += "rank " + std::to_string(r) + " path " + std::to_string(path) + "; ";
+                    }
+                }
+            }
+        }
+        if (checked && !last && t > 4.0) {
+            last = true;
+            net.ends[0][0]->failure = true;
+            net.hole[0][0] = net.hole[0][1] = true;
+        }
+    });
+    EXPECT_TRUE(checked);
+    EXPECT_FALSE(lost_while_connected) << "connected but marked lost: " << lost_text;
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_LT(o.longest_stall, 1.2) << "traffic stalled (last completion at " << o.last_done << " s)";
+}
+
+} // namespace
