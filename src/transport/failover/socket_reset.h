@@ -1,6 +1,6 @@
 /*
  * Resets this process's TCP connections between two IPv4 addresses, for a failover path that is about to be
- * abandoned (failover_transport.cc, switch_path).
+ * abandoned (failover_recovery.cc, switch_path).
  *
  * Why: two defects of UCX's tcp transport (read in the 1.13.1 source; UCX 1.16 crashed the same way) crashed
  * ranks after a switch. (1) A destroyed endpoint whose connection carries both directions stays alive for

@@ -1,0 +1,518 @@
+/* Failover transport (failover_transport.h): leaving a path (switch_path, RESUME), losing one or a peer, the
+ * periodic health check (silence, probes, reconnects) and failback to the primary. */
+#include "transport/failover/failover_transport.h"
+
+namespace vccl {
+namespace failover {
+
+/* ---- switching ---- */
+
+void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    int old = p.active;
+    p.active = path;
+    p.epoch = epoch;
+    p.switch_started_ns = now_ns();
+    p.switch_cause = cause;
+    p.switch_failback = failback;
+    p.stall_since = 0;
+    p.probe_path = -1;
+    p.good_probes = 0;
+    VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: leaving path %d (%s) for path %d (%s): %s", rank_, peer, old,
+              device(old), path, device(path), cause.c_str());
+    telemetry_path_event(telemetry_, peer, old,
+                         path == 0 ? telemetry::PathState::Standby : telemetry::PathState::Down);
+    telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Up);
+    if (old == 0 && path != 0) {
+        p.primary_lost_ns = now_ns();
+        if (p.hold_shift < kMaxHoldShift) p.hold_shift++;
+    }
+    // Receiver side: every receive moves to the new path.
+    for (auto& kv : p.env_slots) {
+        if (kv.second->req == nullptr) continue;
+        paths_[kv.second->path]->cancel(kv.second->req);
+        p.slot_drain.emplace_back(kv.first, std::move(kv.second));
+    }
+    p.env_slots.clear();
+    // Leaving a failed path: close it, so that receives UCX had already matched there end now instead of
+    // writing into buffers later, or never ending (the peer closed its side, and the rail may drop the news).
+    // Also when only the peer saw the failure. A healthy path left by failback drains by itself.
+    if (!failback) {
+        reset_connections(peer, old);
+        paths_[old]->disconnect(peer);
+        p.path_lost[old] = true;
+    }
+    p.next_post_env = p.next_env_id;
+    post_envelopes(peer);
+    for (auto& kv : p.in) {
+        InMsg* m = kv.second.get();
+        if (!m->matched) continue;
+        uint32_t first = 0;
+        while (first < m->env.nchunks && m->got[first]) ++first;
+        post_chunks(peer, m, first);
+    }
+    // Sender side: nothing new goes out until the peer says where to resume.
+    p.awaiting_resume = true;
+    p.resume_sends = 0;
+    send_resume(peer);
+}
+
+/* Before the endpoint of a failed path is closed: its TCP connections to the peer are shut down first and the
+ * path's transport sees them break (socket_reset.h says why: two UCX tcp defects that crashed the process). */
+void FailoverTransport::reset_connections(int peer, int path) {
+    uint32_t local_ip = 0, peer_ip = 0;
+    uint16_t probe_port = 0;
+    if (!probe_.unique_peer_address(path, peer, &local_ip, &peer_ip, &probe_port)) return;
+    int n = shutdown_tcp_receiving(local_ip, peer_ip, probe_port);
+    if (n == 0) return;
+    Deadline deadline = Deadline::after_ms(20); // one progress call normally suffices
+    int polls = 0;
+    while (paths_[path]->peer_status(peer) == vcclSuccess && !deadline.expired()) {
+        paths_[path]->progress();
+        ++polls;
+    }
+    VCCL_INFO(kLogNet, "failover: rank %d -> %d: shut down %d connection(s) of path %d before closing it (%s after "
+              "%d poll(s))", rank_, peer, n, path,
+              paths_[path]->peer_status(peer) == vcclSuccess ? "not yet seen broken" : "seen broken", polls);
+}
+
+void FailoverTransport::send_resume(int peer) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    Control c;
+    memset(&c, 0, kControlHeader);
+    c.type = uint32_t(ControlType::kResume);
+    c.epoch = p.epoch;
+    c.path = uint32_t(p.active);
+    c.upto = p.next_env_id;
+    uint32_t n = 0;
+    for (auto& kv : p.in) {
+        InMsg* m = kv.second.get();
+        uint32_t first = 0;
+        if (m->matched) {
+            while (first < m->env.nchunks && m->got[first]) ++first;
+        }
+        if (n < kControlItems) c.points[n++] = ResumePoint{m->id, first};
+    }
+    c.count = n;
+    c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0);
+    p.resume_sent_epoch = p.epoch;
+    if (p.awaiting_resume) p.resume_sends++;
+    VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
+              "arrived%s%s)", rank_, peer, c.epoch, p.active, n, c.upto,
+              (c.nonce & kResumeWantsAnswer) != 0 ? ", answer wanted" : "", p.switch_failback ? ", failback" : "");
+    send_control(peer, p.active, c, kControlHeader + n * sizeof(ResumePoint));
+}
+
+void FailoverTransport::apply_resume(int peer, const Control& c) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    int path = int(c.path);
+    if (path < 0 || path >= kPaths) return;
+    VCCL_INFO(kLogNet, "failover: rank %d <- %d: RESUME epoch %u for path %d (here: epoch %u, path %d, last applied %u)",
+              rank_, peer, c.epoch, path, p.epoch, p.active, p.last_resume_in);
+    if (c.epoch < p.epoch) return; // an older switch, overtaken by a newer one
+    // A failback leaves the old path open to drain, unless this side has seen it fail (then it is closed, so
+    // that receives matched there end now, not at close_stuck_drains' timeout).
+    bool failback = (c.nonce & kResumeFailback) != 0 && !p.path_lost[p.active];
+    if (c.epoch == p.epoch && path != p.active) {
+        // Both sides decided at once, differently: the lower rank's decision stands.
+        if (peer > rank_) return;
+        switch_path(peer, path, c.epoch, "the peer chose this path", failback);
+    } else if (c.epoch > p.epoch) {
+        if (path != p.active) switch_path(peer, path, c.epoch, failback ? "the peer failed back" : "the peer switched",
+                                          failback);
+        p.epoch = c.epoch;
+        p.switch_failback = failback; // this epoch's RESUMEs from here describe the peer's switch
+    } else if (c.epoch <= p.last_resume_in && p.last_resume_in != 0) {
+        // Already applied. Sent again, it means the peer still waits for ours: it was lost.
+        if ((c.nonce & kResumeWantsAnswer) != 0 && c.epoch == p.epoch) send_resume(peer);
+        return;
+    }
+    p.last_resume_in = c.epoch;
+    // Resend what the peer lacks, in id order: messages it names from their first missing chunk,
+    // messages it has no envelope of in full; the rest it completed (their acknowledgement was lost).
+    std::map<uint32_t, uint32_t> points;
+    for (uint32_t i = 0; i < std::min<uint32_t>(c.count, kControlItems); ++i) points[c.points[i].id] = c.points[i].first_chunk;
+    std::vector<uint32_t> completed;
+    size_t n = 0;
+    for (auto& mp : p.out) {
+        OutMsg* m = mp.get();
+        if (++n > kSendWindow) break;
+        bool before_upto = id_below(m->id, c.upto);
+        if (!m->posted) {
+            post_message(peer, m);
+            continue;
+        }
+        auto pt = points.find(m->id);
+        if (pt != points.end()) {
+            release_sends(m);
+            m->path = p.active;
+            m->env_acked = true;
+            m->sent_ns = now_ns();
+            Transport* t = paths_[p.active].get();
+            for (uint32_t ch = pt->second; ch < m->nchunks; ++ch) {
+                size_t off = size_t(ch) * m->chunk_bytes;
+                size_t len = std::min<size_t>(m->chunk_bytes, m->bytes - off);
+                record_post(peer, m->path, telemetry::Dir::Send, len, &m->post_ns[1 + ch]);
+                if (t->isend(peer, wire_tag(Kind::kData, m->id, ch), m->buf + off, len, m->mem, false,
+                             &m->reqs[1 + ch]) != vcclSuccess) {
+                    path_lost(peer, p.active, std::string("apply_resume: ") + last_error_message());
+                    return;
+                }
+            }
+        } else if (before_upto) {
+            completed.push_back(m->id);
+        } else {
+            post_message(peer, m);
+        }
+    }
+    p.awaiting_resume = false;
+    p.last_ack_ns = now_ns();
+    for (uint32_t id : completed) complete_out(peer, id);
+    // The peer waits for our RESUME of this epoch. Switching sent one; without a switch (we are on that path
+    // already, e.g. a RESUME of an epoch in between was lost) it is sent now, else the peer never resumes.
+    if ((c.nonce & kResumeWantsAnswer) != 0 && p.resume_sent_epoch != p.epoch) send_resume(peer);
+    VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: traffic on path %d (%s) %.1f ms after the switch (%s)", rank_,
+              peer, p.active, device(p.active), double(now_ns() - p.switch_started_ns) / 1e6,
+              p.switch_cause.empty() ? "peer's decision" : p.switch_cause.c_str());
+}
+
+void FailoverTransport::path_lost(int peer, int path, const std::string& cause) {
+    // Only noted here: callers are often in the middle of walking the peer's requests, which a switch
+    // rebuilds. settle() acts on it once the walk is over.
+    PeerState& p = *peers_[size_t(peer)];
+    if (p.failed != vcclSuccess) return;
+    if (!p.path_lost[path]) {
+        p.path_lost[path] = true;
+        if (path != p.active) telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Down);
+    }
+    if (path == p.active && p.lost_cause.empty()) p.lost_cause = cause;
+}
+
+void FailoverTransport::settle(int peer) {
+    PeerState& p = *peers_[size_t(peer)];
+    if (p.lost_cause.empty()) return;
+    std::string cause;
+    cause.swap(p.lost_cause);
+    if (p.failed != vcclSuccess || !p.path_lost[p.active]) return;
+    int other = 1 - p.active;
+    if (usable(peer, other)) switch_path(peer, other, p.epoch + 1, cause);
+}
+
+void FailoverTransport::fail_peer(int peer, const std::string& why) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    if (p.failed != vcclSuccess) return;
+    p.failed = vcclRemoteError;
+    p.failed_text = "rank " + std::to_string(peer) + " is unreachable on every path: " + why;
+    VCCL_WARN(kLogNet, "failover: %s", p.failed_text.c_str());
+    for (int path = 0; path < kPaths; ++path) telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Down);
+    for (auto& mp : p.out) {
+        release_sends(mp.get());
+        complete_app(mp->app, p.failed, p.failed_text);
+    }
+    p.out.clear();
+    for (auto& kv : p.in) {
+        InMsg* m = kv.second.get();
+        for (TransportRequest*& r : m->reqs) {
+            if (r != nullptr) paths_[m->path]->release(r);
+            r = nullptr;
+        }
+        for (InMsg::Draining& d : m->draining) paths_[d.path]->release(d.req);
+        m->draining.clear();
+        if (m->matched) complete_app(m->recv.app, p.failed, p.failed_text);
+    }
+    p.in.clear();
+    p.unexpected.clear();
+    for (PostedRecv& r : p.posted) complete_app(r.app, p.failed, p.failed_text);
+    p.posted.clear();
+}
+
+void FailoverTransport::probe(int peer, int path, uint64_t now, const uint32_t* ask_id) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    p.probe_nonce = ++nonce_ | (uint64_t(rank_) << 40);
+    p.probe_path = path;
+    p.probe_sent_ns = now;
+    p.probe_answered = false;
+    p.probe_peer_idle_ms = kNeverReceived;
+    p.probe_asks = ask_id != nullptr;
+    p.probe_ask_id = ask_id != nullptr ? *ask_id : 0;
+    p.probe_ask_completed = false;
+    Control c;
+    memset(&c, 0, kControlHeader);
+    c.type = uint32_t(ControlType::kProbe);
+    c.nonce = p.probe_nonce;
+    c.path = uint32_t(p.active);
+    c.count = p.probe_asks ? 1 : 0;
+    c.epoch = p.probe_ask_id;
+    send_control(peer, path, c, kControlHeader);
+}
+
+/* A message sent in full whose envelope the peer acknowledged but whose completion it has not: either the peer
+ * has not received it yet (no matching receive: it is busy elsewhere, which may last), or it has and the
+ * acknowledgement was lost with the path. The envelope and chunk checks above see neither (everything was
+ * acknowledged or arrived), yet in the second case this rank waits until TCP delivers the lost acknowledgement
+ * after a repair (fault-blackhole: both ranks stalled the whole 3 s fault). Only the peer knows: asked on the
+ * other path, its answer "completed" while nothing arrives on the active path proves the path lost it. */
+void FailoverTransport::check_completion_wait(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    int other = 1 - p.active;
+    const OutMsg* oldest = nullptr;
+    for (auto& mp : p.out) {
+        if (!mp->posted) break;
+        if (!mp->env_acked) return; // the envelope check covers it
+        bool sent = true;
+        for (TransportRequest* r : mp->reqs) sent = sent && r == nullptr;
+        if (sent) {
+            oldest = mp.get();
+            break;
+        }
+    }
+    uint64_t quiet_since = std::max({oldest != nullptr ? oldest->sent_ns : 0, p.last_ack_ns, p.switch_started_ns,
+                                     p.last_rx_ns[p.active]});
+    if (oldest == nullptr || p.awaiting_resume || now <= quiet_since || now - quiet_since <= timeout ||
+        now < p.next_completion_ask_ns || !usable(peer, other)) {
+        if (p.probe_path == other && p.probe_asks) p.probe_path = -1;
+        return;
+    }
+    if (p.probe_path == other && p.probe_asks && p.probe_ask_id == oldest->id && p.probe_answered) {
+        p.probe_path = -1;
+        if (!p.probe_ask_completed) {
+            p.next_completion_ask_ns = now + timeout; // not received yet: ask again later
+            return;
+        }
+        VCCL_INFO(kLogNet, "failover: rank %d -> %d: message %u completed at the peer, its acknowledgement missing for "
+                  "%.1f ms and nothing received on path %d since", rank_, peer, oldest->id,
+                  double(now - quiet_since) / 1e6, p.active);
+        p.path_lost[p.active] = true;
+        switch_path(peer, other, p.epoch + 1,
+                    "acknowledgements lost: nothing arrives for " + std::to_string(fo_.timeout_ms) + " ms while path " +
+                        std::to_string(other) + " answers");
+        return;
+    }
+    if (p.probe_path != other || !p.probe_asks || now - p.probe_sent_ns > timeout) {
+        uint32_t id = oldest->id;
+        probe(peer, other, now, &id);
+    }
+}
+
+/* Receives left on an abandoned path end when their data arrives or the path breaks. A switch away from a failed
+ * path closes it, which ends them; after a failback the path left works and they end as its data comes in,
+ * unless that path fails silently too (the peer closed its side while the rail dropped every packet): then the
+ * message, whose data came again on the active path, would wait for them until that rail carries traffic again.
+ * So a path whose abandoned receives are still pending a timeout after their message last made progress is
+ * closed now (and reconnected as usual). */
+void FailoverTransport::close_stuck_drains(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    size_t stuck[kPaths] = {0, 0};
+    uint64_t longest = 0;
+    for (auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        if (m->draining.empty()) continue;
+        uint64_t since = std::max(m->last_progress_ns, p.switch_started_ns);
+        if (now <= since || now - since <= timeout) continue;
+        for (const InMsg::Draining& d : m->draining) {
+            if (d.path == p.active) continue;
+            stuck[d.path]++;
+            longest = std::max(longest, now - since);
+        }
+    }
+    for (int path = 0; path < kPaths; ++path) {
+        // Closed already (its requests end at the next poll; or they are UCX's own, see close_endpoint): once.
+        if (stuck[path] == 0 || paths_[path]->peer_status(peer) != vcclSuccess) continue;
+        VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: closing path %d (%s): %zu receive(s) left there at the switch "
+                  "have not ended for %.1f ms", rank_, peer, path, device(path), stuck[path], double(longest) / 1e6);
+        reset_connections(peer, path);
+        paths_[path]->disconnect(peer);
+        path_lost(peer, path, "receives left at a switch did not end");
+    }
+}
+
+void FailoverTransport::check_health(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    if (p.failed != vcclSuccess) return;
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    // Paths that came back (link up, or a reconnect) become candidates again.
+    for (int path = 0; path < kPaths; ++path) {
+        if (!links_.up(path) && path == p.active) path_lost(peer, path, "link " + links_.device(path) + " is down");
+        if (paths_[path]->peer_status(peer) != vcclSuccess && path == p.active) {
+            path_lost(peer, path, "connection failed");
+        }
+    }
+    settle(peer);
+    // No usable path: give the peer VCCL_PEER_TIMEOUT_MS, then fail its operations.
+    bool any = usable(peer, p.active) || usable(peer, 1 - p.active);
+    bool waiting = !p.out.empty() || !p.in.empty() || !p.posted.empty();
+    if (!any && waiting) {
+        if (p.unusable_since == 0) p.unusable_since = now;
+        if (now - p.unusable_since > ms_to_ns(fo_.peer_timeout_ms)) {
+            fail_peer(peer, "no path for " + std::to_string(fo_.peer_timeout_ms) + " ms (VCCL_PEER_TIMEOUT_MS)");
+            return;
+        }
+    } else {
+        p.unusable_since = 0;
+    }
+    // Silent loss on the active path, per direction (see the top of this file).
+    // Outbound: the oldest envelope still unacknowledged was posted over the timeout ago, and no
+    // acknowledgement has arrived since.
+    uint64_t out_ref = 0;
+    size_t unacked = 0, stalled = 0;
+    for (auto& mp : p.out) {
+        if (!mp->posted || mp->env_acked) continue;
+        if (unacked++ == 0) out_ref = mp->sent_ns;
+    }
+    out_ref = std::max({out_ref, p.last_ack_ns, p.switch_started_ns});
+    // Inbound: a matched message lacks chunks, and nothing at all has arrived on the path for the timeout.
+    uint64_t in_ref = std::max(p.last_rx_ns[p.active], p.switch_started_ns);
+    for (auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        if (!m->matched || m->received >= m->env.nchunks) continue;
+        stalled++;
+        in_ref = std::max(in_ref, m->last_progress_ns); // a receive posted late gets its own timeout
+    }
+    // A reference may be later than `now` (recorded since `now` was read): not silent then.
+    bool out_silent = !p.awaiting_resume && unacked > 0 && now > out_ref && now - out_ref > timeout;
+    bool in_silent = !p.awaiting_resume && stalled > 0 && now > in_ref && now - in_ref > timeout;
+    bool silent = out_silent || in_silent;
+    if (p.awaiting_resume && now > p.switch_started_ns && now - p.switch_started_ns > timeout) {
+        // Our RESUME or the peer's was lost (both go on the active path; the peer answers a repeated one).
+        // Said again every timeout while the path works, and the other path is probed meanwhile.
+        silent = true;
+        if (usable(peer, p.active) && now - std::max(p.switch_started_ns, p.resume_resent_ns) > timeout) {
+            send_resume(peer);
+            p.resume_resent_ns = now;
+        }
+    }
+    if (silent) {
+        if (p.stall_since == 0) p.stall_since = now;
+        int other = 1 - p.active;
+        if (p.probe_path == other && p.probe_answered) {
+            // Only unacknowledged envelopes, while the peer still receives from us on the active path: the
+            // acknowledgements are late (queued behind the peer's data), the path works.
+            bool peer_receives = !in_silent && p.probe_peer_idle_ms != kNeverReceived &&
+                                 uint64_t(p.probe_peer_idle_ms) * 1000000ull < timeout / 2;
+            if (p.awaiting_resume && p.resume_sends >= 2) {
+                // Said again a timeout ago and still unanswered, while the peer answers on the other path:
+                // the active path is silently dead (a broken standby we moved to, or a primary that failed
+                // again right after a failback). Resending on it forever would stall the pair for as long.
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME sent %u time(s) on path %d, unanswered for %.1f "
+                          "ms, while path %d answers", rank_, peer, p.resume_sends, p.active,
+                          double(now - p.switch_started_ns) / 1e6, other);
+                p.path_lost[p.active] = true;
+                switch_path(peer, other, p.epoch + 1,
+                            "RESUME unanswered on path " + std::to_string(p.active) + " while path " +
+                                std::to_string(other) + " answers");
+            } else if (p.awaiting_resume) {
+                send_resume(peer); // the peer answers on the other path: it may not have our RESUME
+                p.switch_started_ns = now;
+            } else if (peer_receives) {
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: %zu envelope(s) unacknowledged for %.1f ms, but the "
+                          "peer received from us on path %d %u ms ago: staying", rank_, peer, unacked,
+                          double(now - out_ref) / 1e6, p.active, p.probe_peer_idle_ms);
+                p.stall_since = 0;
+                p.probe_answered = false; // ask again once the timeout has passed
+            } else {
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: path %d silent: %zu envelope(s) unacknowledged for "
+                          "%.1f ms, %zu message(s) without data, nothing received for %.1f ms, the peer heard "
+                          "nothing from us for %s ms",
+                          rank_, peer, p.active, unacked, unacked ? double(now - out_ref) / 1e6 : 0.0, stalled,
+                          p.last_rx_ns[p.active] ? double(now - std::min(now, p.last_rx_ns[p.active])) / 1e6 : -1.0,
+                          p.probe_peer_idle_ms == kNeverReceived ? "ever"
+                                                                 : std::to_string(p.probe_peer_idle_ms).c_str());
+                p.path_lost[p.active] = true;
+                switch_path(peer, other, p.epoch + 1,
+                            std::string(in_silent ? "no data arriving" : "no acknowledgement") + " for " +
+                                std::to_string(fo_.timeout_ms) + " ms while path " + std::to_string(other) +
+                                " answers");
+            }
+            if (!peer_receives) p.probe_path = -1;
+        } else if (usable(peer, other) && (p.probe_path != other || now - p.probe_sent_ns > timeout)) {
+            probe(peer, other, now);
+        }
+        if (p.stall_since != 0 && now - p.stall_since > ms_to_ns(fo_.peer_timeout_ms) && !usable(peer, other)) {
+            fail_peer(peer, "no answer for " + std::to_string(fo_.peer_timeout_ms) + " ms");
+            return;
+        }
+    } else {
+        p.stall_since = 0;
+        if (p.probe_path == 1 - p.active && !p.probe_asks) p.probe_path = -1;
+        check_completion_wait(peer, now);
+    }
+    close_stuck_drains(peer, now);
+    if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
+        p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
+    }
+    // Closed or broken paths other than the active one are reconnected (both ranks) every interval, so they
+    // can carry probes and, later, traffic. A link that comes back up is tried at once (progress()).
+    if (now >= p.next_reconnect_ns) {
+        p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
+        // A link that just came back must stay up a while first, longer while it flaps (a connect cut by the
+        // next drop blocks this thread), unless the active path is down too and this is the way out.
+        bool way_out = !links_.up(p.active) || p.path_lost[p.active];
+        for (int path = 0; path < kPaths; ++path) {
+            if (path == p.active || !links_.up(path) || paths_[path]->peer_status(peer) == vcclSuccess) continue;
+            uint64_t settle = std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 2, 1000000)
+                              << std::min(std::max(links_.flap_streak(path) - 2, 0), 4);
+            uint64_t stable = links_.stable_for_ns(path, now);
+            if (!way_out && stable < settle) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + (settle - stable));
+                continue;
+            }
+            // And its rail must answer (rail_probe.h): UCX's tcp connect blocks while a rail drops packets.
+            RailProbe::Result reach = probe_.poll(path, peer, now, ms_to_ns(fo_.failback_ms) / 2);
+            if (reach != RailProbe::Result::Pending) {
+                VCCL_INFO(kLogNet, "failover: rank %d -> %d: rail of path %d %s", rank_, peer, path,
+                          reach == RailProbe::Result::Reachable     ? "answers: reconnecting"
+                          : reach == RailProbe::Result::Unreachable ? "does not answer"
+                                                                    : "cannot be probed: reconnecting");
+            }
+            if (reach == RailProbe::Result::Pending) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + 1000000);
+                continue;
+            }
+            if (reach == RailProbe::Result::Unreachable) {
+                p.next_reconnect_ns = std::min(p.next_reconnect_ns, now + ms_to_ns(fo_.failback_ms) / 4);
+                continue;
+            }
+            if (paths_[path]->reconnect(peer) != vcclSuccess) continue;
+            for (int s = 0; s < kControlSlots; ++s) post_control(peer, path, s);
+            // Usable again, the primary too: if the active path fails, moving to a reconnected primary beats
+            // stalling. Only the voluntary move back (failback, below) waits for probes and the hold time.
+            p.path_lost[path] = false;
+            p.good_probes = 0;
+        }
+    }
+    // Failback to the primary: the lower rank of the pair decides, after kFailbackProbes probes in a row each
+    // answered before the next one (a quarter interval apart) and a hold time that grows with flapping.
+    if (now < p.next_failback_ns) return;
+    p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
+    if (p.active == 0 || rank_ > peer || !fo_.failback || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
+        p.good_probes = 0;
+        p.failback_nonce = 0;
+        return;
+    }
+    if (p.failback_nonce != 0 && p.failback_answered) {
+        p.good_probes++;
+    } else if (p.failback_nonce != 0) {
+        p.good_probes = 0;
+    }
+    uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
+    if (p.good_probes >= kFailbackProbes && now - p.primary_lost_ns >= hold) {
+        p.path_lost[0] = false;
+        p.failback_nonce = 0;
+        switch_path(peer, 0, p.epoch + 1, "failback: the primary answered " + std::to_string(p.good_probes) + " probes",
+                    true);
+        return;
+    }
+    p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
+    p.failback_answered = false;
+    Control c;
+    memset(&c, 0, kControlHeader);
+    c.type = uint32_t(ControlType::kProbe);
+    c.nonce = p.failback_nonce;
+    c.path = uint32_t(p.active);
+    send_control(peer, 0, c, kControlHeader);
+}
+
+} // namespace failover
+} // namespace vccl
