@@ -51,7 +51,8 @@ VCCL_ENV_DEF(kFailback, "VCCL_FAILBACK", Bool, "1",
              "no move back onto a primary that fails again); the lower rank of each pair decides, so set it alike on "
              "every rank")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
-             "With no usable path to a peer for this long, its operations fail with vcclRemoteError")
+             "With no usable path to a peer, or no answer from it on any path, for this long, its operations fail "
+             "with vcclRemoteError")
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
              "A thread drives the transport every this many milliseconds while no operation runs on the "
              "communicator, so the acknowledgements this rank still owes its peers (UCX rendezvous and synchronous "

@@ -251,6 +251,17 @@ vf_both_down() {
     ip -n "$VF_NS0" link set rail0 down && ip -n "$VF_NS0" link set rail1 down &&
         vf_mark_at "$t" fault both-down rail0,rail1
 }
+# Both rails silently dead (links up, every packet dropped both ways); one timeline mark.
+vf_both_blackhole() {
+    local t dev ns
+    t=$(vf_now_ns)
+    for dev in rail0 rail1; do
+        for ns in "$VF_NS0" "$VF_NS1"; do
+            tc -n "$ns" qdisc replace dev "$dev" root pfifo limit 0 || return 1
+        done
+    done
+    vf_mark_at "$t" fault both-blackhole rail0,rail1
+}
 vf_both_up() {
     local t
     t=$(vf_now_ns)

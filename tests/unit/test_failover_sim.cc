@@ -43,6 +43,8 @@ struct FReq final : TransportRequest {
     uint64_t tag = 0;
     char* buf = nullptr;
     size_t bytes = 0, received = 0;
+    bool matched = false;  // its message has begun to arrive (UCX cannot cancel it any more)
+    bool orphaned = false; // released while matched: freed when it ends
 };
 struct Msg {
     int from, to, path;
@@ -57,6 +59,7 @@ struct Net {
     FakePath* ends[2][2] = {}; // [rank][path]
     uint64_t delivered[2] = {0, 0}, dropped[2] = {0, 0};
     std::deque<Msg> held[2][2];
+    std::function<bool(const Msg&)> hold_if; // held like a hole, this message and what follows it
     void pump(uint64_t now);
 };
 Net net; // one network per test (reset by Pair)
@@ -99,6 +102,8 @@ struct FakePath final : Transport {
             *out = r;
             return vcclSuccess;
         }
+        // A held message has begun to arrive (its first bytes came before the fault): this receive is matched.
+        for (const Msg& m : net.held[path][peer]) r->matched |= m.tag == tag;
         posted.push_back(r);
         *out = r;
         return vcclSuccess;
@@ -115,11 +120,21 @@ struct FakePath final : Transport {
     void deliver(Msg& m) {
         for (auto it = posted.begin(); it != posted.end(); ++it) {
             if ((*it)->peer != m.from || (*it)->tag != m.tag) continue;
-            fill(*it, m);
+            FReq* r = *it;
             posted.erase(it);
+            fill(r, m); // into the caller's buffer, even for a request the caller has released
+            if (r->orphaned) delete r;
             return;
         }
         unexpected.push_back(std::move(m));
+    }
+    void mark_matched(const Msg& m) {
+        for (FReq* r : posted) {
+            if (r->peer == m.from && r->tag == m.tag) {
+                r->matched = true;
+                return;
+            }
+        }
     }
     vcclResult_t irecv(int peer, uint64_t tag, void* buf, size_t bytes, MemType, TransportRequest** out) override {
         return post(peer, tag, buf, bytes, false, out);
@@ -133,6 +148,7 @@ struct FakePath final : Transport {
     }
     void cancel(TransportRequest* b) override {
         auto* r = static_cast<FReq*>(b);
+        if (r->matched) return; // as UCX: a receive whose message has begun to arrive cannot be cancelled
         for (auto it = posted.begin(); it != posted.end(); ++it) {
             if (*it == r) {
                 posted.erase(it);
@@ -143,6 +159,17 @@ struct FakePath final : Transport {
     }
     void disconnect(int peer) override {
         failure = true;
+        // Closing the endpoint ends the receives its messages had matched (with an error).
+        for (auto it = posted.begin(); it != posted.end();) {
+            FReq* r = *it;
+            if (r->peer != peer || !r->matched) {
+                ++it;
+                continue;
+            }
+            it = posted.erase(it);
+            r->state = FReq::kFailed;
+            if (r->orphaned) delete r;
+        }
         for (auto& q : net.held[path]) {
             for (auto& m : q) if (m.sreq) m.sreq->state = FReq::kFailed;
             q.clear(); // the connection is gone with what it held
@@ -166,9 +193,14 @@ struct FakePath final : Transport {
     void progress() override { net.pump(now_ns()); }
     void release(TransportRequest* b) override {
         cancel(b);
+        auto* r = static_cast<FReq*>(b);
+        if (r->recv && std::find(posted.begin(), posted.end(), r) != posted.end()) {
+            r->orphaned = true; // matched: still ours to end, as UCX keeps a released request it still owns
+            return;
+        }
         for (auto& m : net.wire) if (m.sreq == b) m.sreq = nullptr;
         for (auto& q : net.held[path]) for (auto& m : q) if (m.sreq == b) m.sreq = nullptr;
-        delete static_cast<FReq*>(b);
+        delete r;
     }
     vcclResult_t close(Deadline) override { return vcclSuccess; }
 };
@@ -176,7 +208,7 @@ struct FakePath final : Transport {
 void Net::pump(uint64_t now) {
     for (int p = 0; p < 2; ++p)
         for (int f = 0; f < 2; ++f)
-            while (!hole[p][f] && !held[p][f].empty()) {
+            while (!hole[p][f] && !held[p][f].empty() && !(hold_if && hold_if(held[p][f].front()))) {
                 Msg m = std::move(held[p][f].front());
                 held[p][f].pop_front();
                 delivered[p]++;
@@ -186,7 +218,9 @@ void Net::pump(uint64_t now) {
     while (!wire.empty() && wire.front().at <= now) {
         Msg m = std::move(wire.front());
         wire.pop_front();
-        if (hole[m.path][m.from] || !held[m.path][m.from].empty()) { // TCP: held, delivered after the repair
+        if (hole[m.path][m.from] || !held[m.path][m.from].empty() || (hold_if && hold_if(m))) {
+            // TCP: held, delivered after the repair
+            ends[m.to][m.path]->mark_matched(m);
             held[m.path][m.from].push_back(std::move(m));
             continue;
         }
@@ -206,11 +240,11 @@ struct Outcome {
 
 class Pair {
 public:
-    explicit Pair(bool failback) {
+    explicit Pair(bool failback, int peer_timeout_ms = 3000) {
         net = Net();
         FailoverOptions fo;
         fo.failback = failback;
-        fo.peer_timeout_ms = 3000;
+        fo.peer_timeout_ms = peer_timeout_ms;
         TransportOptions to;
         for (int r = 0; r < 2; ++r) {
             auto p0 = std::make_unique<FakePath>(r, 0);
@@ -381,6 +415,61 @@ TEST(FailoverSim, SendsFailedByACloseDoNotMarkTheReconnectedPathLost) {
     EXPECT_EQ(o.failed, "");
     EXPECT_EQ(o.wrong, 0);
     EXPECT_LT(o.longest_stall, 1.2) << "traffic stalled (last completion at " << o.last_done << " s)";
+}
+
+/* Both rails die while rank 1's 3 MiB message to rank 0 is arriving: its envelope came, its data had begun
+ * (rank 0's chunk receive is matched, which UCX cannot cancel) and is held by the dead rail. After
+ * VCCL_PEER_TIMEOUT_MS the receive fails; the caller then reuses its buffer, and the rails come back. Nothing
+ * may write into that buffer any more. Before the fix the failed peer's paths stayed open, the matched
+ * receive stayed UCX's, and the rail's held data landed in the reused buffer. */
+TEST(FailoverSim, FailedPeerWritesNothingAfterTheError) {
+    Pair pair(true, 600);
+    const size_t kBytes = 3u << 20;
+    std::vector<char> sbuf(kBytes, char(0x5a)), rbuf(kBytes, 0);
+    // Path 1 dead both ways, path 0 dead from rank 0 to rank 1; from rank 1 the envelope passes and the
+    // data (with whatever follows it on that path) is held.
+    net.hole[1][0] = net.hole[1][1] = true;
+    net.hole[0][0] = true;
+    net.hold_if = [](const Msg& m) {
+        return (m.tag >> (failover::kIdBits + failover::kChunkBits)) == uint64_t(failover::Kind::kData);
+    };
+    TransportRequest *rreq = nullptr, *sreq = nullptr;
+    ASSERT_EQ(pair.ft[0]->irecv(1, 9, rbuf.data(), kBytes, MemType::Host, &rreq), vcclSuccess);
+    ASSERT_EQ(pair.ft[1]->isend(0, 9, sbuf.data(), kBytes, MemType::Host, false, &sreq), vcclSuccess);
+    uint64_t t0 = now_ns();
+    auto elapsed = [&] { return double(now_ns() - t0) / 1e9; };
+    vcclResult_t st = vcclInProgress;
+    while (st == vcclInProgress && elapsed() < 10.0) {
+        net.pump(now_ns());
+        pair.ft[0]->progress();
+        pair.ft[1]->progress();
+        st = pair.ft[0]->test(rreq);
+    }
+    ASSERT_NE(st, vcclInProgress) << "the receive did not fail within 10 s";
+    EXPECT_NE(st, vcclSuccess) << "the receive completed though no data could arrive";
+    bool matched = false;
+    for (FReq* r : net.ends[0][0]->posted) matched |= r->matched;
+    size_t held = net.held[0][1].size();
+    pair.ft[0]->release(rreq);
+    // The caller reuses the buffer; the rails are repaired.
+    memset(rbuf.data(), 0x11, kBytes);
+    net.hole[1][0] = net.hole[1][1] = net.hole[0][0] = false;
+    net.hold_if = nullptr;
+    uint64_t until = now_ns() + 300000000ull;
+    while (now_ns() < until) {
+        net.pump(now_ns());
+        pair.ft[0]->progress();
+        pair.ft[1]->progress();
+    }
+    size_t changed = 0;
+    for (char c : rbuf) changed += c != 0x11;
+    EXPECT_EQ(changed, 0u) << "bytes written into the buffer after its receive failed (data held: " << held
+                           << " message(s), a matched receive left open: " << matched << ")";
+    while (pair.ft[1]->test(sreq) == vcclInProgress && now_ns() < until + 5000000000ull) {
+        net.pump(now_ns());
+        pair.ft[1]->progress();
+    }
+    pair.ft[1]->release(sreq);
 }
 
 } // namespace

@@ -205,6 +205,14 @@ void FailoverTransport::fail_peer(int peer, const std::string& why) {
     p.failed_text = "rank " + std::to_string(peer) + " is unreachable on every path: " + why;
     VCCL_WARN(kLogNet, "failover: %s", p.failed_text.c_str());
     for (int path = 0; path < kPaths; ++path) telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Down);
+    // Close the peer's paths before its operations are reported failed: receives UCX has already matched
+    // cannot be cancelled, and an open path would let them write into buffers the caller may free or reuse
+    // once it sees the error. A failed peer is never reconnected (check_health skips it).
+    for (int path = 0; path < kPaths; ++path) {
+        if (paths_[path]->peer_status(peer) == vcclSuccess) reset_connections(peer, path);
+        paths_[path]->disconnect(peer);
+        p.path_lost[path] = true;
+    }
     for (auto& mp : p.out) {
         release_sends(mp.get());
         complete_app(mp->app, p.failed, p.failed_text);
@@ -328,6 +336,45 @@ void FailoverTransport::close_stuck_drains(int peer, uint64_t now) {
     }
 }
 
+RailProbe::Result FailoverTransport::poll_rail(int peer, int path, uint64_t now, uint64_t timeout_ns) {
+    RailProbe::Result r = probe_.poll(path, peer, now, timeout_ns);
+    if (r != RailProbe::Result::Pending) (*peers_[size_t(peer)]).rail_seen[path] = r;
+    return r;
+}
+
+/* The silence checks watch what this rank expects to arrive: acknowledgements of its envelopes and the data of
+ * matched messages. A rank that only waits (its receives have no envelope yet, its sends were acknowledged)
+ * expects nothing, since the peer may simply not have sent yet; so with both rails dropping everything it
+ * waited for VCCL_OP_TIMEOUT_MS (10 minutes) while its peer, which had data in flight, failed it in seconds.
+ * The peer's kernel answers the rail probe whatever its process is doing, so a waiting rank that hears nothing
+ * and gets no answer on either rail for VCCL_PEER_TIMEOUT_MS fails the peer. Rails without an IPv4 netdev
+ * cannot be probed (Unknown): then only VCCL_OP_TIMEOUT_MS ends the wait, as before. */
+void FailoverTransport::check_waiting_peer(int peer, uint64_t now, bool waiting) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    uint64_t heard = std::max({p.last_rx_ns[0], p.last_rx_ns[1], p.switch_started_ns});
+    if (!waiting || now <= heard || now - heard <= timeout) {
+        p.rails_silent_since = 0;
+        return;
+    }
+    bool silent = true;
+    for (int path = 0; path < kPaths; ++path) {
+        if (!links_.up(path)) continue; // a link down answers nothing
+        poll_rail(peer, path, now, timeout);
+        if (p.rail_seen[path] != RailProbe::Result::Unreachable) silent = false;
+    }
+    if (!silent) {
+        p.rails_silent_since = 0;
+        return;
+    }
+    if (p.rails_silent_since == 0) p.rails_silent_since = now;
+    if (now - p.rails_silent_since > ms_to_ns(fo_.peer_timeout_ms)) {
+        fail_peer(peer, "nothing received for " + std::to_string((now - heard) / 1000000) +
+                            " ms and neither rail has answered a probe for " + std::to_string(fo_.peer_timeout_ms) +
+                            " ms");
+    }
+}
+
 void FailoverTransport::check_health(int peer, uint64_t now) {
     PeerState& p = (*peers_[size_t(peer)]);
     if (p.failed != vcclSuccess) return;
@@ -352,6 +399,8 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     } else {
         p.unusable_since = 0;
     }
+    check_waiting_peer(peer, now, waiting);
+    if (p.failed != vcclSuccess) return;
     // Silent loss on the active path, per direction (see the top of this file).
     // Outbound: the oldest envelope still unacknowledged was posted over the timeout ago, and no
     // acknowledgement has arrived since.
@@ -429,8 +478,12 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         } else if (usable(peer, other) && (p.probe_path != other || now - p.probe_sent_ns > timeout)) {
             probe(peer, other, now);
         }
-        if (p.stall_since != 0 && now - p.stall_since > ms_to_ns(fo_.peer_timeout_ms) && !usable(peer, other)) {
-            fail_peer(peer, "no answer for " + std::to_string(fo_.peer_timeout_ms) + " ms");
+        // Silent for VCCL_PEER_TIMEOUT_MS. An answer on the other path would have moved the pair there (or shown
+        // the active path works, which ends the stall), so the peer answers on no path: both rails dropping
+        // everything, or a peer that hangs. Waiting on would only end at VCCL_OP_TIMEOUT_MS (10 minutes).
+        if (p.stall_since != 0 && now - p.stall_since > ms_to_ns(fo_.peer_timeout_ms)) {
+            fail_peer(peer, "no answer on " + std::string(usable(peer, other) ? "either path" : "the only usable path") +
+                                " for " + std::to_string(fo_.peer_timeout_ms) + " ms");
             return;
         }
     } else {
@@ -459,7 +512,7 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
                 continue;
             }
             // And its rail must answer (rail_probe.h): UCX's tcp connect blocks while a rail drops packets.
-            RailProbe::Result reach = probe_.poll(path, peer, now, ms_to_ns(fo_.failback_ms) / 2);
+            RailProbe::Result reach = poll_rail(peer, path, now, ms_to_ns(fo_.failback_ms) / 2);
             if (reach != RailProbe::Result::Pending) {
                 VCCL_INFO(kLogNet, "failover: rank %d -> %d: rail of path %d %s", rank_, peer, path,
                           reach == RailProbe::Result::Reachable     ? "answers: reconnecting"

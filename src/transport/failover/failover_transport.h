@@ -199,6 +199,8 @@ struct PeerState {
     bool probe_ask_completed = false; // the reply's answer
     uint64_t next_completion_ask_ns = 0;
     uint64_t unusable_since = 0; // no usable path since
+    RailProbe::Result rail_seen[kPaths] = {RailProbe::Result::Unknown, RailProbe::Result::Unknown}; // last answer
+    uint64_t rails_silent_since = 0; // waiting, nothing heard, and neither rail answering since
     std::string lost_cause;      // the active path was lost (path_lost): settle() switches
     // Failback.
     int good_probes = 0;
@@ -300,6 +302,8 @@ private:
     void fail_peer(int peer, const std::string& why);
     void probe(int peer, int path, uint64_t now, const uint32_t* ask_id = nullptr);
     void check_completion_wait(int peer, uint64_t now);
+    void check_waiting_peer(int peer, uint64_t now, bool waiting);
+    RailProbe::Result poll_rail(int peer, int path, uint64_t now, uint64_t timeout_ns);
     void close_stuck_drains(int peer, uint64_t now);
     void reset_connections(int peer, int path);
 
