@@ -16,10 +16,14 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
     if (maxPeers > 0 && peers == nullptr) return set_last_error(vcclInvalidArgument, "%s: peers is NULL", fn);
     if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "%s: telemetry is off for this communicator (VCCL_TELEMETRY=0 or vcclConfig_t.telemetry=0)", fn);
     {
-        // Counters held back by the publication interval go out first, when no operation is running (the
-        // lock makes this thread the writer); a snapshot taken during an operation may be up to 50 us old.
+        // Counters held back by the publication interval go out first, when no operation is running: the lock
+        // and no staged job queued or running (the staging thread drives the transport without the lock; jobs
+        // are queued under it) make this thread the writer. A snapshot taken during an operation may be up to
+        // the publication interval (1 ms) old.
         std::unique_lock<std::mutex> lock(comm->op_mutex, std::try_to_lock);
-        if (lock.owns_lock()) comm->telemetry->publish_held();
+        if (lock.owns_lock() && comm->staged_pending.load(std::memory_order_acquire) == 0) {
+            comm->telemetry->publish_held();
+        }
     }
     std::vector<telemetry::PathStats> paths = comm->telemetry->snapshot();
     for (size_t i = 0; i < paths.size() && i < size_t(maxPeers); ++i) {

@@ -71,6 +71,15 @@ vcclResult_t RingWriter::create(const RingInfo& info, const std::string& shm_nam
             return set_last_error(vcclSystemError, "telemetry: sizing %s to %zu bytes: %s", shm_name.c_str(), bytes_,
                                   strerror(e));
         }
+        // ftruncate reserves nothing on tmpfs: with /dev/shm full, the first store to a page not yet backed
+        // killed the process with SIGBUS in the data path. Reserve every page now, and fall back if we cannot.
+        int fe = posix_fallocate(fd, 0, off_t(bytes_));
+        if (fe != 0) {
+            close(fd);
+            shm_unlink(shm_name.c_str());
+            return set_last_error(vcclSystemError, "telemetry: reserving %zu bytes for %s: %s (is /dev/shm full?)",
+                                  bytes_, shm_name.c_str(), strerror(fe));
+        }
         base = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         int e = errno;
         close(fd);

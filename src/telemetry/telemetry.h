@@ -74,10 +74,10 @@ public:
     /* Hot path, writer thread only. on_post returns the post time to hand back to on_complete, or 0 when
      * the transfer is counted but not timed (sampling, below). `tag`: the collective and sequence number
      * the transfer belongs to, which sampling goes by; NULL times every transfer. */
-    uint64_t on_post(PathW* p, uint64_t bytes, const TransferTag* tag = nullptr) {
+    uint64_t on_post(PathW* p, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
         p->stats.outstanding_reqs++;
         p->stats.outstanding_bytes += bytes;
-        if (tag != nullptr && !sampled(*p, bytes, *tag)) {
+        if (tag != nullptr && !sampled(*p, dir, bytes, *tag)) {
             hold(*p);
             return 0;
         }
@@ -100,9 +100,8 @@ public:
     }
     /* The same by peer and path (a lookup each). */
     uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
-        (void)dir;
         PathW* p = path_w(peer, path);
-        return p != nullptr ? on_post(p, bytes, tag) : 0;
+        return p != nullptr ? on_post(p, dir, bytes, tag) : 0;
     }
     void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
         PathW* p = path_w(peer, path);
@@ -143,7 +142,7 @@ public:
         // What counting a transfer touches comes first and fills two cache lines: stats (120 bytes), then
         // the sampling counter and the held flag. Small collectives evict these lines between operations.
         PathStats stats;
-        uint32_t p2p_posts = 0;    // point-to-point posts, for sampling
+        uint32_t p2p_posts[2] = {0, 0}; // point-to-point posts per direction (Dir), for sampling
         bool held = false;         // changed since the last publication; listed in held_
         uint64_t published_ns = 0; // when stats last went to the ring
         Window tx, rx;
@@ -208,13 +207,15 @@ private:
     }
     /* Small transfers are timed for one collective in options_.sample (chosen by sequence number, so every
      * rank times the same collectives and vccl-telemetry report can still line them up) and one
-     * point-to-point transfer in options_.sample per path and direction; the others only count. Two clock
+     * point-to-point transfer in options_.sample per path and direction (counted apart: with one counter an
+     * exchange that posts a receive, then a send, gave receives every even number and sends every odd one, so
+     * with the default 64 no send was ever timed); the others only count. Two clock
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
      * of an 8-byte allreduce when every transfer was timed). Large transfers are always timed. */
     static constexpr uint64_t kSampleBelowBytes = 65536;
-    bool sampled(PathW& p, uint64_t bytes, const TransferTag& tag) {
+    bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag) {
         if (options_.sample <= 1 || bytes >= kSampleBelowBytes) return true;
-        uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts++);
+        uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts[dir == Dir::Send ? 0 : 1]++);
         // A mask for powers of two (the default): a 64-bit division costs as much as the rest of this path.
         return sample_mask_ != 0 ? (n & sample_mask_) == 0 : n % uint64_t(options_.sample) == 0;
     }

@@ -39,8 +39,9 @@ double per_transfer_ns(Telemetry* t, Telemetry::PathW* p, uint64_t bytes, int n,
             a = Clock::now();
         }
         tag.seq = uint64_t(i / 2); // a send and a receive per collective
-        uint64_t post = t->on_post(p, bytes, &tag);
-        t->on_complete(p, (i & 1) ? Dir::Recv : Dir::Send, bytes, post, tag, true);
+        Dir dir = (i & 1) ? Dir::Recv : Dir::Send;
+        uint64_t post = t->on_post(p, dir, bytes, &tag);
+        t->on_complete(p, dir, bytes, post, tag, true);
         if (evict != nullptr) total += std::chrono::duration<double, std::nano>(Clock::now() - a).count();
     }
     if (evict == nullptr) total = std::chrono::duration<double, std::nano>(Clock::now() - a).count();

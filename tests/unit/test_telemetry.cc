@@ -65,6 +65,39 @@ TEST(TelemetryWindow, OverlappingTransfersCountWallTimeOnce) {
     EXPECT_DOUBLE_EQ(w.bandwidth(), 1e9);
 }
 
+TEST(TelemetryWindow, CompletionsSeenTogetherKeepTheirTime) {
+    Window w(8);
+    // 16 transfers of 1 MB queued on a 1 GB/s link, posted 1 ms apart, all seen complete in one progress call
+    // at 16 ms (1 us apart): 16 MB in 16.015 ms, and the last 8 keep half of that time. (The old accounting
+    // gave each but the first 1 us: 104,857 GB/s once the first had left the window.)
+    for (int i = 0; i < 16; ++i) w.add(uint64_t(i) * kMs, 16 * kMs + uint64_t(i) * 1000, 1000000);
+    EXPECT_EQ(w.count(), 8u);
+    EXPECT_NEAR(double(w.busy_ns()), (16 * kMs + 15000) / 2.0, 8);
+    EXPECT_NEAR(w.bandwidth(), 1e9, 1e7);
+}
+
+TEST(TelemetryWindow, QueueDeeperThanTheWindow) {
+    Window w(8);
+    // 32 transfers of 64 KB all posted at 0 (one collective's chunks), completing every 100 us: the link
+    // moves 64 KB per 100 us. Each of the last 8 covers its own 100 us, not the whole queue.
+    for (int i = 0; i < 32; ++i) w.add(0, uint64_t(i + 1) * 100000, 64000);
+    EXPECT_EQ(w.busy_ns(), 800000u);
+    EXPECT_DOUBLE_EQ(w.bandwidth(), 64000 / 100e-6);
+}
+
+TEST(TelemetryWindow, GroupSharesLeaveWithTheirEntries) {
+    Window w(4);
+    // A 4 ms transfer, then three seen with it (each 1 us later): the four share 4.003 ms.
+    w.add(0, 4 * kMs, 1000000);
+    for (int i = 1; i <= 3; ++i) w.add(0, 4 * kMs + uint64_t(i) * 1000, 1000000);
+    EXPECT_EQ(w.busy_ns(), 4 * kMs + 3000);
+    // Two more seen later on their own, 1 ms each: the two oldest group members (about 1 ms each) leave.
+    w.add(4 * kMs + 3000, 5 * kMs + 3000, 1000000);
+    w.add(5 * kMs + 3000, 6 * kMs + 3000, 1000000);
+    EXPECT_NEAR(double(w.busy_ns()), 2 * (4 * kMs + 3000) / 4.0 + 2 * kMs, 4);
+    EXPECT_NEAR(w.bandwidth(), 4e6 / 4.0015e-3, 1e3);
+}
+
 TEST(TelemetryWindow, SlidesOverTheLastW) {
     Window w(4);
     // Four slow completions (1 MB per 10 ms = 100 MB/s), then four fast ones (1 MB per 1 ms).
@@ -321,12 +354,25 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
         t->on_complete(1, 0, Dir::Send, 64, post, tag, true);
     }
     EXPECT_EQ(timed, 2);
-    TransferTag p2p; // point-to-point: every 4th on the path, starting with the first
+    TransferTag p2p; // point-to-point: every 4th on the path and direction, starting with the first
     for (int i = 0; i < 8; ++i) {
         uint64_t post = t->on_post(1, 0, Dir::Recv, 100, &p2p);
-        EXPECT_EQ(post != 0, i % 4 == 0) << "p2p transfer " << i;
+        EXPECT_EQ(post != 0, i % 4 == 0) << "p2p receive " << i;
         t->on_complete(1, 0, Dir::Recv, 100, post, p2p, true);
     }
+    // An exchange posts a receive, then a send: each direction still gets its own one in 4 (with one counter
+    // for both, the sends took every odd number and none was ever timed).
+    int timed_sends = 0, timed_recvs = 0;
+    for (int i = 0; i < 8; ++i) {
+        uint64_t rpost = t->on_post(1, 0, Dir::Recv, 100, &p2p);
+        uint64_t spost = t->on_post(1, 0, Dir::Send, 64, &p2p);
+        timed_recvs += rpost != 0;
+        timed_sends += spost != 0;
+        t->on_complete(1, 0, Dir::Recv, 100, rpost, p2p, true);
+        t->on_complete(1, 0, Dir::Send, 64, spost, p2p, true);
+    }
+    EXPECT_EQ(timed_recvs, 2);
+    EXPECT_EQ(timed_sends, 2);
     TransferTag big;
     big.coll = 1;
     big.seq = 3; // not a sampled sequence number, but 64 KiB and more is always timed
@@ -339,18 +385,50 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
     t->publish_held();
     std::vector<PathStats> s = t->snapshot();
     ASSERT_EQ(s.size(), 1u);
-    EXPECT_EQ(s[0].send_completions, 9u);
-    EXPECT_EQ(s[0].bytes_sent, 8u * 64 + (1u << 20));
-    EXPECT_EQ(s[0].recv_completions, 8u);
-    EXPECT_EQ(s[0].bytes_recv, 800u);
+    EXPECT_EQ(s[0].send_completions, 17u);
+    EXPECT_EQ(s[0].bytes_sent, 16u * 64 + (1u << 20));
+    EXPECT_EQ(s[0].recv_completions, 16u);
+    EXPECT_EQ(s[0].bytes_recv, 1600u);
     EXPECT_EQ(s[0].failures, 1u);
     EXPECT_EQ(s[0].outstanding_reqs, 0u);
     EXPECT_EQ(s[0].outstanding_bytes, 0u);
     std::vector<Record> recs = all_records(*t);
-    ASSERT_EQ(recs.size(), 2u + 2u + 1u); // timed ones only
+    ASSERT_EQ(recs.size(), 2u + 2u + 4u + 1u); // timed ones only
     EXPECT_EQ(recs[0].coll_seq, 0u);
     EXPECT_EQ(recs[1].coll_seq, 4u);
-    EXPECT_EQ(recs[4].bytes, uint64_t(1) << 20);
+    int send_recs = 0;
+    for (size_t i = 4; i < 8; ++i) send_recs += recs[i].dir == uint8_t(Dir::Send);
+    EXPECT_EQ(send_recs, 2);
+    EXPECT_EQ(recs[8].bytes, uint64_t(1) << 20);
+}
+
+/* Run for real by tests/unit/telemetry_shm_full.sh, inside a private mount namespace whose /dev/shm is a 256 KiB
+ * tmpfs: a 4 MiB ring cannot be reserved there. Before posix_fallocate the ring was created sparse, counted as
+ * shared, and the first record beyond 256 KiB killed the process with SIGBUS. */
+TEST(TelemetryShm, FullDevShmFallsBackToPrivateMemory) {
+    const char* small = getenv("VCCL_TEST_SMALL_SHM");
+    if (small == nullptr || std::string(small) != "1") {
+        GTEST_SKIP() << "needs a small /dev/shm: run by tests/unit/telemetry_shm_full.sh";
+    }
+    Options o;
+    o.rank = 0;
+    o.nranks = 2;
+    o.comm_hash = 0x5e11;
+    o.shm = true;
+    o.sample = 1;
+    o.ring_records = 1u << 16;
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    EXPECT_EQ(t->shm_path(), "") << "the ring claims /dev/shm, which has no room for it";
+    TransferTag tag;
+    for (int i = 0; i < 3 * (1 << 16); ++i) { // wraps the ring three times: every page written
+        uint64_t post = t->on_post(1, 0, Dir::Send, 1 << 20, &tag);
+        t->on_complete(1, 0, Dir::Send, 1 << 20, post, tag, true);
+    }
+    t->publish_held();
+    std::vector<PathStats> s = t->snapshot();
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].send_completions, uint64_t(3 * (1 << 16)));
 }
 
 TEST(Telemetry, RingAndFileNames) {

@@ -246,7 +246,8 @@ private:
         req->telemetry = telemetry_;
         req->telemetry_path = path;
         req->tag = transfer_tag_;
-        req->post_ns = telemetry_->on_post(path, req->bytes, &req->tag);
+        req->post_ns =
+            telemetry_->on_post(path, req->is_recv ? telemetry::Dir::Recv : telemetry::Dir::Send, req->bytes, &req->tag);
     }
 
     vcclResult_t post_result(ucs_status_ptr_t sp, UcxRequest* req, TransportRequest** out) {
