@@ -180,20 +180,33 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     for (uint64_t id : options.host_ids) remote_peers = remote_peers || id != options.host_ids[size_t(comm->rank)];
     if (!fo.every_peer && !remote_peers) use_failover = false;
     {
-        // Every rank must build the same transport (their set-up exchanges must pair up), and cut staged
-        // collectives and send/recv messages into the same pieces (comm/staged_pieces.h), or their messages
-        // would not pair up either: rank 0's VCCL_STAGING_CHUNK_BYTES is used everywhere.
-        std::vector<uint64_t> votes(size_t(comm->nranks) * 2);
-        votes[size_t(comm->rank) * 2] = use_failover ? 1 : 0;
-        votes[size_t(comm->rank) * 2 + 1] = comm->staging_chunk_bytes;
-        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), 2 * sizeof(uint64_t)));
-        if (votes[1] != comm->staging_chunk_bytes) {
-            VCCL_WARN(kLogInit, "VCCL_STAGING_CHUNK_BYTES is %llu here and %llu on rank 0: using rank 0's (it must be "
-                      "equal on every rank)", (unsigned long long)comm->staging_chunk_bytes, (unsigned long long)votes[1]);
-            comm->staging_chunk_bytes = votes[1];
+        // Every rank must build the same transport (their set-up exchanges must pair up), and cut messages into
+        // the same pieces and choose the same algorithms, or their messages would not pair up either (a
+        // mismatch showed as "mismatched send/receive sizes", or a hang): rank 0's value of each setting below
+        // is used everywhere.
+        struct Agreed {
+            const char* name;
+            uint64_t value;
+        };
+        Agreed agreed[] = {{"VCCL_STAGING_CHUNK_BYTES", comm->staging_chunk_bytes},
+                           {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
+                           {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes}};
+        constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
+        std::vector<uint64_t> votes(size_t(comm->nranks) * kVotes);
+        votes[size_t(comm->rank) * kVotes] = use_failover ? 1 : 0;
+        for (size_t i = 1; i < kVotes; ++i) votes[size_t(comm->rank) * kVotes + i] = agreed[i - 1].value;
+        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), kVotes * sizeof(uint64_t)));
+        for (size_t i = 1; i < kVotes; ++i) {
+            if (votes[i] == agreed[i - 1].value) continue;
+            VCCL_WARN(kLogInit, "%s is %llu here and %llu on rank 0: using rank 0's (it must be equal on every rank)",
+                      agreed[i - 1].name, (unsigned long long)agreed[i - 1].value, (unsigned long long)votes[i]);
+            agreed[i - 1].value = votes[i];
         }
+        comm->staging_chunk_bytes = agreed[0].value;
+        comm->settings.chunk_bytes = size_t(agreed[1].value);
+        comm->settings.small_bytes = size_t(agreed[2].value);
         uint64_t yes = 0;
-        for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * 2];
+        for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
         if (yes != 0 && yes != uint64_t(comm->nranks)) {
             if (comm->rank == 0) {
                 VCCL_WARN(kLogInit, "failover off: only %llu of %d ranks have a backup path (VCCL_BACKUP_NET_DEVICES)",

@@ -64,10 +64,7 @@ bool device_coll_direct_possible(const vcclComm* comm, const Op& op) {
     return false;
 #endif
     if (comm->nranks > kMaxReduceSources) return false;
-    for (int r = 0; r < comm->nranks; ++r) {
-        if (!comm->ipc->reachable(r)) return false; // every rank on this host, every flag buffer mapped
-    }
-    return true;
+    return comm->ipc->everyone_reachable(); // every rank on this host, every pair's flag buffers mapped
 }
 
 namespace {

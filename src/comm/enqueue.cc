@@ -153,12 +153,32 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     std::vector<const Op*> p2p;
     vcclResult_t status = comm->stream_order.before(streams);
     StagedQueue* queue = all_staged(comm, ops) ? staged_queue(comm, ops.front().stream) : nullptr;
+    // One stream per call. The direct path tells a pair's transfers apart by sequence numbers that the device
+    // waits for as "at least this one" (device/ipc_p2p.h), in the order the call enqueues them: on two streams
+    // of one call, a later transfer's flag could satisfy the wait for an earlier one whose stream was still
+    // busy (the receiver read its buffer before the data, or the sender wrote into a receive buffer the
+    // receiver's stream still used). So a call whose device work names several streams runs it all on the
+    // last one, which first waits for the others; they wait for it at the end. (The staged queue joins its
+    // streams the same way in submit_p2p_staged.)
+    std::vector<Op> joined;
+    const std::vector<Op>* run = &ops;
+    const vcclStream_t main_stream = streams.empty() ? nullptr : streams.back();
+    if (streams.size() > 1 && queue == nullptr && status == vcclSuccess) {
+        for (vcclStream_t s : streams) {
+            if (status == vcclSuccess) status = stream_wait_for(main_stream, s);
+        }
+        joined = ops;
+        for (Op& op : joined) {
+            if (op.mem == MemType::Cuda) op.stream = main_stream;
+        }
+        run = &joined;
+    }
     if (queue == nullptr && comm->staged_queue != nullptr) {
         // Earlier staged jobs own the transport until they end, and they must reach the network before this
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->staged_queue->wait_idle();
     }
-    for (const Op& op : ops) {
+    for (const Op& op : *run) {
         if (status != vcclSuccess) break;
         if (op.kind != OpKind::Collective) {
             p2p.push_back(&op);
@@ -179,7 +199,15 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         status = queue != nullptr ? submit_p2p_staged(comm, queue, p2p) : run_p2p_batch(comm, p2p);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
-    vcclResult_t ordered = comm->stream_order.after(streams);
+    vcclResult_t ordered = vcclSuccess;
+    if (run == &joined) {
+        for (vcclStream_t s : streams) {
+            vcclResult_t r = stream_wait_for(s, main_stream);
+            if (ordered == vcclSuccess) ordered = r;
+        }
+    }
+    vcclResult_t after = comm->stream_order.after(streams);
+    if (ordered == vcclSuccess) ordered = after;
     if (status == vcclSuccess) status = ordered;
     // Peer loss and timeouts leave the communicator unusable; argument errors do not.
     if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError) {

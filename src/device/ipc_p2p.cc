@@ -37,6 +37,7 @@ namespace {
 class NoIpcP2p final : public IpcP2p {
 public:
     bool reachable(int) const override { return false; }
+    bool everyone_reachable() const override { return false; }
     void describe(int, const void*, size_t bytes, bool, const Registration*, P2pDescriptor* out) override {
         memset(out, 0, sizeof(*out));
         out->magic = kDescMagic;
@@ -150,6 +151,7 @@ public:
     vcclResult_t init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids);
 
     bool reachable(int peer) const override { return peer >= 0 && size_t(peer) < reach_.size() && reach_[peer]; }
+    bool everyone_reachable() const override { return everyone_reachable_; }
 
     void describe(int peer, const void* buf, size_t bytes, bool is_recv, const Registration* reg,
                   P2pDescriptor* out) override {
@@ -554,6 +556,13 @@ private:
         if (std::find(batch_streams_.begin(), batch_streams_.end(), stream) == batch_streams_.end()) {
             batch_streams_.push_back(stream);
         }
+        if (peer == rank_) {
+            // A transfer to itself: the buffer is in this process already. CUDA refuses to open a handle in the
+            // process that exported it, so mapping it failed, the send gave up, and the communicator was left
+            // failed by its own FAIL flag (alltoall loops over send/recv include the rank itself).
+            *base = reinterpret_cast<void*>(uintptr_t(desc.alloc_base));
+            return vcclSuccess;
+        }
         for (Mapping& m : list) {
             if (memcmp(m.handle, desc.handle, sizeof(m.handle)) == 0) {
                 m.last_use = clock_;
@@ -698,6 +707,7 @@ private:
     uint32_t* flags_ = nullptr;            // this rank's flags: READY[nranks], DONE[nranks], FAIL[nranks]
     std::vector<uint32_t*> peer_flags_;    // every reachable rank's flags mapped here (own at rank_)
     std::vector<bool> reach_;
+    bool everyone_reachable_ = false;
     std::vector<uint32_t> send_seq_, recv_seq_; // READY waits enqueued per peer; READY writes per peer
     std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
     // Staging FIFO: geometry (equal on every rank it is used with), where the slots start in a rank's
@@ -1139,6 +1149,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         count += reach_[r] ? 1 : 0;
         fifo_count += fifo_ok_[r] ? 1 : 0;
     }
+    everyone_reachable_ = true;
+    for (size_t i = 0; i < opened.size(); ++i) everyone_reachable_ = everyone_reachable_ && opened[i] != 0;
     // Low-latency allreduce: every rank stores into every other's buffer, so every pair must have mapped each
     // other (the whole matrix, which every rank holds: the decision is the same everywhere) with equal sizes.
     ll_active_ = mine.ll_bytes > 0;

@@ -80,6 +80,10 @@ public:
 
     /* Same host and both sides set up: sends and receives with this peer exchange descriptors. Symmetric. */
     virtual bool reachable(int peer) const = 0;
+    /* Every pair of ranks mapped each other (the whole matrix, the same answer on every rank): the direct
+     * device collectives need it. Each rank's own row was not enough: with B and C unable to map each other,
+     * A took the direct algorithm while B and C staged, and the call hung. */
+    virtual bool everyone_reachable() const = 0;
     /* Describes this side's buffer. Receivers export their allocation when they can (for `peer`, which then
      * maps it; -1 when the sender's buffer rules out a direct transfer: nothing is exported); a registered
      * buffer (reg, may be NULL) is described from its registration without asking the driver. A VMM

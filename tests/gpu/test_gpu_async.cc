@@ -1,0 +1,522 @@
+/*
+ * Device-memory tests of the calling thread never waiting for the device (part of tests/gpu/test_gpu;
+ * test_gpu.cc lists them all): with a kernel blocking the stream on a host flag every call returns at once, on
+ * the direct path and through host staging (np2_shared_gpu_staged.sh), with a small staging pool, many receive
+ * buffers, a host-memory call behind, sequence numbers that wrap, and vcclCommAbort.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "gpu_kernels.h"
+#include "gpu_test_util.h"
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+using namespace vgpu;
+
+namespace {
+
+/* A host-mapped word a kernel waits on (vt_wait_flag): the stream stays blocked until the host opens it. */
+struct Gate {
+    uint32_t* host = nullptr;
+    uint32_t* dev = nullptr;
+    Gate() {
+        if (cudaHostAlloc(reinterpret_cast<void**>(&host), sizeof(uint32_t), cudaHostAllocMapped) != cudaSuccess) {
+            host = nullptr;
+            return;
+        }
+        *host = 0;
+        if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) != cudaSuccess) dev = nullptr;
+    }
+    ~Gate() {
+        if (host != nullptr) cudaFreeHost(host);
+    }
+    Gate(const Gate&) = delete;
+    Gate& operator=(const Gate&) = delete;
+    void close() { __atomic_store_n(host, 0u, __ATOMIC_RELEASE); }
+    void open() { __atomic_store_n(host, 1u, __ATOMIC_RELEASE); }
+};
+
+/* Opens the gate after `ms` unless disarmed first, so a call that waits for the blocked stream ends the test
+ * with a failure instead of hanging it; fired() tells whether it had to. */
+class GateTimer {
+public:
+    GateTimer(Gate* gate, int ms) : thread_([this, gate, ms] {
+        std::unique_lock<std::mutex> lock(m_);
+        if (!cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return disarmed_; })) {
+            fired_ = true;
+            gate->open();
+        }
+    }) {}
+    ~GateTimer() { disarm(); }
+    void disarm() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            disarmed_ = true;
+        }
+        cv_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+    bool fired() const { return fired_; }
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    bool disarmed_ = false;
+    std::atomic<bool> fired_{false};
+    std::thread thread_;
+};
+
+/* Seed of round k's data on rank r in the GpuAsync tests. */
+uint32_t async_seed(int k, int r, size_t elems) { return uint32_t(1000 * k + 10 * r + elems % 7 + 1); }
+
+/* `rounds` AllReduces and ring send/recv pairs of `elems` uint32 on s, each after a kernel writes its input. */
+std::string enqueue_async_rounds(vcclComm_t comm, cudaStream_t s, int rounds, size_t elems, uint32_t* send,
+                                 uint32_t* sum, uint32_t* ring) {
+    int rank = world_rank(), n = world_size();
+    for (int k = 0; k < rounds; ++k) {
+        size_t at = size_t(k) * elems;
+        cudaError_t ce = vt_slow_fill(send + at, elems, async_seed(k, rank, elems), 0, s);
+        if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+        vcclResult_t a = vcclAllReduce(send + at, sum + at, elems, vcclUint32, vcclSum, comm, s);
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(send + at, elems, vcclUint32, (rank + 1) % n, comm, s);
+        vcclResult_t y = vcclRecv(ring + at, elems, vcclUint32, (rank + n - 1) % n, comm, s);
+        vcclResult_t e = vcclGroupEnd();
+        std::string why = call_failure(comm, {a, g, x, y, e});
+        if (!why.empty()) return "round " + std::to_string(k) + ": " + why;
+    }
+    return "";
+}
+
+std::string check_async_rounds(int rounds, size_t elems, const DevBuf& sum, const DevBuf& ring) {
+    int rank = world_rank(), n = world_size(), prev = (rank + n - 1) % n;
+    std::vector<char> got_sum = sum.download(), got_ring = ring.download();
+    const auto* gs = reinterpret_cast<const uint32_t*>(got_sum.data());
+    const auto* gr = reinterpret_cast<const uint32_t*>(got_ring.data());
+    for (int k = 0; k < rounds; ++k) {
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t want = 0;
+            for (int r = 0; r < n; ++r) want += vt_pattern(i, async_seed(k, r, elems));
+            size_t at = size_t(k) * elems + i;
+            if (gs[at] != want) {
+                return "round " + std::to_string(k) + " allreduce element " + std::to_string(i) + " is " +
+                       std::to_string(gs[at]) + ", want " + std::to_string(want);
+            }
+            if (gr[at] != vt_pattern(i, async_seed(k, prev, elems))) {
+                return "round " + std::to_string(k) + " received element " + std::to_string(i) + " is wrong";
+            }
+        }
+    }
+    return "";
+}
+
+/* Blocks `s` with a kernel waiting on `gate`, runs `calls` (which enqueue work on s and return "" or why
+ * they failed), checks that they returned while the stream was still blocked (a timer opens the gate after
+ * `timer_ms`, so a call that waits for the stream fails the test instead of hanging it), then opens the gate
+ * and waits for the stream. "" or why not. */
+template <typename Calls>
+std::string calls_behind_blocked_stream(Gate* gate, cudaStream_t s, int timer_ms, Calls&& calls) {
+    std::string why;
+    bool timer_fired = false, blocked_after_calls = false;
+    gate->close();
+    {
+        GateTimer timer(gate, timer_ms);
+        cudaError_t ce = vt_wait_flag(gate->dev, s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) why = calls();
+        blocked_after_calls = cudaStreamQuery(s) == cudaErrorNotReady;
+        timer.disarm();
+        timer_fired = timer.fired();
+        gate->open();
+    }
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (why.empty() && timer_fired) {
+        why = "a call waited for the blocked stream (the gate was opened by the " + std::to_string(timer_ms / 1000) + " s timer)";
+    }
+    if (why.empty() && !blocked_after_calls) why = "the stream was not blocked when the calls returned";
+    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    return why;
+}
+
+/* The calling thread never waits for device work: with the stream blocked by a kernel waiting on the host,
+ * every call (AllReduce, grouped send/recv; several rounds, each after a kernel that writes its input)
+ * returns while the stream is still blocked; then the results are right. Run on every path: direct
+ * (np2_shared_gpu.sh) and host-staged through the proxy (np2_shared_gpu_staged.sh, VCCL_P2P_DIRECT=0). */
+TEST(GpuAsync, CallsReturnWhileTheStreamIsBlocked) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const int rounds = 4;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(1031), size_t(1 << 20) + 3}) {
+        size_t bytes = elems * 4 * rounds;
+        DevBuf send(bytes), sum(bytes), ring(bytes);
+        ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+        auto* sp = reinterpret_cast<uint32_t*>(send.ptr());
+        auto* up = reinterpret_cast<uint32_t*>(sum.ptr());
+        auto* rp = reinterpret_cast<uint32_t*>(ring.ptr());
+        // Once unblocked: the direct path waits for the stream when its reduction scratch grows (documented).
+        std::string why = enqueue_async_rounds(comm, s.s, 1, elems * rounds, sp, up, rp);
+        if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "warm-up stream failed";
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (why.empty()) {
+            why = calls_behind_blocked_stream(&gate, s.s, 10000,
+                                              [&] { return enqueue_async_rounds(comm, s.s, rounds, elems, sp, up, rp); });
+        }
+        if (why.empty()) why = check_async_rounds(rounds, elems, sum, ring);
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(elems) + " elements: " + why;
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* More receive buffers from one peer than the direct path keeps mapped (64), behind a blocked stream: two
+ * rounds over 70 buffers, the first unblocked, the second while a kernel blocks the stream; every call must
+ * return at once and the second round's data is checked in every buffer. The staged path passes (its pinned
+ * pool holds the 70 transfers). The direct path does not yet: it closes the least recently used mapping, and
+ * cudaIpcCloseMemHandle waits for the whole device, also holding up this process's cudaMemcpyAsync on other
+ * threads (docs/RELIABILITY.md), so there the test is skipped with that reason. */
+TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct == nullptr || strcmp(direct, "0") != 0) {
+        GTEST_SKIP() << "known gap of the direct path: letting a CUDA IPC mapping go (cudaIpcCloseMemHandle) waits "
+                        "for the whole device; runs with VCCL_P2P_DIRECT=0 (np2_shared_gpu_staged.sh)";
+    }
+    int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const int buffers = 70;
+    const size_t elems = (size_t(256) << 10) / 4 + 3, bytes = elems * 4; // within the staging pool 70 times over
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    DevBuf send(bytes);
+    // Over 2 MiB each, so every buffer is an allocation (and a CUDA IPC mapping) of its own.
+    std::vector<std::unique_ptr<DevBuf>> recv;
+    for (int k = 0; k < buffers; ++k) recv.emplace_back(new DevBuf((size_t(2) << 20) + 4096));
+    bool allocated = send.base != nullptr;
+    for (auto& r : recv) allocated = allocated && r->base != nullptr;
+    ASSERT_ALL_RANKS(allocated);
+    auto seed = [](int round, int k, int r) { return uint32_t(100000 * round + 100 * k + r + 1); };
+    auto one_round = [&](int round) -> std::string {
+        for (int k = 0; k < buffers; ++k) {
+            cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, k, rank), 0, s.s);
+            if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
+            vcclResult_t y = vcclRecv(recv[size_t(k)]->ptr(), bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            std::string why = call_failure(comm, {g, x, y, e});
+            if (!why.empty()) return "buffer " + std::to_string(k) + ": " + why;
+        }
+        return "";
+    };
+    std::string why = one_round(1);
+    if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "first round: stream failed";
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (why.empty()) why = calls_behind_blocked_stream(&gate, s.s, 20000, [&] { return one_round(2); });
+    for (int k = 0; k < buffers && why.empty(); ++k) {
+        std::vector<char> got = recv[size_t(k)]->download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            if (g[i] != vt_pattern(i, seed(2, k, prev))) {
+                why = "buffer " + std::to_string(k) + " element " + std::to_string(i) + " is wrong";
+                break;
+            }
+        }
+        if (why.empty() && !recv[size_t(k)]->guards_intact()) why = "buffer " + std::to_string(k) + ": a guard zone was written";
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A call on host buffers after device work that is still waiting for its stream: it runs after that work
+ * (on the staged path it waits for the queue), and both results are right. */
+TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const size_t elems = 4099;
+    DevBuf send(elems * 4), sum(elems * 4), ring(elems * 4);
+    ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::string why;
+    std::vector<int64_t> host_in(333), host_out(333, -1);
+    for (size_t i = 0; i < host_in.size(); ++i) host_in[i] = int64_t(i) * (rank + 1);
+    {
+        // Opens the gate while the host call is in progress. Armed before the device calls: this test is
+        // about order and results (CallsReturnWhileTheStreamIsBlocked is the one about not waiting), and the
+        // direct path may wait for the device when it replaces a stale mapping of a peer's freed buffer.
+        GateTimer opener(&gate, 300);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, 1, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        vcclResult_t r = vcclAllReduce(host_in.data(), host_out.data(), host_in.size(), vcclInt64, vcclSum, comm, nullptr);
+        if (why.empty() && r != vcclSuccess) why = std::string("host AllReduce: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    gate.open();
+    cudaError_t ce = cudaStreamSynchronize(s.s);
+    if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+    int64_t ranks_sum = int64_t(n) * (n + 1) / 2;
+    for (size_t i = 0; i < host_out.size() && why.empty(); ++i) {
+        if (host_out[i] != int64_t(i) * ranks_sum) why = "host AllReduce element " + std::to_string(i) + " is wrong";
+    }
+    if (why.empty()) why = check_async_rounds(1, elems, sum, ring);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* Many calls in flight with a staging pool smaller than one of them (VCCL_STAGING_POOL_BYTES=64K): slots are
+ * reused only once their results are copied back. On the direct path this is a plain correctness run. */
+TEST(GpuAsync, SmallStagingPoolKeepsEveryResult) {
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_POOL_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    Stream s;
+    const int rounds = 12;
+    std::string why;
+    for (size_t elems : {size_t(7), size_t(65537)}) {
+        DevBuf send(elems * 4 * rounds), sum(elems * 4 * rounds), ring(elems * 4 * rounds);
+        ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, rounds, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        if (why.empty()) why = check_async_rounds(rounds, elems, sum, ring);
+        if (!why.empty()) why = std::to_string(elems) + " elements: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
+}
+
+/* Send/recv messages over VCCL_STAGING_CHUNK_BYTES travel as pieces, each with a tag of its own; a rank whose
+ * batch is all device memory (staged: the queue moves piece k of every message, then piece k + 1) must match a
+ * rank on host memory (every piece of every message posted at once). Even ranks use device buffers, odd ranks
+ * host buffers; a ring in one group of several messages each way whose piece counts differ (64 KiB pieces), so
+ * that with one tag for every piece a later message's first piece would match an earlier message's second. */
+TEST(GpuAsync, SendRecvPiecesMatchHostBuffers) {
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_CHUNK_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const bool device = rank % 2 == 0 && !(n % 2 == 1 && rank == n - 1); // odd n: the last rank on host too
+    const std::vector<size_t> sizes = {200001, 5, 65537, 0, 3 * 65536, 1};
+    auto byte = [](int src, size_t m, size_t i) {
+        return char((src * 37 + int(m) * 101 + int(i % 253) * 3 + int(i / 253)) & 0xff);
+    };
+    Stream s;
+    std::vector<std::unique_ptr<DevBuf>> dsend, drecv;
+    std::vector<std::vector<char>> hsend, hrecv;
+    for (size_t m = 0; m < sizes.size(); ++m) {
+        std::vector<char> data(sizes[m]);
+        for (size_t i = 0; i < data.size(); ++i) data[i] = byte(rank, m, i);
+        hsend.push_back(data);
+        hrecv.emplace_back(sizes[m] + 1, char(0x5A)); // one guard byte
+        if (device) {
+            dsend.emplace_back(new DevBuf(sizes[m]));
+            drecv.emplace_back(new DevBuf(sizes[m]));
+            if (dsend.back()->base != nullptr) dsend.back()->upload(data);
+        }
+    }
+    bool allocated = true;
+    for (size_t m = 0; m < dsend.size(); ++m) {
+        allocated = allocated && dsend[m]->base != nullptr && drecv[m]->base != nullptr;
+    }
+    ASSERT_ALL_RANKS(allocated); // on every rank: it is a collective check
+    std::string why;
+    for (int round = 0; round < 2 && why.empty(); ++round) {
+        vcclResult_t r = vcclGroupStart();
+        for (size_t m = 0; m < sizes.size() && r == vcclSuccess; ++m) {
+            r = vcclRecv(device ? static_cast<void*>(drecv[m]->ptr()) : hrecv[m].data(), sizes[m], vcclUint8, prev, comm,
+                         device ? s.s : nullptr);
+            if (r == vcclSuccess)
+                r = vcclSend(device ? static_cast<const void*>(dsend[m]->ptr()) : hsend[m].data(), sizes[m], vcclUint8, next,
+                             comm, device ? s.s : nullptr);
+        }
+        vcclResult_t e = vcclGroupEnd();
+        if (r == vcclSuccess) r = e;
+        if (r != vcclSuccess) why = std::string("round ") + std::to_string(round) + ": " + result_str(r) + ": " + vcclGetLastError(comm);
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        for (size_t m = 0; m < sizes.size() && why.empty(); ++m) {
+            std::vector<char> got = device ? drecv[m]->download() : std::vector<char>(hrecv[m].begin(), hrecv[m].end() - 1);
+            for (size_t i = 0; i < sizes[m] && why.empty(); ++i) {
+                if (got[i] != byte(prev, m, i)) {
+                    why = "round " + std::to_string(round) + ": message " + std::to_string(m) + " (" + std::to_string(sizes[m]) +
+                          " B) byte " + std::to_string(i) + " wrong";
+                }
+            }
+            if (why.empty() && (device ? !drecv[m]->guards_intact() : hrecv[m].back() != char(0x5A)))
+                why = "message " + std::to_string(m) + ": guard written";
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
+}
+
+/* The staged queue's parts are numbered with 32 bits, and a pinned slot remembered the number of its last
+ * part. A slot then left unused while the numbers moved on by 2^31 compared as "not yet reached" and looked
+ * busy for good: with the pool full of such slots, the next call waited for pinned memory forever (found in
+ * review; about 30 hours of small staged operations). Here two slots are made behind a blocked stream (they
+ * fill the 512 KiB pool), one is used again, the numbering is moved on by 2^31 + 1000 (test hook, as if that
+ * many parts had run), and further calls must complete with right results. A watchdog aborts the
+ * communicator after 20 s, so the old behaviour fails the test instead of hanging it. Staged path only. */
+TEST(GpuAsync, StagingSlotsSurviveSequenceWraparound) {
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct == nullptr || strcmp(direct, "0") != 0)
+        GTEST_SKIP() << "the staged queue is tested with VCCL_P2P_DIRECT=0 (np2_shared_gpu_staged.sh)";
+    vcclComm_t comm = comm_with_env({{"VCCL_STAGING_POOL_BYTES", "512K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank(), n = world_size();
+    const size_t elems = 48 * 1024; // 192 KiB: a 256 KiB slot; two of them fill the pool
+    Stream s;
+    Gate gate;
+    DevBuf a(elems * 4), b(elems * 4), out_a(elems * 4), out_b(elems * 4);
+    ASSERT_ALL_RANKS(gate.dev != nullptr && a.base != nullptr && b.base != nullptr && out_a.base != nullptr &&
+                     out_b.base != nullptr);
+    auto seed = [](int call, int r) { return uint32_t(1000 * call + r + 1); };
+    auto allreduce = [&](int call, DevBuf& in, DevBuf& out) -> std::string {
+        cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(in.ptr()), elems, seed(call, rank), 0, s.s);
+        if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
+        vcclResult_t r = vcclAllReduce(in.ptr(), out.ptr(), elems, vcclUint32, vcclSum, comm, s.s);
+        if (r != vcclSuccess) {
+            return "call " + std::to_string(call) + ": " + result_str(r) + ": " + vcclGetLastError(comm);
+        }
+        return "";
+    };
+    auto check = [&](int call, DevBuf& out) -> std::string {
+        std::vector<char> got = out.download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t want = 0;
+            for (int r = 0; r < n; ++r) want += vt_pattern(i, seed(call, r));
+            if (g[i] != want) return "call " + std::to_string(call) + " element " + std::to_string(i) + " is wrong";
+        }
+        return "";
+    };
+    auto sync = [&](const char* when) -> std::string {
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        return ce == cudaSuccess ? "" : std::string(when) + ": stream: " + cuda_str(ce);
+    };
+    // Two slots: calls 1 and 2 in flight together behind the gate.
+    std::string why = calls_behind_blocked_stream(&gate, s.s, 10000, [&] {
+        std::string w = allreduce(1, a, out_a);
+        return w.empty() ? allreduce(2, b, out_b) : w;
+    });
+    if (why.empty()) why = check(1, out_a);
+    if (why.empty()) why = check(2, out_b);
+    // One of them used again (the queue sees both free), the other left alone; then the numbering jumps.
+    if (why.empty()) why = allreduce(3, a, out_a);
+    if (why.empty()) why = sync("call 3");
+    if (why.empty()) why = check(3, out_a);
+    if (why.empty() && vccl::testing::staging_skip_sequence(comm, 0x80000000u + 1000u) != vcclSuccess) {
+        why = std::string("staging_skip_sequence: ") + vcclGetLastError(comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    std::mutex m;
+    std::condition_variable cv;
+    bool finished = false;
+    std::atomic<bool> aborted{false};
+    std::thread watchdog([&] {
+        std::unique_lock<std::mutex> lock(m);
+        if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return finished; })) {
+            aborted = true;
+            vcclCommAbort(comm);
+        }
+    });
+    for (int call = 4; call <= 7 && why.empty(); ++call) {
+        why = allreduce(call, call % 2 ? b : a, call % 2 ? out_b : out_a);
+        if (why.empty()) why = sync("after the jump");
+        if (why.empty()) why = check(call, call % 2 ? out_b : out_a);
+    }
+    {
+        std::lock_guard<std::mutex> lock(m);
+        finished = true;
+    }
+    cv.notify_all();
+    watchdog.join();
+    if (aborted) why = "calls after the sequence jump waited for pinned memory for 20 s (aborted): " + why;
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    if (!aborted) vcclCommDestroy(comm);
+}
+
+/* vcclCommAbort with device work queued behind a blocked stream returns at once on every rank, and the
+ * stream goes on once unblocked (the aborted work's data is not valid). */
+TEST(GpuAsync, AbortWithBlockedDeviceWork) {
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    const size_t elems = 100003;
+    DevBuf send(elems * 4 * 3), sum(elems * 4 * 3), ring(elems * 4 * 3);
+    ASSERT_ALL_RANKS(send.base != nullptr && sum.base != nullptr && ring.base != nullptr);
+    // Warm-up (unblocked): the direct path's scratch grows here, not behind the gate.
+    std::string why = enqueue_async_rounds(comm, s.s, 1, elems * 3, reinterpret_cast<uint32_t*>(send.ptr()),
+                                           reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+    if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "warm-up stream failed";
+    MPI_Barrier(MPI_COMM_WORLD);
+    double took = 0;
+    {
+        GateTimer timer(&gate, 10000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (why.empty() && ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            why = enqueue_async_rounds(comm, s.s, 3, elems, reinterpret_cast<uint32_t*>(send.ptr()),
+                                       reinterpret_cast<uint32_t*>(sum.ptr()), reinterpret_cast<uint32_t*>(ring.ptr()));
+        }
+        double t0 = MPI_Wtime();
+        vcclResult_t r = vcclCommAbort(comm);
+        took = MPI_Wtime() - t0;
+        if (why.empty() && r != vcclSuccess) why = std::string("abort: ") + result_str(r);
+        timer.disarm();
+        if (why.empty() && timer.fired()) why = "a call or the abort waited for the blocked stream";
+        gate.open();
+    }
+    if (why.empty() && took > 1.0) why = "abort took " + std::to_string(took) + " s";
+    expect_stream_goes_on(s.s, "abort");
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+
+} // namespace

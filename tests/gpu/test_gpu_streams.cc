@@ -1,0 +1,306 @@
+/*
+ * Device-memory tests of stream order (part of tests/gpu/test_gpu; test_gpu.cc lists them all): a slow kernel
+ * writes the send buffer right before vcclSend and a kernel reads the receive buffer right after vcclRecv with
+ * no synchronisation in between; one communicator used from two streams in turn; several streams in one group
+ * call; send/recv to the rank itself.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "gpu_kernels.h"
+#include "gpu_test_util.h"
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+using namespace vgpu;
+
+namespace {
+
+/* A slow kernel fills the send buffer right before vcclSend, a kernel reads the receive buffer right after
+ * vcclRecv; nothing synchronises in between. Any ordering gap shows as stale data. */
+TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    const int iters = 6;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(4097), size_t(1 << 20) + 1}) {
+        size_t bytes = elems * 4;
+        DevBuf send(bytes), recv(bytes), out(bytes * iters);
+        ASSERT_ALL_RANKS(send.base != nullptr && recv.base != nullptr && out.base != nullptr);
+        cudaMemset(recv.ptr(), 0, bytes);
+        cudaDeviceSynchronize();
+        MPI_Barrier(MPI_COMM_WORLD);
+        auto* sp = reinterpret_cast<uint32_t*>(send.ptr());
+        auto* rp = reinterpret_cast<uint32_t*>(recv.ptr());
+        std::string why;
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            uint32_t seed = uint32_t(1000 * it + 10 * rank + 1);
+            cudaError_t ce = vt_slow_fill(sp, elems, seed, 2000, s.s); // 2 ms before the data is there
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t a = vcclSend(sp, elems * 4, vcclUint8, next, comm, s.s);
+            vcclResult_t b = vcclRecv(rp, elems * 4, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            cudaError_t ce2 = vt_add_one(reinterpret_cast<uint32_t*>(out.ptr()) + size_t(it) * elems, rp, elems, s.s);
+            if (ce != cudaSuccess || ce2 != cudaSuccess) why = "kernel launch: " + cuda_str(ce != cudaSuccess ? ce : ce2);
+            for (vcclResult_t r : {g, a, b, e}) {
+                if (r != vcclSuccess && why.empty()) why = std::string("call failed: ") + result_str(r);
+            }
+        }
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+        std::vector<char> got = out.download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (int it = 0; it < iters && why.empty(); ++it) {
+            uint32_t seed = uint32_t(1000 * it + 10 * prev + 1);
+            for (size_t i = 0; i < elems; ++i) {
+                if (g[size_t(it) * elems + i] != vt_pattern(i, seed) + 1u) {
+                    why = "iteration " + std::to_string(it) + " element " + std::to_string(i) + " is stale";
+                    break;
+                }
+            }
+        }
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(bytes) + " bytes: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+
+/* One communicator used from two streams in turn (allowed, as with NCCL): its operations must still run in the
+ * order of the calls, since they share the communicator's scratch memory and sequence numbers. Call `it` runs
+ * on stream A or B in turn, its input written by a kernel that first spins 2 ms on A, so a later call on B
+ * would overtake it if nothing ordered them. issue(it, send, recv, stream) makes the call (an empty string or
+ * why it failed); want(it, i) is element i of call it's result. */
+template <typename Issue, typename Want>
+std::string alternating_streams_case(size_t elems, Issue&& issue, Want&& want) {
+    const int iters = 6;
+    Stream a, b;
+    std::string why;
+    std::vector<std::unique_ptr<DevBuf>> send, recv;
+    for (int it = 0; it < iters; ++it) {
+        send.emplace_back(new DevBuf(elems * 4));
+        recv.emplace_back(new DevBuf(elems * 4));
+    }
+    cudaDeviceSynchronize();
+    MPI_Barrier(MPI_COMM_WORLD);
+    for (int it = 0; it < iters && why.empty(); ++it) {
+        cudaStream_t s = it % 2 == 0 ? a.s : b.s;
+        auto* sp = reinterpret_cast<uint32_t*>(send[it]->ptr());
+        cudaError_t ce = vt_slow_fill(sp, elems, uint32_t(100 * it + world_rank() + 1), it % 2 == 0 ? 2000 : 0, s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        std::string f = issue(it, sp, reinterpret_cast<uint32_t*>(recv[it]->ptr()), s);
+        if (!f.empty() && why.empty()) why = f;
+    }
+    for (cudaStream_t s : {a.s, b.s}) {
+        cudaError_t ce = cudaStreamSynchronize(s);
+        if (ce != cudaSuccess && why.empty()) why = "stream: " + cuda_str(ce);
+    }
+    for (int it = 0; it < iters && why.empty(); ++it) {
+        std::vector<char> got = recv[it]->download();
+        const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            uint32_t w = want(it, i);
+            if (g[i] != w) {
+                why = std::to_string(elems) + " elements, call " + std::to_string(it) + " (stream " +
+                      (it % 2 == 0 ? "A" : "B") + "), element " + std::to_string(i) + ": got " + std::to_string(g[i]) +
+                      ", want " + std::to_string(w);
+                break;
+            }
+        }
+    }
+    return why;
+}
+
+TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    int n = world_size();
+    std::string why;
+    for (size_t elems : {size_t(1031), size_t(300001)}) {
+        if (!why.empty()) break;
+        why = alternating_streams_case(
+            elems,
+            [&](int, uint32_t* send, uint32_t* recv, cudaStream_t s) {
+                vcclResult_t r = vcclAllReduce(send, recv, elems, vcclUint32, vcclSum, comm, s);
+                return r == vcclSuccess ? std::string() : std::string("call failed: ") + result_str(r);
+            },
+            [&](int it, size_t i) {
+                uint32_t sum = 0;
+                for (int r = 0; r < n; ++r) sum += vt_pattern(i, uint32_t(100 * it + r + 1));
+                return sum;
+            });
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* The same for send/recv: a ring exchange per call. The receive of a later call must not take the place (the
+ * sequence number) of an earlier one. */
+TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    std::string why;
+    for (size_t elems : {size_t(3), size_t(262147)}) {
+        if (!why.empty()) break;
+        why = alternating_streams_case(
+            elems,
+            [&](int, uint32_t* send, uint32_t* recv, cudaStream_t s) {
+                vcclResult_t g = vcclGroupStart();
+                vcclResult_t x = vcclSend(send, elems, vcclUint32, next, comm, s);
+                vcclResult_t y = vcclRecv(recv, elems, vcclUint32, prev, comm, s);
+                vcclResult_t e = vcclGroupEnd();
+                return call_failure(comm, {g, x, y, e});
+            },
+            [&](int it, size_t i) { return vt_pattern(i, uint32_t(100 * it + prev + 1)); });
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* Several streams in one group call: on each rank, x goes to the next rank on stream A (written by a kernel that
+ * spins 3 ms first), y on stream B (ready at once); a and b come from the previous rank on streams C and D, and a
+ * kernel reads each right after the group, on its own stream. The direct path tells the two transfers apart by
+ * sequence numbers waited for as "at least": run on different streams, y's flags could satisfy x's waits, and C
+ * would read `a` before x's data arrived (stale bytes). */
+TEST(GpuStreamOrder, SeveralStreamsInOneGroup) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream sa, sb, sc, sd;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(4097), size_t(1 << 20) + 1}) {
+        size_t bytes = elems * 4;
+        DevBuf x(bytes), y(bytes), a(bytes), b(bytes), outa(bytes), outb(bytes);
+        ASSERT_ALL_RANKS(x.base && y.base && a.base && b.base && outa.base && outb.base);
+        std::string why;
+        for (int it = 0; it < 4 && why.empty(); ++it) {
+            cudaMemset(a.ptr(), 0, bytes);
+            cudaMemset(b.ptr(), 0, bytes);
+            cudaDeviceSynchronize();
+            MPI_Barrier(MPI_COMM_WORLD);
+            uint32_t xs = uint32_t(1000 * it + 10 * rank + 1), ys = xs + 5;
+            auto* xp = reinterpret_cast<uint32_t*>(x.ptr());
+            auto* yp = reinterpret_cast<uint32_t*>(y.ptr());
+            auto* ap = reinterpret_cast<uint32_t*>(a.ptr());
+            auto* bp = reinterpret_cast<uint32_t*>(b.ptr());
+            cudaError_t c1 = vt_slow_fill(xp, elems, xs, 3000, sa.s);
+            cudaError_t c2 = vt_slow_fill(yp, elems, ys, 0, sb.s);
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t r1 = vcclSend(xp, elems, vcclUint32, next, comm, sa.s);
+            vcclResult_t r2 = vcclSend(yp, elems, vcclUint32, next, comm, sb.s);
+            vcclResult_t r3 = vcclRecv(ap, elems, vcclUint32, prev, comm, sc.s);
+            vcclResult_t r4 = vcclRecv(bp, elems, vcclUint32, prev, comm, sd.s);
+            vcclResult_t e = vcclGroupEnd();
+            cudaError_t c3 = vt_add_one(reinterpret_cast<uint32_t*>(outa.ptr()), ap, elems, sc.s);
+            cudaError_t c4 = vt_add_one(reinterpret_cast<uint32_t*>(outb.ptr()), bp, elems, sd.s);
+            why = call_failure(comm, {g, r1, r2, r3, r4, e});
+            for (cudaError_t c : {c1, c2, c3, c4}) {
+                if (c != cudaSuccess && why.empty()) why = "kernel launch: " + cuda_str(c);
+            }
+            for (cudaStream_t s : {sa.s, sb.s, sc.s, sd.s}) {
+                cudaError_t c = cudaStreamSynchronize(s);
+                if (c != cudaSuccess && why.empty()) why = "stream: " + cuda_str(c);
+            }
+            std::vector<char> ga = outa.download(), gb = outb.download();
+            const auto* pa = reinterpret_cast<const uint32_t*>(ga.data());
+            const auto* pb = reinterpret_cast<const uint32_t*>(gb.data());
+            uint32_t want_x = uint32_t(1000 * it + 10 * prev + 1), want_y = want_x + 5;
+            for (size_t i = 0; i < elems && why.empty(); ++i) {
+                if (pa[i] != vt_pattern(i, want_x) + 1u) {
+                    why = "iteration " + std::to_string(it) + ": the receive on stream C read element " +
+                          std::to_string(i) + " before its data arrived (or got the wrong data)";
+                } else if (pb[i] != vt_pattern(i, want_y) + 1u) {
+                    why = "iteration " + std::to_string(it) + ": element " + std::to_string(i) + " of b is wrong";
+                }
+            }
+        }
+        if (!why.empty() && first_failure.empty()) first_failure = std::to_string(bytes) + " bytes: " + why;
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* Send/recv to the rank itself on cudaMalloc memory (alltoall loops over send/recv include it), alone and in a
+ * group with the ring neighbours, receive first or last: the right bytes, and the communicator stays healthy.
+ * Before the fix the direct path tried to open this process's own IPC handle, which CUDA refuses: the call
+ * failed and the rank's own FAIL flag left the communicator failed. */
+TEST(GpuP2p, SendRecvToSelf) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    int rank = world_rank(), n = world_size();
+    int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string first_failure;
+    for (size_t elems : {size_t(1), size_t(4097), size_t(1 << 20) + 1}) {
+        size_t bytes = elems * 4;
+        for (int variant = 0; variant < 4 && first_failure.empty(); ++variant) {
+            bool recv_first = variant & 1, with_ring = (variant & 2) != 0 && n > 1;
+            DevBuf self_send(bytes), self_recv(bytes), ring_send(bytes), ring_recv(bytes);
+            ASSERT_ALL_RANKS(self_send.base && self_recv.base && ring_send.base && ring_recv.base);
+            uint32_t seed = uint32_t(77 * variant + 10 * rank + 3);
+            vt_slow_fill(reinterpret_cast<uint32_t*>(self_send.ptr()), elems, seed, 0, s.s);
+            vt_slow_fill(reinterpret_cast<uint32_t*>(ring_send.ptr()), elems, seed + 1, 0, s.s);
+            cudaStreamSynchronize(s.s);
+            MPI_Barrier(MPI_COMM_WORLD);
+            std::vector<vcclResult_t> rs;
+            rs.push_back(vcclGroupStart());
+            auto self_pair = [&] {
+                if (recv_first) rs.push_back(vcclRecv(self_recv.ptr(), elems, vcclUint32, rank, comm, s.s));
+                rs.push_back(vcclSend(self_send.ptr(), elems, vcclUint32, rank, comm, s.s));
+                if (!recv_first) rs.push_back(vcclRecv(self_recv.ptr(), elems, vcclUint32, rank, comm, s.s));
+            };
+            self_pair();
+            if (with_ring) {
+                rs.push_back(vcclSend(ring_send.ptr(), elems, vcclUint32, next, comm, s.s));
+                rs.push_back(vcclRecv(ring_recv.ptr(), elems, vcclUint32, prev, comm, s.s));
+            }
+            rs.push_back(vcclGroupEnd());
+            std::string why = call_failure(comm, rs);
+            cudaError_t c = cudaStreamSynchronize(s.s);
+            if (c != cudaSuccess && why.empty()) why = "stream: " + cuda_str(c);
+            std::vector<char> got = self_recv.download();
+            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+            for (size_t i = 0; i < elems && why.empty(); ++i) {
+                if (g[i] != vt_pattern(i, seed)) why = "element " + std::to_string(i) + " from itself is wrong";
+            }
+            if (with_ring && why.empty()) {
+                std::vector<char> r = ring_recv.download();
+                const auto* q = reinterpret_cast<const uint32_t*>(r.data());
+                uint32_t want = uint32_t(77 * variant + 10 * prev + 3) + 1;
+                for (size_t i = 0; i < elems && why.empty(); ++i) {
+                    if (q[i] != vt_pattern(i, want)) why = "element " + std::to_string(i) + " from the previous rank is wrong";
+                }
+            }
+            if (why.empty() && (!self_recv.guards_intact() || !ring_recv.guards_intact())) why = "a guard zone was written";
+            vcclResult_t async = vcclSuccess;
+            vcclCommGetAsyncError(comm, &async);
+            if (why.empty() && async != vcclSuccess) why = std::string("vcclCommGetAsyncError: ") + result_str(async);
+            if (!why.empty()) {
+                first_failure = std::to_string(bytes) + " bytes, receive " + (recv_first ? "first" : "last") +
+                                (with_ring ? ", with the ring" : "") + ": " + why;
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+} // namespace
