@@ -27,6 +27,11 @@ public:
     /* Returns at least `bytes`; earlier pointers from this arena stay valid until reset(). */
     void* get(size_t bytes);
     void reset() { used_ = 0; }
+    /* Frees every block (a destroyed communicator's). */
+    void release() {
+        std::vector<std::vector<char>>().swap(blocks_);
+        used_ = 0;
+    }
 private:
     std::vector<std::vector<char>> blocks_;
     size_t used_ = 0; // blocks handed out in the current collective

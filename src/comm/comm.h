@@ -55,6 +55,7 @@ struct vcclComm {
     int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas
 
     std::atomic<bool> aborted{false};
+    std::atomic<bool> destroyed{false}; // comm_destroy ran or runs: the object stays, hollow (comm_destroy)
     std::atomic<int> async_error{vcclSuccess};
     std::mutex error_mutex;
     std::string async_error_text;

@@ -258,11 +258,16 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
     std::vector<Entry> all(comm->nranks);
     all[comm->rank] = {color, key, comm->rank};
     uint64_t split_seq;
+    std::shared_ptr<Bootstrap> bootstrap; // a copy: another thread's destroy empties the communicator
     {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
+        if (comm->destroyed.load()) {
+            return set_last_error(vcclInvalidUsage, "communicator %s was destroyed", comm->name.c_str());
+        }
         split_seq = comm->split_seq++;
+        bootstrap = comm->bootstrap;
     }
-    VCCL_RETURN_IF_ERROR(comm->bootstrap->allgather(all.data(), sizeof(Entry)));
+    VCCL_RETURN_IF_ERROR(bootstrap->allgather(all.data(), sizeof(Entry)));
 
     std::vector<Entry> group;
     for (const Entry& e : all) {
@@ -284,7 +289,7 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
     }
     std::shared_ptr<Bootstrap> child;
     // Only members call split (the MPI bootstrap builds the group with MPI_Comm_create_group).
-    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
+    VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, &child));
     if (child == nullptr) return set_last_error(vcclInternalError, "split produced no bootstrap");
     return comm_init_with_bootstrap(out, std::move(child), config);
 }
@@ -296,21 +301,31 @@ vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool a
     // new communicator's set-up is routed over it.
     if (abort_pending) comm->aborted.store(true);
     uint64_t shrink_seq;
+    std::shared_ptr<Bootstrap> bootstrap;
     {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
+        if (comm->destroyed.load()) {
+            return set_last_error(vcclInvalidUsage, "communicator %s was destroyed", comm->name.c_str());
+        }
         shrink_seq = comm->split_seq++;
+        bootstrap = comm->bootstrap;
     }
     int new_rank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
     // No exchange among the members is needed: each computes the same list, and excluded ranks take no
     // part (they may be dead).
     uint64_t split_id = mix64(comm->hash ^ mix64(shrink_seq) ^ 0x7368726b6e6b6e00ull);
     std::shared_ptr<Bootstrap> child;
-    VCCL_RETURN_IF_ERROR(comm->bootstrap->split(members, new_rank, split_id, &child));
+    VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, &child));
     if (child == nullptr) return set_last_error(vcclInternalError, "shrink produced no bootstrap");
     return comm_init_with_bootstrap(out, std::move(child), config);
 }
 
 vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
+    // Two threads may both have passed check_comm (destroy and abort from a watchdog): one destroys.
+    if (comm->destroyed.exchange(true)) {
+        return set_last_error(vcclInvalidUsage, "communicator %s is already being destroyed or aborted",
+                              comm->name.c_str());
+    }
     comm_unregister(comm);
     if (abort) {
         comm->aborted.store(true);
@@ -350,7 +365,19 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         scratch.reset();
     });
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
-    delete comm;
+    // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
+    // address came back for the next communicator, and a stale handle then passed the live-handle check and
+    // acted on the new one (even destroying it); and a call of another thread that had passed that check and
+    // waited for the operation lock locked freed memory. Now such a call finds `aborted` under the lock and
+    // returns vcclInvalidUsage, and a stale handle is never live again.
+    comm->aborted.store(true);
+    {
+        std::lock_guard<std::mutex> lock(comm->op_mutex);
+        comm->bootstrap.reset();
+        comm->scratch.release();
+        comm->staging.release();
+        comm->registrations.clear();
+    }
     // A flush that timed out at destroy is not the caller's problem: data already completed.
     (void)status;
     return vcclSuccess;

@@ -38,6 +38,8 @@ public:
     /* A registration that holds all of [buf, buf + bytes), or nullptr. */
     const Registration* find(const void* buf, size_t bytes) const;
     size_t size() const { return by_begin_.size(); }
+    /* Forgets every registration (a destroyed communicator's). */
+    void clear() { by_begin_.clear(); }
 
 private:
     std::multimap<uintptr_t, std::unique_ptr<Registration>> by_begin_;

@@ -21,6 +21,12 @@ public:
     ~StagingBuffer();
     /* At least `bytes` of pinned (or, failing that, pageable) memory; contents are not preserved. */
     vcclResult_t get(size_t bytes, void** out);
+    /* Frees the memory now (a destroyed communicator's). */
+    void release() {
+        this->~StagingBuffer();
+        ptr_ = nullptr;
+        bytes_ = 0;
+    }
 private:
     void* ptr_ = nullptr;
     size_t bytes_ = 0;

@@ -239,6 +239,30 @@ TEST_F(CommTest, UseAfterDestroyIsInvalidUsage) {
     EXPECT_ALL_RANKS(nc == nullptr) << "output written on failure";
 }
 
+/* A destroyed handle stays dead when new communicators are made: malloc used to give the next communicator the
+ * freed address, and the stale handle then passed the live-handle check and acted on the new one (its
+ * vcclCommDestroy destroyed it). Ten rounds, each comparing the stale handle with every new one. */
+TEST_F(CommTest, StaleHandleNeverReachesANewCommunicator) {
+    std::string why;
+    for (int round = 0; round < 10 && why.empty(); ++round) {
+        vcclResult_t rc;
+        vcclComm_t old = make_comm(CommKind::Mpi, &rc);
+        ASSERT_ALL_RANKS_WHY(old != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+        ASSERT_ALL_RANKS(vcclCommDestroy(old) == vcclSuccess);
+        vcclComm_t fresh = make_comm(CommKind::Mpi, &rc);
+        ASSERT_ALL_RANKS_WHY(fresh != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+        if (fresh == old) why += "round " + std::to_string(round) + ": the new communicator has the old handle; ";
+        int n = 0;
+        why += rc_why("vcclCommCount (stale)", vcclCommCount(old, &n), vcclInvalidUsage);
+        why += rc_why("vcclCommDestroy (stale)", vcclCommDestroy(old), vcclInvalidUsage);
+        vcclResult_t rs;
+        int64_t sum = comm_sum(fresh, 1, &rs);
+        if (rs != vcclSuccess || sum != n_) why += "the new communicator no longer works; ";
+        why += rc_why("vcclCommDestroy (new)", vcclCommDestroy(fresh), vcclSuccess);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 TEST_F(CommTest, AbortReturnsQuickly) {
     vcclResult_t rc;
     vcclComm_t c = make_comm(CommKind::UniqueId, &rc);
