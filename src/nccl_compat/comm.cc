@@ -119,14 +119,26 @@ bool is_live(const ncclComm* comm) {
     return registry().count(comm) != 0;
 }
 
-ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc) {
+vcclComm_t live_vccl_comm(const ncclComm* comm) {
+    if (comm == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    return registry().count(comm) != 0 ? comm->vc : nullptr;
+}
+
+/* The wrapper's fields are read under the registry lock: another thread's ncclCommAbort or ncclCommDestroy
+ * (a watchdog) may free the wrapper as soon as the lock is let go. */
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev) {
     if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
-    if (!is_live(comm)) {
-        return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
-                    static_cast<const void*>(comm));
+    {
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        if (registry().count(comm) != 0) {
+            *vc = comm->vc;
+            if (cuda_dev != nullptr) *cuda_dev = comm->cuda_dev;
+            return ncclSuccess;
+        }
     }
-    *vc = comm->vc;
-    return ncclSuccess;
+    return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
+                static_cast<const void*>(comm));
 }
 
 ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
@@ -286,7 +298,8 @@ VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
           ncclConfig_t* config) {
     const char* fn = "ncclCommSplit";
     vcclComm_t vc = nullptr;
-    ncclResult_t r = lookup(comm, fn, &vc);
+    int cuda_dev = -1;
+    ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
     if (r != ncclSuccess) return r;
     if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
     vcclConfig_t vconfig;
@@ -300,13 +313,31 @@ VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
         *newcomm = nullptr;
         return ncclSuccess;
     }
-    return wrap(child, comm->cuda_dev, newcomm);
+    return wrap(child, cuda_dev, newcomm);
 }
 
+/* NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT have vccl's values (checked at build time below). The excluded
+ * ranks do not call it, as with NCCL. */
 VNCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-    return unsupported("ncclCommShrink", "vccl cannot build a communicator without the excluded ranks taking part");
+    const char* fn = "ncclCommShrink";
+    vcclComm_t vc = nullptr;
+    int cuda_dev = -1;
+    ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
+    if (r != ncclSuccess) return r;
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    vcclConfig_t vconfig;
+    bool use_config = false;
+    r = map_config(config, fn, &vconfig, &use_config);
+    if (r != ncclSuccess) return r;
+    vcclComm_t child = nullptr;
+    r = to_nccl(vcclCommShrink(vc, excludeRanksList, excludeRanksCount, &child, use_config ? &vconfig : nullptr,
+                               shrinkFlags));
+    if (r != ncclSuccess) return r;
+    return wrap(child, cuda_dev, newcomm);
 }
+static_assert(VCCL_SHRINK_DEFAULT == 0x00 && VCCL_SHRINK_ABORT == 0x01,
+              "nccl.h 2.28's NCCL_SHRINK_DEFAULT (0) and NCCL_SHRINK_ABORT (1) are passed through");
 
 VNCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
     vcclComm_t vc = nullptr;
@@ -334,10 +365,11 @@ VNCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 /* The device current when the communicator was created; -1 when there was none (host-only use). */
 VNCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
     vcclComm_t vc = nullptr;
-    ncclResult_t r = lookup(comm, "ncclCommCuDevice", &vc);
+    int cuda_dev = -1;
+    ncclResult_t r = lookup(comm, "ncclCommCuDevice", &vc, &cuda_dev);
     if (r != ncclSuccess) return r;
     if (device == nullptr) return fail(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
-    *device = comm->cuda_dev;
+    *device = cuda_dev;
     return ncclSuccess;
 }
 

@@ -39,9 +39,11 @@ ncclResult_t unsupported(const char* fn, const char* why);
 
 /* True when comm is a live wrapper (no logging). */
 bool is_live(const ncclComm* comm);
+/* The vccl communicator of a live wrapper (read under the registry lock), or NULL. */
+vcclComm_t live_vccl_comm(const ncclComm* comm);
 
 /* Checks that comm is a live wrapper; *vc gets its vccl communicator. */
-ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc);
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev = nullptr);
 
 /* Wraps a new vccl communicator (registered as live); on failure destroys vc. */
 ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out);

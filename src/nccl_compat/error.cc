@@ -91,7 +91,7 @@ VNCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
 }
 
 VNCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
-    return vcclGetLastError(comm != nullptr && is_live(comm) ? comm->vc : nullptr);
+    return vcclGetLastError(live_vccl_comm(comm));
 }
 
 /* Deprecated in NCCL and meaningless here (vccl reads VCCL_DEBUG* once). */

@@ -4,6 +4,8 @@
 #                  created on first use on every rank, calls through vccl, and teardown in MPI_Finalize
 #   MODE disabled  coll_vccl_enable=0: Open MPI's own components (the previous modules) on the same checks;
 #                  the log must not show vccl at all
+#   MODE off       enabled, but coll_vccl_priority=-1: likewise (a priority of 0 or less turns it off, also on
+#                  single-process communicators, where it otherwise ranks itself above coll/self)
 # Environment (set by make check): top_builddir, MPIRUN; EXPECT_FREED (see below). GoogleTest XML goes to $top_builddir/test-results/.
 set -u
 np=$1
@@ -20,6 +22,7 @@ comp=$top_builddir/coll_vccl/.libs
 case $mode in
 vccl) params="--mca coll_vccl_enable 1 --mca coll_vccl_host 1" ;;
 disabled) params="--mca coll_vccl_enable 0" ;;
+off) params="--mca coll_vccl_enable 1 --mca coll_vccl_host 1 --mca coll_vccl_priority -1" ;;
 *) echo "unknown mode $mode"; exit 99 ;;
 esac
 mkdir -p "$top_builddir/test-results"
@@ -50,6 +53,6 @@ if [ "$mode" = vccl ]; then
         echo "FAIL: MPI_COMM_WORLD made no call through vccl"; exit 1
     fi
 else
-    if grep -q 'created vccl communicator' "$log"; then echo "FAIL: coll_vccl_enable=0 still used vccl"; exit 1; fi
+    if grep -q 'created vccl communicator' "$log"; then echo "FAIL: coll/vccl was used in mode $mode"; exit 1; fi
 fi
 exit 0

@@ -308,6 +308,14 @@ TEST_F(Coll, Allreduce) {
     EXPECT_ALL_RANKS_OK(chk);
 }
 
+/* MPI_COMM_SELF: a single-process communicator, which the component ranks above coll/self (unless its priority
+ * turns it off: coll-np2-off.sh checks that no vccl communicator is made then). */
+TEST_F(Coll, AllreduceOnCommSelf) {
+    Checker chk;
+    FOR_REDUCTION_TYPES(allreduceCase, MPI_COMM_SELF, chk);
+    EXPECT_ALL_RANKS_OK(chk);
+}
+
 TEST_F(Coll, Reduce) {
     Checker chk;
     reduceCase<int32_t>(MPI_INT, MPI_COMM_WORLD, chk);

@@ -421,6 +421,19 @@ TEST_F(SingleRank, ConfigAndSplit) {
     void* leaked = nullptr; // freed with the communicator
     ASSERT_EQ(api.CommRegister(c, buf.data(), buf.size(), &leaked), o::ncclSuccess);
 
+    // ncclCommShrink goes to vcclCommShrink (it used to be refused): excluding nobody gives a working copy.
+    Comm shrunk = nullptr;
+    ASSERT_EQ(api.CommShrink(c, nullptr, 0, &shrunk, nullptr, 0), o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_NE(shrunk, nullptr);
+    int shrunk_n = 0, dev_shrunk = -4;
+    EXPECT_EQ(api.CommCount(shrunk, &shrunk_n), o::ncclSuccess);
+    EXPECT_EQ(shrunk_n, 1);
+    EXPECT_EQ(api.CommCuDevice(shrunk, &dev_shrunk), o::ncclSuccess);
+    EXPECT_EQ(dev_shrunk, dev_parent);
+    Comm bad = nullptr;
+    EXPECT_EQ(api.CommShrink(c, nullptr, 0, &bad, nullptr, 0x10), o::ncclInvalidArgument) << "unknown flags";
+    EXPECT_EQ(api.CommDestroy(shrunk), o::ncclSuccess);
+
     EXPECT_EQ(api.CommDestroy(child), o::ncclSuccess);
     EXPECT_EQ(api.CommAbort(c), o::ncclSuccess);
 }
@@ -502,7 +515,8 @@ TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
     EXPECT_EQ(api.RedOpDestroy(o::ncclRedOp_t(5), c), o::ncclInvalidUsage);
     Comm out = nullptr;
     int exclude = 0;
-    EXPECT_EQ(api.CommShrink(c, &exclude, 1, &out, nullptr, 0), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommShrink(c, &exclude, 1, &out, nullptr, 0), o::ncclInvalidUsage) << "excludes the caller";
+    EXPECT_EQ(out, nullptr);
     EXPECT_EQ(api.CommRevoke(c, 0), o::ncclInvalidUsage);
     o::ncclSimInfo_t sim = {sizeof(o::ncclSimInfo_t), VNCCL_SIM_INFO_MAGIC, 22803, -1.0f};
     EXPECT_EQ(api.GroupSimulateEnd(&sim), o::ncclInvalidUsage);
