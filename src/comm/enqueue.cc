@@ -206,7 +206,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
             if (ordered == vcclSuccess) ordered = r;
         }
     }
-    vcclResult_t after = comm->stream_order.after(streams);
+    // Joined, the other streams already wait for the last one: the call's end is recorded there alone.
+    vcclResult_t after = comm->stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
     if (ordered == vcclSuccess) ordered = after;
     if (status == vcclSuccess) status = ordered;
     // Peer loss and timeouts leave the communicator unusable; argument errors do not.

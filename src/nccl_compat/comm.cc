@@ -185,6 +185,31 @@ int current_device() {
 using namespace vccl;
 using namespace vccl::nccl_compat;
 
+namespace {
+/* Split and shrink: a communicator made from a live one, with the config mapped and the parent's device kept.
+ * make(vc, config or NULL, &child) calls vccl; a NULL child (NCCL_SPLIT_NOCOLOR) gives *newcomm = NULL. */
+template <typename Make>
+ncclResult_t derive_comm(ncclComm_t comm, const char* fn, ncclComm_t* newcomm, ncclConfig_t* config, Make&& make) {
+    vcclComm_t vc = nullptr;
+    int cuda_dev = -1;
+    ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
+    if (r != ncclSuccess) return r;
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    vcclConfig_t vconfig;
+    bool use_config = false;
+    r = map_config(config, fn, &vconfig, &use_config);
+    if (r != ncclSuccess) return r;
+    vcclComm_t child = nullptr;
+    r = to_nccl(make(vc, use_config ? &vconfig : nullptr, &child));
+    if (r != ncclSuccess) return r;
+    if (child == nullptr) {
+        *newcomm = nullptr;
+        return ncclSuccess;
+    }
+    return wrap(child, cuda_dev, newcomm);
+}
+} // namespace
+
 extern "C" {
 
 VNCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
@@ -296,45 +321,18 @@ VNCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
 
 VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
           ncclConfig_t* config) {
-    const char* fn = "ncclCommSplit";
-    vcclComm_t vc = nullptr;
-    int cuda_dev = -1;
-    ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
-    if (r != ncclSuccess) return r;
-    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
-    vcclConfig_t vconfig;
-    bool use_config = false;
-    r = map_config(config, fn, &vconfig, &use_config);
-    if (r != ncclSuccess) return r;
-    vcclComm_t child = nullptr;
-    r = to_nccl(vcclCommSplit(vc, color, key, &child, use_config ? &vconfig : nullptr));
-    if (r != ncclSuccess) return r;
-    if (child == nullptr) { // NCCL_SPLIT_NOCOLOR
-        *newcomm = nullptr;
-        return ncclSuccess;
-    }
-    return wrap(child, cuda_dev, newcomm);
+    return derive_comm(comm, "ncclCommSplit", newcomm, config, [&](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
+        return vcclCommSplit(vc, color, key, child, c);
+    });
 }
 
 /* NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT have vccl's values (checked at build time below). The excluded
  * ranks do not call it, as with NCCL. */
 VNCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-    const char* fn = "ncclCommShrink";
-    vcclComm_t vc = nullptr;
-    int cuda_dev = -1;
-    ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
-    if (r != ncclSuccess) return r;
-    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
-    vcclConfig_t vconfig;
-    bool use_config = false;
-    r = map_config(config, fn, &vconfig, &use_config);
-    if (r != ncclSuccess) return r;
-    vcclComm_t child = nullptr;
-    r = to_nccl(vcclCommShrink(vc, excludeRanksList, excludeRanksCount, &child, use_config ? &vconfig : nullptr,
-                               shrinkFlags));
-    if (r != ncclSuccess) return r;
-    return wrap(child, cuda_dev, newcomm);
+    return derive_comm(comm, "ncclCommShrink", newcomm, config, [&](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
+        return vcclCommShrink(vc, excludeRanksList, excludeRanksCount, child, c, shrinkFlags);
+    });
 }
 static_assert(VCCL_SHRINK_DEFAULT == 0x00 && VCCL_SHRINK_ABORT == 0x01,
               "nccl.h 2.28's NCCL_SHRINK_DEFAULT (0) and NCCL_SHRINK_ABORT (1) are passed through");
