@@ -164,7 +164,8 @@ VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int nranks, vc
 
 /**
  * Collective over comm: ranks with the same color form a new communicator ordered by key (ties broken by
- * the rank in comm). color = VCCL_SPLIT_NOCOLOR returns *newcomm = NULL.
+ * the rank in comm). color = VCCL_SPLIT_NOCOLOR returns *newcomm = NULL. With config NULL the new communicator
+ * inherits comm's configuration (netName, maxCtas, telemetry; not commName), as vcclCommShrink does.
  */
 #define VCCL_SPLIT_NOCOLOR (-1)
 VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vcclComm_t* newcomm,

@@ -53,6 +53,9 @@ struct vcclComm {
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)
     int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas
+    // What a split or shrink with a NULL config inherits (as NCCL's children do): the configured network
+    // devices (not the per-rank defaults, which follow the child's local ranks), maxCtas and telemetry.
+    std::string config_net_name;        // vcclConfig_t.netName, or empty when it was not given
 
     std::atomic<bool> aborted{false};
     std::atomic<bool> destroyed{false}; // comm_destroy ran or runs: the object stays, hollow (comm_destroy)

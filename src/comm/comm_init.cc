@@ -171,7 +171,10 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size, &options.host_ids));
     std::string backup;
     rail_devices(comm->local_rank, comm->local_size, &options.net_devices, &backup);
-    if (config != nullptr && config->netName != nullptr) options.net_devices = config->netName;
+    if (config != nullptr && config->netName != nullptr) {
+        options.net_devices = config->netName;
+        comm->config_net_name = config->netName;
+    }
     FailoverOptions fo;
     bool use_failover = false;
     VCCL_RETURN_IF_ERROR(failover_options(backup, &fo, &use_failover));
@@ -250,8 +253,23 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     return vcclSuccess;
 }
 
-vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* config) {
-    VCCL_RETURN_IF_ERROR(comm_check_config(config));
+namespace {
+/* A child made with a NULL config takes its parent's settings, as in NCCL: the same network devices (when they
+ * were configured), CTA bound and telemetry choice; it gets a name of its own. `storage` keeps the strings. */
+const vcclConfig_t* inherited_config(const vcclComm* parent, const vcclConfig_t* given, vcclConfig_t* storage) {
+    if (given != nullptr) return given;
+    *storage = VCCL_CONFIG_INITIALIZER;
+    storage->maxCtas = parent->max_ctas;
+    storage->netName = parent->config_net_name.empty() ? nullptr : parent->config_net_name.c_str();
+    storage->telemetry = parent->telemetry != nullptr ? 1 : 0;
+    return storage;
+}
+} // namespace
+
+vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* given) {
+    VCCL_RETURN_IF_ERROR(comm_check_config(given));
+    vcclConfig_t inherited;
+    const vcclConfig_t* config = given;
     struct Entry {
         int32_t color, key, rank;
     };
@@ -266,6 +284,7 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
         }
         split_seq = comm->split_seq++;
         bootstrap = comm->bootstrap;
+        config = inherited_config(comm, given, &inherited); // under the lock: destroy empties the parent
     }
     VCCL_RETURN_IF_ERROR(bootstrap->allgather(all.data(), sizeof(Entry)));
 
@@ -295,8 +314,10 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
 }
 
 vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool abort_pending, vcclComm_t* out,
-                         const vcclConfig_t* config) {
-    VCCL_RETURN_IF_ERROR(comm_check_config(config));
+                         const vcclConfig_t* given) {
+    VCCL_RETURN_IF_ERROR(comm_check_config(given));
+    vcclConfig_t inherited;
+    const vcclConfig_t* config = given;
     // Abandoning pending operations: they see `aborted` and end; the parent bootstrap stays up, since the
     // new communicator's set-up is routed over it.
     if (abort_pending) comm->aborted.store(true);
@@ -309,6 +330,7 @@ vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool a
         }
         shrink_seq = comm->split_seq++;
         bootstrap = comm->bootstrap;
+        config = inherited_config(comm, given, &inherited);
     }
     int new_rank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
     // No exchange among the members is needed: each computes the same list, and excluded ranks take no

@@ -324,6 +324,38 @@ TEST_F(CommTest, InitRankConfigAndMpiConfigWork) {
     EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess && vcclCommDestroy(d) == vcclSuccess);
 }
 
+/* As in NCCL, a child made with a NULL config inherits its parent's configuration; a config given wins. Telemetry
+ * is the inherited setting the public API shows (vcclCommGetTelemetry refuses when it is off). */
+TEST_F(CommTest, SplitAndShrinkWithoutConfigInheritTheParents) {
+    vcclConfig_t off = VCCL_CONFIG_INITIALIZER;
+    off.telemetry = 0;
+    off.maxCtas = 3;
+    vcclComm_t parent = nullptr;
+    vcclResult_t rc = vcclCommInitMPI(&parent, MPI_COMM_WORLD, &off);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && parent != nullptr, rc_why("vcclCommInitMPI", rc, vcclSuccess));
+    auto telemetry_state = [](vcclComm_t c) {
+        int n = 0;
+        return vcclCommGetTelemetry(c, nullptr, 0, &n);
+    };
+    vcclComm_t split = nullptr, shrunk = nullptr, split_on = nullptr;
+    rc = vcclCommSplit(parent, 0, rank_, &split, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && split != nullptr, rc_why("vcclCommSplit", rc, vcclSuccess));
+    rc = vcclCommShrink(parent, nullptr, 0, &shrunk, nullptr, VCCL_SHRINK_DEFAULT);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && shrunk != nullptr, rc_why("vcclCommShrink", rc, vcclSuccess));
+    vcclConfig_t on = VCCL_CONFIG_INITIALIZER;
+    on.telemetry = 1;
+    rc = vcclCommSplit(parent, 0, rank_, &split_on, &on);
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && split_on != nullptr, rc_why("vcclCommSplit(config)", rc, vcclSuccess));
+    EXPECT_ALL_RANKS_WHY(telemetry_state(parent) == vcclInvalidUsage, "the parent has telemetry off");
+    EXPECT_ALL_RANKS_WHY(telemetry_state(split) == vcclInvalidUsage, "a split without config inherits telemetry off");
+    EXPECT_ALL_RANKS_WHY(telemetry_state(shrunk) == vcclInvalidUsage, "a shrink without config inherits it");
+    EXPECT_ALL_RANKS_WHY(telemetry_state(split_on) == vcclSuccess, "a split with telemetry=1 has it on");
+    vcclResult_t rc1, rc2;
+    int64_t s1 = comm_sum(split, 1, &rc1), s2 = comm_sum(shrunk, 2, &rc2);
+    EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc2 == vcclSuccess && s1 == n_ && s2 == 2 * n_);
+    for (vcclComm_t c : {split_on, shrunk, split, parent}) EXPECT_EQ(vcclCommDestroy(c), vcclSuccess);
+}
+
 TEST_F(CommTest, InitMpiOnSubCommunicator) {
     /* vcclCommInitMPI over an MPI sub-communicator (odd/even world ranks). */
     MPI_Comm sub;
