@@ -159,10 +159,6 @@ VNCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t d
     return r != ncclSuccess ? r : to_nccl(vcclRecv(recvbuff, count, t, peer, vc, vstream(stream)));
 }
 
-VNCCL_API(ncclResult_t, ncclGroupStart, void) { return to_nccl(vcclGroupStart()); }
-
-VNCCL_API(ncclResult_t, ncclGroupEnd, void) { return to_nccl(vcclGroupEnd()); }
-
 VNCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
     return unsupported("ncclGroupSimulateEnd", "vccl has no performance model to simulate with");
 }

@@ -7,6 +7,7 @@
  */
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -94,6 +95,32 @@ ncclResult_t map_config(const ncclConfig_t* in, const char* fn, vcclConfig_t* ou
     return ncclSuccess;
 }
 
+/* A mapped config that outlives the caller's ncclConfig_t (whose strings a deferred creation must not read at
+ * ncclGroupEnd: the caller may have freed them by then). */
+class OwnedConfig {
+  public:
+    explicit OwnedConfig(const vcclConfig_t* c) : use_(c != nullptr) {
+        if (!use_) return;
+        config_ = *c;
+        if (c->netName != nullptr) net_name_ = c->netName;
+        if (c->commName != nullptr) comm_name_ = c->commName;
+        has_net_name_ = c->netName != nullptr;
+        has_comm_name_ = c->commName != nullptr;
+    }
+    vcclConfig_t* get() {
+        if (!use_) return nullptr;
+        config_.netName = has_net_name_ ? net_name_.c_str() : nullptr;
+        config_.commName = has_comm_name_ ? comm_name_.c_str() : nullptr;
+        return &config_;
+    }
+
+  private:
+    bool use_;
+    vcclConfig_t config_{};
+    std::string net_name_, comm_name_;
+    bool has_net_name_ = false, has_comm_name_ = false;
+};
+
 ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank, ncclConfig_t* config,
                        const char* fn) {
     if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
@@ -105,6 +132,17 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
     static_assert(sizeof(vid) == sizeof(id), "unique id sizes");
     memcpy(&vid, &id, sizeof(vid));
     int dev = current_device();
+    if (in_group()) {
+        // What can be checked now is, as NCCL does; the rest shows at ncclGroupEnd.
+        if (nranks < 1) return fail(ncclInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
+        if (rank < 0 || rank >= nranks) {
+            return fail(ncclInvalidArgument, "%s: rank %d is not in 0..%d", fn, rank, nranks - 1);
+        }
+        OwnedConfig owned(use_config ? &vconfig : nullptr);
+        return defer_creation(fn, dev, [=](vcclComm_t* out) mutable {
+            return vcclCommInitRankConfig(out, nranks, vid, rank, owned.get());
+        }, true, comm);
+    }
     vcclComm_t vc = nullptr;
     r = to_nccl(vcclCommInitRankConfig(&vc, nranks, vid, rank, use_config ? &vconfig : nullptr));
     if (r != ncclSuccess) return r;
@@ -127,18 +165,28 @@ vcclComm_t live_vccl_comm(const ncclComm* comm) {
 
 /* The wrapper's fields are read under the registry lock: another thread's ncclCommAbort or ncclCommDestroy
  * (a watchdog) may free the wrapper as soon as the lock is let go. */
-ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev) {
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev, ncclResult_t* creation) {
     if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
+    ncclResult_t state = ncclSuccess;
     {
         std::lock_guard<std::mutex> lock(g_registry_mutex);
-        if (registry().count(comm) != 0) {
-            *vc = comm->vc;
-            if (cuda_dev != nullptr) *cuda_dev = comm->cuda_dev;
-            return ncclSuccess;
+        if (registry().count(comm) == 0) {
+            return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
+                        static_cast<const void*>(comm));
         }
+        *vc = comm->vc;
+        if (cuda_dev != nullptr) *cuda_dev = comm->cuda_dev;
+        state = comm->creation;
+        if (creation != nullptr) *creation = state;
     }
-    return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
-                static_cast<const void*>(comm));
+    if (*vc != nullptr || creation != nullptr) return ncclSuccess;
+    if (state == ncclInProgress) {
+        return fail(ncclInvalidUsage,
+                    "%s: comm %p was created inside ncclGroupStart/ncclGroupEnd and is usable only after ncclGroupEnd",
+                    fn, static_cast<const void*>(comm));
+    }
+    return fail(ncclInvalidUsage, "%s: comm %p could not be created (%s); destroy or abort it", fn,
+                static_cast<const void*>(comm), ncclGetErrorString(state));
 }
 
 ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
@@ -155,6 +203,23 @@ ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
     }
     *out = c;
     return ncclSuccess;
+}
+
+ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out) {
+    auto* c = new (std::nothrow) ncclComm();
+    if (c == nullptr) return fail(ncclSystemError, "out of memory creating a communicator");
+    c->cuda_dev = cuda_dev;
+    c->creation = ncclInProgress;
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    registry().insert(c);
+    *out = c;
+    return ncclSuccess;
+}
+
+void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r) {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    comm->vc = r == ncclSuccess ? vc : nullptr;
+    comm->creation = r;
 }
 
 void unwrap(ncclComm* comm) {
@@ -187,9 +252,11 @@ using namespace vccl::nccl_compat;
 
 namespace {
 /* Split and shrink: a communicator made from a live one, with the config mapped and the parent's device kept.
- * make(vc, config or NULL, &child) calls vccl; a NULL child (NCCL_SPLIT_NOCOLOR) gives *newcomm = NULL. */
+ * make(vc, config or NULL, &child) calls vccl; a NULL child (NCCL_SPLIT_NOCOLOR, no_child) gives *newcomm = NULL.
+ * Inside a group the creation waits for ncclGroupEnd. */
 template <typename Make>
-ncclResult_t derive_comm(ncclComm_t comm, const char* fn, ncclComm_t* newcomm, ncclConfig_t* config, Make&& make) {
+ncclResult_t derive_comm(ncclComm_t comm, const char* fn, ncclComm_t* newcomm, ncclConfig_t* config, bool no_child,
+                         Make make) {
     vcclComm_t vc = nullptr;
     int cuda_dev = -1;
     ncclResult_t r = lookup(comm, fn, &vc, &cuda_dev);
@@ -199,6 +266,12 @@ ncclResult_t derive_comm(ncclComm_t comm, const char* fn, ncclComm_t* newcomm, n
     bool use_config = false;
     r = map_config(config, fn, &vconfig, &use_config);
     if (r != ncclSuccess) return r;
+    if (in_group()) {
+        OwnedConfig owned(use_config ? &vconfig : nullptr);
+        return defer_creation(fn, cuda_dev, [=](vcclComm_t* child) mutable {
+            return make(vc, owned.get(), child);
+        }, !no_child, newcomm);
+    }
     vcclComm_t child = nullptr;
     r = to_nccl(make(vc, use_config ? &vconfig : nullptr, &child));
     if (r != ncclSuccess) return r;
@@ -296,23 +369,33 @@ VNCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
     return lookup(comm, "ncclCommFinalize", &vc);
 }
 
-VNCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+namespace {
+/* Destroy and abort: a wrapper whose deferred creation failed is released (it holds nothing); one whose
+ * creation still waits for ncclGroupEnd cannot be (the group's end would fill it in). */
+ncclResult_t release(ncclComm_t comm, const char* fn, bool abort) {
     vcclComm_t vc = nullptr;
-    ncclResult_t r = lookup(comm, "ncclCommDestroy", &vc);
+    ncclResult_t creation = ncclSuccess;
+    ncclResult_t r = lookup(comm, fn, &vc, nullptr, &creation);
     if (r != ncclSuccess) return r;
-    r = to_nccl(vcclCommDestroy(vc));
-    if (r == ncclSuccess) unwrap(comm);
+    if (creation == ncclInProgress) {
+        return fail(ncclInvalidUsage, "%s: comm %p is still being created (call ncclGroupEnd first)", fn,
+                    static_cast<const void*>(comm));
+    }
+    if (vc == nullptr) {
+        unwrap(comm);
+        return ncclSuccess;
+    }
+    r = to_nccl(abort ? vcclCommAbort(vc) : vcclCommDestroy(vc));
+    if (r == ncclSuccess || abort) unwrap(comm); // abort always releases the handle
     return r;
 }
+} // namespace
+
+VNCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) { return release(comm, "ncclCommDestroy", false); }
 
 VNCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
     if (comm == nullptr) return ncclSuccess; // NCCL accepts aborting a NULL communicator
-    vcclComm_t vc = nullptr;
-    ncclResult_t r = lookup(comm, "ncclCommAbort", &vc);
-    if (r != ncclSuccess) return r;
-    r = to_nccl(vcclCommAbort(vc));
-    unwrap(comm); // abort always releases the handle
-    return r;
+    return release(comm, "ncclCommAbort", true);
 }
 
 VNCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
@@ -321,27 +404,43 @@ VNCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
 
 VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
           ncclConfig_t* config) {
-    return derive_comm(comm, "ncclCommSplit", newcomm, config, [&](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
-        return vcclCommSplit(vc, color, key, child, c);
-    });
+    if (color < 0 && color != VNCCL_SPLIT_NOCOLOR) {
+        return fail(ncclInvalidArgument, "ncclCommSplit: color %d must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
+    }
+    return derive_comm(comm, "ncclCommSplit", newcomm, config, color == VNCCL_SPLIT_NOCOLOR,
+                       [=](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
+                           return vcclCommSplit(vc, color, key, child, c);
+                       });
 }
 
 /* NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT have vccl's values (checked at build time below). The excluded
  * ranks do not call it, as with NCCL. */
 VNCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
           ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-    return derive_comm(comm, "ncclCommShrink", newcomm, config, [&](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
-        return vcclCommShrink(vc, excludeRanksList, excludeRanksCount, child, c, shrinkFlags);
-    });
+    // The list is copied: a deferred shrink runs at ncclGroupEnd, when the caller's array may be gone.
+    std::vector<int> excluded;
+    if (excludeRanksList != nullptr && excludeRanksCount > 0) {
+        excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+    }
+    return derive_comm(comm, "ncclCommShrink", newcomm, config, false,
+                       [=](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) mutable {
+                           return vcclCommShrink(vc, excludeRanksList == nullptr ? nullptr : excluded.data(),
+                                                 excludeRanksCount, child, c, shrinkFlags);
+                       });
 }
 static_assert(VCCL_SHRINK_DEFAULT == 0x00 && VCCL_SHRINK_ABORT == 0x01,
               "nccl.h 2.28's NCCL_SHRINK_DEFAULT (0) and NCCL_SHRINK_ABORT (1) are passed through");
 
 VNCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
     vcclComm_t vc = nullptr;
-    ncclResult_t r = lookup(comm, "ncclCommGetAsyncError", &vc);
+    ncclResult_t creation = ncclSuccess;
+    ncclResult_t r = lookup(comm, "ncclCommGetAsyncError", &vc, nullptr, &creation);
     if (r != ncclSuccess) return r;
     if (asyncError == nullptr) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+    if (vc == nullptr) { // created in a group: in progress until it ends, then the creation's error
+        *asyncError = creation;
+        return ncclSuccess;
+    }
     vcclResult_t state;
     r = to_nccl(vcclCommGetAsyncError(vc, &state));
     if (r == ncclSuccess) *asyncError = to_nccl(state);

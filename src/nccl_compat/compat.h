@@ -9,6 +9,7 @@
 #define VCCL_NCCL_COMPAT_H_
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <unordered_set>
 
@@ -20,8 +21,9 @@
 
 struct ncclComm {
     uint64_t magic = kMagic;
-    vcclComm_t vc = nullptr;
+    vcclComm_t vc = nullptr; /* NULL while its creation waits for ncclGroupEnd, or when that creation failed */
     int cuda_dev = -1;
+    ncclResult_t creation = ncclSuccess; /* ncclInProgress until the group ends; then the creation's result */
     static constexpr uint64_t kMagic = 0x6e63636c636f6d6dull; /* "ncclcomm" */
 };
 
@@ -42,11 +44,26 @@ bool is_live(const ncclComm* comm);
 /* The vccl communicator of a live wrapper (read under the registry lock), or NULL. */
 vcclComm_t live_vccl_comm(const ncclComm* comm);
 
-/* Checks that comm is a live wrapper; *vc gets its vccl communicator. */
-ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev = nullptr);
+/* Checks that comm is a live wrapper with a vccl communicator; *vc gets it. With `creation` given, a wrapper
+ * whose creation is pending or failed is accepted too (*vc = NULL, *creation says which). */
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev = nullptr,
+                    ncclResult_t* creation = nullptr);
 
 /* Wraps a new vccl communicator (registered as live); on failure destroys vc. */
 ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out);
+
+/* A wrapper with no communicator yet (creation ncclInProgress), for a creation deferred to ncclGroupEnd. */
+ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out);
+/* Ends a deferred creation: the wrapper gets vc (r == ncclSuccess) or keeps none and remembers r. */
+void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r);
+
+/* Inside ncclGroupStart/ncclGroupEnd on this thread, communicators are created at ncclGroupEnd, all at once
+ * (one thread each), as NCCL does: a thread creating several ranks' communicators (nccl-tests) would
+ * otherwise wait in the first for ranks it has not created yet. make() runs with the device cuda_dev current.
+ * *out gets a pending wrapper, or NULL when want_wrapper is false (a split with NCCL_SPLIT_NOCOLOR). */
+using Creation = std::function<vcclResult_t(vcclComm_t*)>;
+bool in_group();
+ncclResult_t defer_creation(const char* fn, int cuda_dev, Creation make, bool want_wrapper, ncclComm_t* out);
 
 /* Removes comm from the registry and frees it (the vccl communicator is the caller's business). */
 void unwrap(ncclComm* comm);

@@ -238,6 +238,7 @@ using Library = Loaded;
 using SingleRank = Loaded;
 using BadInput = Loaded;
 using MultiRank = Loaded;
+using Group = Loaded;
 
 TEST(LibraryFile, SonameIsLibnccl2) { EXPECT_EQ(read_soname(lib_path()), "libnccl.so.2") << lib_path(); }
 
@@ -525,6 +526,113 @@ TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
     EXPECT_EQ(api.CommWindowRegister(c, buf, sizeof buf, &win, 0), o::ncclInvalidUsage);
     EXPECT_NE(std::string(api.GetLastError(nullptr)).find("not supported"), std::string::npos);
     EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+/* One thread creating the communicators of two ranks between ncclGroupStart and ncclGroupEnd, as nccl-tests
+ * does with one GPU per rank: created one after the other, the first would wait for the second until the
+ * bootstrap timeout. Host buffers; the two ranks then run collectives from two threads. */
+TEST_F(Group, SeveralRanksCreatedInOneGroup) {
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    Comm c[2] = {nullptr, nullptr};
+    o::ncclConfig_t cfg;
+    init_config(&cfg);
+    std::string name = "group-created";
+    cfg.commName = name.c_str();
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRank(&c[0], 2, id, 0), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRankConfig(&c[1], 2, id, 1, &cfg), o::ncclSuccess);
+    name.assign(64, 'x'); // the config's strings may change before ncclGroupEnd: they were copied
+    ASSERT_NE(c[0], nullptr);
+    ASSERT_NE(c[1], nullptr);
+    int n = -1;
+    Res async = o::ncclSuccess;
+    EXPECT_EQ(api.CommCount(c[0], &n), o::ncclInvalidUsage) << "not usable before ncclGroupEnd";
+    EXPECT_NE(std::string(api.GetLastError(nullptr)).find("ncclGroupEnd"), std::string::npos)
+        << api.GetLastError(nullptr);
+    EXPECT_EQ(api.CommGetAsyncError(c[0], &async), o::ncclSuccess);
+    EXPECT_EQ(async, o::ncclInProgress);
+    EXPECT_EQ(api.CommDestroy(c[1]), o::ncclInvalidUsage) << "still being created";
+    float x = 1.0f, y = 0.0f;
+    EXPECT_EQ(api.AllReduce(&x, &y, 1, o::ncclFloat, o::ncclSum, c[0], nullptr), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommInitRank(&c[0], 2, id, 2), o::ncclInvalidArgument) << "a bad rank is refused at once";
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess) << api.GetLastError(nullptr);
+
+    for (int r = 0; r < 2; ++r) {
+        int count = -1, rank = -1;
+        EXPECT_EQ(api.CommCount(c[r], &count), o::ncclSuccess);
+        EXPECT_EQ(api.CommUserRank(c[r], &rank), o::ncclSuccess);
+        EXPECT_EQ(count, 2);
+        EXPECT_EQ(rank, r);
+        EXPECT_EQ(api.CommGetAsyncError(c[r], &async), o::ncclSuccess);
+        EXPECT_EQ(async, o::ncclSuccess);
+    }
+    // Allreduce of 1001 odd-sized values, one rank per thread, against a sum computed here.
+    const size_t count = 1001;
+    std::vector<double> in[2], out[2];
+    for (int r = 0; r < 2; ++r) {
+        in[r].resize(count);
+        out[r].assign(count, -1.0);
+        for (size_t i = 0; i < count; ++i) in[r][i] = double(i) * (r + 1) + 0.25;
+    }
+    Res res[2] = {o::ncclInternalError, o::ncclInternalError};
+    std::thread t1([&] {
+        res[1] = api.AllReduce(in[1].data(), out[1].data(), count, o::ncclDouble, o::ncclSum, c[1], nullptr);
+    });
+    res[0] = api.AllReduce(in[0].data(), out[0].data(), count, o::ncclDouble, o::ncclSum, c[0], nullptr);
+    t1.join();
+    ASSERT_EQ(res[0], o::ncclSuccess);
+    ASSERT_EQ(res[1], o::ncclSuccess);
+    for (int r = 0; r < 2; ++r)
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r][i], in[0][i] + in[1][i]) << "rank " << r << " at " << i;
+
+    // Splits in a group: rank 0 keeps a communicator of its own, rank 1 takes part with no color.
+    Comm s[2] = {nullptr, reinterpret_cast<Comm>(0x1)};
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.CommSplit(c[0], 4, 0, &s[0], nullptr), o::ncclSuccess);
+    ASSERT_EQ(api.CommSplit(c[1], VNCCL_SPLIT_NOCOLOR, 0, &s[1], nullptr), o::ncclSuccess);
+    EXPECT_EQ(s[1], nullptr);
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_NE(s[0], nullptr);
+    EXPECT_EQ(api.CommCount(s[0], &n), o::ncclSuccess);
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(api.CommDestroy(s[0]), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c[0]), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c[1]), o::ncclSuccess);
+}
+
+/* A creation that fails at ncclGroupEnd: the group's end says so, the handle reports the error and can be
+ * destroyed, nothing else is left behind. */
+TEST_F(Group, CreationThatFailsAtGroupEnd) {
+    o::ncclUniqueId garbage;
+    memset(&garbage, 0, sizeof garbage); // no root listens behind it
+    Comm c = nullptr;
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRank(&c, 1, garbage, 0), o::ncclSuccess);
+    ASSERT_NE(c, nullptr);
+    Res end = api.GroupEnd();
+    EXPECT_NE(end, o::ncclSuccess);
+    EXPECT_NE(std::string(api.GetLastError(nullptr)).find("ncclGroupEnd"), std::string::npos)
+        << api.GetLastError(nullptr);
+    Res async = o::ncclSuccess;
+    EXPECT_EQ(api.CommGetAsyncError(c, &async), o::ncclSuccess);
+    EXPECT_EQ(async, end);
+    int n = 0;
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage) << "released";
+    // Groups nest: creations wait for the outermost end.
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRank(&c, 1, id, 0), o::ncclSuccess);
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess);
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage) << "the outer group is still open";
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess);
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclSuccess);
+    EXPECT_EQ(n, 1);
+    EXPECT_EQ(api.CommAbort(c), o::ncclSuccess);
 }
 
 /* ---- 2 ranks under mpirun (np2_nccl_compat.sh) ---- */
