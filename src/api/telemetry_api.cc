@@ -1,4 +1,5 @@
 /* Telemetry entry points: argument checks and mapping to telemetry/, nothing else. */
+#include <memory>
 #include <mutex>
 
 #include "api/check.h"
@@ -14,7 +15,15 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
     if (nPeers == nullptr) return set_last_error(vcclInvalidArgument, "%s: nPeers is NULL", fn);
     if (maxPeers < 0) return set_last_error(vcclInvalidArgument, "%s: maxPeers %d is negative", fn, maxPeers);
     if (maxPeers > 0 && peers == nullptr) return set_last_error(vcclInvalidArgument, "%s: peers is NULL", fn);
-    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "%s: telemetry is off for this communicator (VCCL_TELEMETRY=0 or vcclConfig_t.telemetry=0)", fn);
+    std::shared_ptr<telemetry::Telemetry> tele; // kept alive here if another thread destroys comm meanwhile
+    {
+        std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
+        tele = comm->telemetry;
+    }
+    if (comm->destroyed.load()) {
+        return set_last_error(vcclInvalidUsage, "%s: communicator %s was destroyed", fn, comm->name.c_str());
+    }
+    if (!tele) return set_last_error(vcclInvalidUsage, "%s: telemetry is off for this communicator (VCCL_TELEMETRY=0 or vcclConfig_t.telemetry=0)", fn);
     {
         // Counters held back by the publication interval go out first, when no operation is running: the lock
         // and no staged job queued or running (the staging thread drives the transport without the lock; jobs
@@ -22,10 +31,10 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
         // the publication interval (1 ms) old.
         std::unique_lock<std::mutex> lock(comm->op_mutex, std::try_to_lock);
         if (lock.owns_lock() && comm->staged_pending.load(std::memory_order_acquire) == 0) {
-            comm->telemetry->publish_held();
+            tele->publish_held();
         }
     }
-    std::vector<telemetry::PathStats> paths = comm->telemetry->snapshot();
+    std::vector<telemetry::PathStats> paths = tele->snapshot();
     for (size_t i = 0; i < paths.size() && i < size_t(maxPeers); ++i) {
         const telemetry::PathStats& s = paths[i];
         vcclTelemetryPeer& p = peers[i];

@@ -30,7 +30,11 @@ struct vcclComm {
     uint64_t hash = 0;          // equal on all ranks: names the communicator in logs and telemetry
     std::string name;           // vcclConfig_t::commName or "comm-<hash>"
     std::shared_ptr<vccl::Bootstrap> bootstrap;
-    std::unique_ptr<vccl::telemetry::Telemetry> telemetry; // NULL when VCCL_TELEMETRY=0; outlives transport
+    // NULL when VCCL_TELEMETRY=0; outlives the transport. Shared: vcclCommGetTelemetry reads it without the
+    // operation lock (a snapshot must not wait for a long operation) and keeps it alive across a concurrent
+    // destroy; the pointer itself changes only under telemetry_mutex.
+    std::shared_ptr<vccl::telemetry::Telemetry> telemetry;
+    std::mutex telemetry_mutex;
     std::unique_ptr<vccl::Transport> transport;
     vccl::CollSettings settings;
 

@@ -221,8 +221,10 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     options.tls = env::get_str(env::kUcxTls);
     int telemetry = config_telemetry(config);
     if (telemetry == VCCL_CONFIG_UNDEF_INT ? env::get_bool(env::kTelemetry) : telemetry == 1) {
+        std::unique_ptr<telemetry::Telemetry> made;
         VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(
-            telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &comm->telemetry));
+            telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &made));
+        comm->telemetry = std::move(made); // before anyone else can see the communicator: no lock needed
         options.telemetry = comm->telemetry.get();
     }
     if (use_failover) {
@@ -375,6 +377,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
             status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
             comm->transport.reset();
         }
+        std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
         comm->telemetry.reset(); // after the transport: closing may still complete requests
     }
     // cudaFree of the flag buffer and the reduction scratch waits for the whole GPU: while the communicator's

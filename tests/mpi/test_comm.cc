@@ -3,8 +3,11 @@
  * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, versions and
  * error strings, and many communicators created and destroyed in a row.
  */
+#include <atomic>
+#include <chrono>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "mpi_gtest_main.h"
 #include "test_util.h"
@@ -354,6 +357,43 @@ TEST_F(CommTest, SplitAndShrinkWithoutConfigInheritTheParents) {
     int64_t s1 = comm_sum(split, 1, &rc1), s2 = comm_sum(shrunk, 2, &rc2);
     EXPECT_ALL_RANKS(rc1 == vcclSuccess && rc2 == vcclSuccess && s1 == n_ && s2 == 2 * n_);
     for (vcclComm_t c : {split_on, shrunk, split, parent}) EXPECT_EQ(vcclCommDestroy(c), vcclSuccess);
+}
+
+/* A monitoring thread reading snapshots while the communicator is destroyed: every call returns success or
+ * vcclInvalidUsage (destroyed), never touches freed telemetry (the ASan stage of CI runs this test, np2_comm.sh;
+ * before the fix the reader used the object destroy freed). */
+TEST_F(CommTest, TelemetrySnapshotsWhileAnotherThreadDestroys) {
+    for (int round = 0; round < 20; ++round) {
+        vcclComm_t comm = nullptr;
+        ASSERT_ALL_RANKS(vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr) == vcclSuccess);
+        std::atomic<bool> stop{false};
+        std::atomic<int> bad{0}, ok{0};
+        std::thread reader([&] {
+            std::vector<vcclTelemetryPeer> peers(16);
+            while (!stop.load()) {
+                int n = -1;
+                vcclResult_t rc = vcclCommGetTelemetry(comm, peers.data(), int(peers.size()), &n);
+                if (rc == vcclSuccess) {
+                    ok++;
+                } else if (rc != vcclInvalidUsage) {
+                    bad++;
+                }
+            }
+        });
+        float in = 1.0f, out = 0.0f;
+        bool sums = true;
+        for (int i = 0; i < 50; ++i) {
+            sums = sums && vcclAllReduce(&in, &out, 1, vcclFloat, vcclSum, comm, nullptr) == vcclSuccess &&
+                   out == float(n_);
+        }
+        while (ok.load() == 0) std::this_thread::yield(); // destroy while it reads, not before
+        EXPECT_ALL_RANKS(sums);
+        EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(2)); // reads of the destroyed communicator
+        stop.store(true);
+        reader.join();
+        EXPECT_ALL_RANKS_WHY(bad.load() == 0, std::to_string(bad.load()) + " reads returned another error");
+    }
 }
 
 TEST_F(CommTest, InitMpiOnSubCommunicator) {
