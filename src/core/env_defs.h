@@ -114,6 +114,6 @@ VCCL_ENV_DEF(kTelemetryShm, "VCCL_TELEMETRY_SHM", Bool, "1",
 VCCL_ENV_DEF(kTelemetryJob, "VCCL_TELEMETRY_JOB", Str, "",
              "Job name in telemetry ring and file names; default: SLURM_JOB_ID, else Open MPI's job id, else u<uid>")
 VCCL_ENV_DEF(kTelemetryDir, "VCCL_TELEMETRY_DIR", Str, "",
-             "Directory where each rank also writes its telemetry records as CSV and JSON Lines (mode 0600), for vccl-telemetry report and plot")
+             "Directory where each rank also writes its telemetry records as CSV and JSON Lines (mode 0600), for vccl-telemetry report and plot; a rank that cannot create its files there warns and writes none")
 VCCL_ENV_DEF(kTelemetryFlushMs, "VCCL_TELEMETRY_FLUSH_MS", Int, "1000",
              "Milliseconds between appends to the VCCL_TELEMETRY_DIR files (also flushed at destroy, and early when the ring is half full)")

@@ -80,12 +80,18 @@ vcclResult_t Telemetry::init() {
     if (!shared) VCCL_RETURN_IF_ERROR(ring_.create(info, ""));
     paths_.resize(size_t(options_.nranks) * kMaxPathsPerPeer);
     if (!options_.dir.empty()) {
-        VCCL_RETURN_IF_ERROR(open_files());
-        flusher_ = std::thread([this] { flusher_main(); });
+        // A directory this rank cannot write to costs its files, not the job: failing here failed the
+        // communicator's creation on every rank (the others waited for this one).
+        if (open_files() == vcclSuccess) {
+            flusher_ = std::thread([this] { flusher_main(); });
+        } else {
+            VCCL_WARN(kLogInit, "%s; rank %d writes no telemetry files (its ring and vcclCommGetTelemetry still work)",
+                      vcclGetLastError(nullptr), options_.rank);
+        }
     }
     VCCL_INFO(kLogInit, "telemetry: rank %d window %d, ring of %u records %s%s%s", options_.rank, options_.window,
               options_.ring_records, ring_.shm_name().empty() ? "in private memory" : "in /dev/shm",
-              ring_.shm_name().c_str(), options_.dir.empty() ? "" : ", files in VCCL_TELEMETRY_DIR");
+              ring_.shm_name().c_str(), csv_fd_ < 0 ? "" : ", files in VCCL_TELEMETRY_DIR");
     return vcclSuccess;
 }
 

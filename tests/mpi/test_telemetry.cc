@@ -193,6 +193,36 @@ TEST(Telemetry, ConfigFieldChoosesPerCommunicator) {
     for (vcclComm_t c : {on, off, old_caller}) EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
 }
 
+/* A VCCL_TELEMETRY_DIR that one rank cannot write to costs that rank its files, not the job: creation used to
+ * fail there, and the other ranks then waited in theirs. */
+TEST(Telemetry, UnwritableDirectoryOnOneRankDoesNotFailTheCommunicator) {
+    int rank = world_rank(), n = world_size();
+    char dir[64] = "/tmp/vccl-telemetry-dir-XXXXXX";
+    if (mkdtemp(dir) == nullptr) dir[0] = '\0';
+    ASSERT_ALL_RANKS(dir[0] != '\0');
+    bool broken = rank == n - 1;
+    std::string use = broken ? std::string(dir) + "/missing/deeper" : std::string(dir);
+    setenv("VCCL_TELEMETRY_DIR", use.c_str(), 1);
+    vccl::env::reload();
+    vcclComm_t comm = nullptr;
+    vcclResult_t rc = vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr);
+    unsetenv("VCCL_TELEMETRY_DIR");
+    vccl::env::reload();
+    ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && comm != nullptr, std::string("vcclCommInitMPI: ") + vcclGetErrorString(rc));
+    int64_t in = rank + 1, out = 0;
+    EXPECT_ALL_RANKS(vcclAllReduce(&in, &out, 1, vcclInt64, vcclSum, comm, nullptr) == vcclSuccess &&
+                     out == int64_t(n) * (n + 1) / 2);
+    int peers = -1;
+    EXPECT_ALL_RANKS(vcclCommGetTelemetry(comm, nullptr, 0, &peers) == vcclSuccess);
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+    // The ranks that could write have their files; the broken one has none (and made no directory).
+    int status = 0;
+    std::string listing = run_capture("ls " + std::string(dir), &status);
+    bool files = listing.find(".csv") != std::string::npos && listing.find(".jsonl") != std::string::npos;
+    EXPECT_ALL_RANKS_WHY(broken ? !files : files, "rank " + std::to_string(rank) + " files: " + listing);
+    run_capture("rm -rf " + std::string(dir), &status);
+}
+
 TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
     int rank = world_rank(), n = world_size();
     // A private directory for the files, and a job name of our own for the rings.

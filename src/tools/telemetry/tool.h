@@ -30,6 +30,7 @@ bool load_file(const std::string& path, std::vector<Row>* rows, uint64_t* droppe
 int cmd_top(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
+int cmd_clean(int argc, char** argv);
 
 } // namespace vtel
 

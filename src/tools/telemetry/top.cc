@@ -36,6 +36,9 @@ void print_text(const std::vector<RingView>& rings, const std::string& dir) {
                    human_bytes(double(p.bytes_recv)).c_str(), last);
         }
     }
+    size_t dead = 0;
+    for (const RingView& v : rings) dead += v.alive ? 0 : 1;
+    if (dead > 0) printf("%zu ring(s) of processes that are gone: vccl-telemetry clean removes them\n", dead);
 }
 
 void print_json(const std::vector<RingView>& rings) {
