@@ -402,6 +402,15 @@ void FailoverTransport::poll_control(int peer) {
             paths_[path]->release(slot.req);
             slot.req = nullptr;
             if (st != vcclSuccess) {
+                // A switch closes the path it leaves, which ends the receives UCX had matched there with an
+                // error, and the health check may reconnect that path before the error is seen here. A path
+                // traffic has left that works again (its own state, peer_status, says so) did not fail: the
+                // error is its closed connection's. Marking it lost would leave a later fault of the active
+                // path nowhere to go; the slot is posted again instead (a reconnect posts only empty slots).
+                if (path != p.active && paths_[path]->peer_status(peer) == vcclSuccess) {
+                    post_control(peer, path, s);
+                    continue;
+                }
                 path_lost(peer, path, std::string("poll_control: ") + last_error_message());
                 continue;
             }
