@@ -159,6 +159,9 @@ public:
 
     /* Direct sends enqueued so far (post_send), for tests that check which path a transfer took. */
     virtual uint64_t direct_sends() const = 0;
+    /* Mappings of a peer's memory closed only to open another allocation of the same 2 MiB block (each close
+     * waits for the device), for tests of the mapping cache. */
+    virtual uint64_t block_reopens() const = 0;
 
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
      * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it
@@ -176,6 +179,8 @@ VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
 VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
 /* Test hook: direct sends comm's rank has enqueued (IpcP2p::direct_sends); -1 for a bad comm. */
 VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
+/* Test hook: IpcP2p::block_reopens of comm's rank; -1 for a bad comm. */
+VCCL_INTERNAL_API long long ipc_block_reopens(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

@@ -16,6 +16,7 @@
  *    call returns at once (direct path, and host staging through the proxy with VCCL_P2P_DIRECT=0:
  *    np2_shared_gpu_staged.sh), also with a small staging pool, many receive buffers, a host-memory call
  *    behind, and vcclCommAbort;
+ *  - small receive buffers of one 2 MiB block, received into in turn, are mapped by the sender once;
  *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
  *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError, a receiving stream goes on, a
  *    sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.

@@ -248,6 +248,77 @@ TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Small receive buffers that share a 2 MiB block of the receiver's memory, received into in turn: the sender
+ * opens the block once and finds each buffer inside that mapping. It used to close the mapping and open the
+ * next buffer's on every transfer (CUDA opens an exported block once per process), and each close waits for
+ * the whole device. Checks every result and guard zone, and that no mapping was closed to reopen another;
+ * prints the time per transfer. */
+TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the direct path is off";
+    const int kBuffers = 6, kRounds = 60;
+    const size_t elems = 10003, bytes = elems * 4; // odd, small: cudaMalloc places such buffers in shared blocks
+    if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
+    int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    DevBuf send(bytes);
+    std::vector<std::unique_ptr<DevBuf>> recv;
+    for (int k = 0; k < kBuffers; ++k) recv.emplace_back(new DevBuf(bytes));
+    bool allocated = send.base != nullptr;
+    for (auto& r : recv) allocated = allocated && r->base != nullptr;
+    ASSERT_ALL_RANKS(allocated);
+    int sharing = 0; // receive buffers in the 2 MiB region of the first one
+    for (auto& r : recv) sharing += (uintptr_t(r->base) >> 21) == (uintptr_t(recv[0]->base) >> 21) ? 1 : 0;
+    int least = 0;
+    MPI_Allreduce(&sharing, &least, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (least < 2) GTEST_SKIP() << "cudaMalloc put no two receive buffers in one 2 MiB region here";
+    auto seed = [](int round, int r) { return uint32_t(7919 * round + r + 11); };
+    long long reopens_before = vccl::testing::ipc_block_reopens(comm);
+    std::string why;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int round = 0; round < kRounds && why.empty(); ++round) {
+        DevBuf& into = *recv[size_t(round % kBuffers)];
+        cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, rank), 0, s.s);
+        if (ce != cudaSuccess) {
+            why = "kernel launch: " + cuda_str(ce);
+            break;
+        }
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
+        vcclResult_t y = vcclRecv(into.ptr(), bytes, vcclUint8, prev, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        why = call_failure(comm, {g, x, y, e});
+        if (!why.empty()) break;
+        if (cudaStreamSynchronize(s.s) != cudaSuccess) {
+            why = "round " + std::to_string(round) + ": stream failed";
+            break;
+        }
+        std::vector<char> got = into.download();
+        const auto* v = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems; ++i) {
+            if (v[i] != vt_pattern(i, seed(round, prev))) {
+                why = "round " + std::to_string(round) + " element " + std::to_string(i) + " is wrong";
+                break;
+            }
+        }
+        if (why.empty() && !into.guards_intact()) why = "round " + std::to_string(round) + ": a guard zone was written";
+    }
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kRounds;
+    long long reopened = vccl::testing::ipc_block_reopens(comm) - reopens_before;
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_ALL_RANKS_WHY(reopened == 0, "rank " + std::to_string(rank) + " closed and reopened a mapping " +
+                                            std::to_string(reopened) + " times in " + std::to_string(kRounds) +
+                                            " transfers");
+    if (rank == 0) {
+        printf("# small buffers of one block: %d buffers (%d in one 2 MiB region), %.1f us per transfer and check, "
+               "%lld reopened mappings\n", kBuffers, sharing, us, reopened);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A call on host buffers after device work that is still waiting for its stream: it runs after that work
  * (on the staged path it waits for the queue), and both results are right. */
 TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
