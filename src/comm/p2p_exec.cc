@@ -235,9 +235,11 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         for (size_t j = 0; j < n; ++j) {
             if (posted[j]) continue;
             bool send = ops[j]->kind == OpKind::Send;
-            if (path[j] == Path::Direct) send ? ipc->abandon_send(ops[j]->peer) : ipc->abandon_recv(ops[j]->peer);
+            if (path[j] == Path::Direct) {
+                send ? ipc->abandon_send(ops[j]->peer, ops[j]->stream) : ipc->abandon_recv(ops[j]->peer);
+            }
             if (path[j] == Path::Fifo || path[j] == Path::FifoDrop) {
-                send ? ipc->abandon_fifo_send(ops[j]->peer) : ipc->abandon_fifo_recv(ops[j]->peer);
+                send ? ipc->abandon_fifo_send(ops[j]->peer, ops[j]->stream) : ipc->abandon_fifo_recv(ops[j]->peer);
             }
         }
         return failed;

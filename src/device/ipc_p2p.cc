@@ -50,11 +50,11 @@ public:
     size_t fifo_bytes(int) const override { return 0; }
     vcclResult_t post_fifo_send(int, const void*, size_t, void*) override { return unreachable(); }
     vcclResult_t post_fifo_recv(int, void*, size_t, bool, void*) override { return unreachable(); }
-    void abandon_fifo_send(int) override {}
+    void abandon_fifo_send(int, void*) override {}
     void abandon_fifo_recv(int) override {}
     void report_failure(int) override {}
     int release_waits(int64_t) override { return 0; }
-    void abandon_send(int) override {}
+    void abandon_send(int, void*) override {}
     void abandon_recv(int) override {}
     int failed_peer() override { return -1; }
     size_t ll_bytes() const override { return 0; }
@@ -258,7 +258,7 @@ public:
         // has written that READY) and the peer told.
         auto give_up = [&](vcclResult_t failed) {
             send_seq_[peer] = s;
-            notify_abandoned(peer, true, kDone, s);
+            notify_abandoned(peer, true, kDone, s, stream);
             return failed;
         };
         if (fail_next_ == FailNext::Send) {
@@ -284,7 +284,7 @@ public:
     uint64_t direct_sends() const override { return direct_sends_; }
     uint64_t block_reopens() const override { return block_reopens_; }
 
-    void abandon_send(int peer) override { notify_abandoned(peer, true, kDone, ++send_seq_[peer]); }
+    void abandon_send(int peer, void* stream) override { notify_abandoned(peer, true, kDone, ++send_seq_[peer], stream); }
     void abandon_recv(int peer) override {
         ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
         notify_abandoned(peer, false, kFail, 0);
@@ -344,7 +344,7 @@ public:
         // Whatever failed, transfer n is given up: counted, FULL(n) published so the receiver goes on.
         auto give_up = [&](vcclResult_t failed) {
             fifo_sent_[peer] = n;
-            notify_abandoned(peer, true, kFull, uint32_t(n));
+            notify_abandoned(peer, true, kFull, uint32_t(n), stream);
             return failed;
         };
         // Earlier READY/DONE writes of this stream first; if they cannot be enqueued the batch fails here.
@@ -415,7 +415,9 @@ public:
         return vcclSuccess;
     }
 
-    void abandon_fifo_send(int peer) override { notify_abandoned(peer, true, kFull, uint32_t(++fifo_sent_[peer])); }
+    void abandon_fifo_send(int peer, void* stream) override {
+        notify_abandoned(peer, true, kFull, uint32_t(++fifo_sent_[peer]), stream);
+    }
     void abandon_fifo_recv(int peer) override {
         ++fifo_recvd_[peer];
         notify_abandoned(peer, false, kFail, 0);
@@ -814,10 +816,13 @@ private:
      * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) or FULL(seq)
      * (`release`; kFail: nothing) lets the peer's receiving stream go on, with data that is not valid,
      * instead of waiting for ever. A receive's READY or FREE is not faked: that would let the peer's copy
-     * land in memory the caller was told failed. Private stream: the caller's may be what failed. */
-    void notify_abandoned(int peer, bool send, Region release, uint32_t seq);
+     * land in memory the caller was told failed. The release goes on `stream` after this rank's earlier work
+     * there (pending writes first), so the peer's waits pass in order and only after the data of earlier
+     * transfers landed; on a private stream when there is none or it refuses (the caller's may be what failed),
+     * as before: prompt, but not ordered. */
+    void notify_abandoned(int peer, bool send, Region release, uint32_t seq, void* stream = nullptr);
     /* Writes FAIL (and `release` = seq unless kFail) into the peer's flags; false when it could not. */
-    bool tell_failed(int peer, Region release, uint32_t seq);
+    bool tell_failed(int peer, Region release, uint32_t seq, void* stream = nullptr);
     bool stream_blocked_ = false;    // release_waits could not release a wait: keep everything allocated
     enum class FailNext { None, Send, RecvReady };
     FailNext fail_next_ = FailNext::None; // test hook
@@ -967,9 +972,24 @@ int CudaIpcP2p::release_flag_waits(int64_t wait_ms) {
     return written;
 }
 
-bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq) {
+bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq, void* stream) {
     if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return false;
     DeviceScope scope(device_);
+    if (stream != nullptr && release != kFail) {
+        CUstream us = static_cast<CUstream>(stream);
+        CUstreamBatchMemOpParams op;
+        memset(&op, 0, sizeof(op));
+        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        op.writeValue.address = flag_addr(peer, kFail, rank_);
+        op.writeValue.value = ++abandoned_;
+        op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        // issue_pending's own failure path comes back here without a stream: no recursion through it.
+        if (issue_pending(us, &op) == CUDA_SUCCESS &&
+            driver().write_value(us, flag_addr(peer, release, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
+            return true;
+        }
+        cudaGetLastError();
+    }
     CUstream cs = notify_stream();
     if (cs == nullptr) return false;
     bool ok = driver().write_value(cs, flag_addr(peer, kFail, rank_), ++abandoned_, CU_STREAM_WRITE_VALUE_DEFAULT) ==
@@ -981,9 +1001,9 @@ bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq) {
     return ok;
 }
 
-void CudaIpcP2p::notify_abandoned(int peer, bool send, Region release, uint32_t seq) {
+void CudaIpcP2p::notify_abandoned(int peer, bool send, Region release, uint32_t seq, void* stream) {
     if (peer < 0 || peer >= nranks_ || peer_flags_[peer] == nullptr) return;
-    bool ok = tell_failed(peer, release, seq);
+    bool ok = tell_failed(peer, release, seq, stream);
     VCCL_WARN(kLogDevice, "rank %d: gave up a direct %s rank %d after the transfer was set up; %s", rank_,
               send ? "send to" : "receive from", peer,
               !ok ? "could not tell it" : send ? "told it (its stream goes on; vcclCommGetAsyncError reports the failure there)"

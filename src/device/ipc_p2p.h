@@ -122,7 +122,7 @@ public:
      * sequence numbers in step. A given-up send also publishes its FULL so the receiver's stream goes on (the
      * data is not valid); a given-up receive frees nothing, so the sender stalls once its credits are spent,
      * until abort or destroy releases it (release_waits). */
-    virtual void abandon_fifo_send(int peer) = 0;
+    virtual void abandon_fifo_send(int peer, void* stream) = 0;
     virtual void abandon_fifo_recv(int peer) = 0;
     /* Tells `peer` that this rank found a transfer with it wrong (its vcclCommGetAsyncError reports it). */
     virtual void report_failure(int peer) = 0;
@@ -130,8 +130,11 @@ public:
     /* The caller gave up a direct send (recv) with `peer` of a batch whose descriptors were exchanged,
      * before post_send (post_recv_ready) enqueued it: tells the peer, whose vcclCommGetAsyncError then
      * reports it, and for a send lets the peer's receiving stream go on (its data is not valid). post_send
-     * and post_recv_ready do this themselves when they fail. Keeps both sides' sequence numbers in step. */
-    virtual void abandon_send(int peer) = 0;
+     * and post_recv_ready do this themselves when they fail. Keeps both sides' sequence numbers in step.
+     * A send's release is written on `stream` (the batch's) where it can be, after this rank's earlier
+     * transfers to the peer: written at once, it let the peer's wait for an earlier transfer still queued
+     * here pass before that transfer's data had landed. */
+    virtual void abandon_send(int peer, void* stream) = 0;
     virtual void abandon_recv(int peer) = 0;
     /* A rank that gave up a transfer with this rank (abandon_*), or -1. Any thread; reads this rank's flags
      * on a private stream, waiting at most 100 ms for the read. */

@@ -319,6 +319,73 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* A direct send given up right after an earlier send to the same peer that is still queued behind the
+ * stream's own work (a kernel waiting on the host): the release that lets the receiver's stream go on (DONE)
+ * must come after the earlier transfer's data. It used to be written at once on a private stream: the
+ * receiver's waits passed while the earlier transfer had not even started, and its buffer held old bytes.
+ * Rank 0 sends, rank 1 receives; the gate stays closed until the receiver has looked. */
+TEST(GpuFailure, GivenUpSendReleasesAfterEarlierTransfers) {
+    if (world_size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the direct path is off";
+    const size_t elems = (size_t(1) << 18) + 5, bytes = elems * 4;
+    if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
+    int rank = world_rank();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const uint32_t seed = 4242;
+    Stream s;
+    DevBuf first(bytes), second(bytes);
+    Gate gate;
+    ASSERT_ALL_RANKS(first.base != nullptr && second.base != nullptr && gate.dev != nullptr);
+    std::string why;
+    if (rank == 0) {
+        gate.close();
+        GateTimer timer(&gate, 20000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (ce == cudaSuccess) ce = vt_slow_fill(reinterpret_cast<uint32_t*>(first.ptr()), elems, seed, 0, s.s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        vcclResult_t r1 = vcclSend(first.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (r1 != vcclSuccess && why.empty()) why = "the first send failed: " + result_str(r1);
+        if (vccl::testing::fail_next_direct(comm, 1) != vcclSuccess && why.empty()) why = "test hook refused";
+        vcclResult_t r2 = vcclSend(second.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (r2 == vcclSuccess && why.empty()) why = "the send given up returned success";
+        int verdict = 0;
+        MPI_Recv(&verdict, 1, MPI_INT, 1, 77, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        timer.disarm();
+        if (timer.fired() && why.empty()) why = "the gate timer fired";
+        gate.open();
+        cudaStreamSynchronize(s.s);
+    } else {
+        vcclResult_t r1 = vcclRecv(first.ptr(), bytes, vcclUint8, 0, comm, s.s);
+        vcclResult_t r2 = vcclRecv(second.ptr(), bytes, vcclUint8, 0, comm, s.s);
+        if (r1 != vcclSuccess || r2 != vcclSuccess) why = "a receive failed on the host: " + result_str(r1) + ", " + result_str(r2);
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        if (why.empty() && cudaStreamQuery(s.s) == cudaSuccess) {
+            why = "the receiving stream went on while the sender's earlier transfer was still held back (the given-up "
+                  "send's release was not ordered after it)";
+        }
+        int verdict = why.empty() ? 1 : 0;
+        MPI_Send(&verdict, 1, MPI_INT, 0, 77, MPI_COMM_WORLD);
+        cudaError_t ce = cudaStreamSynchronize(s.s);
+        if (why.empty() && ce != cudaSuccess) why = "stream: " + cuda_str(ce);
+        std::vector<char> got = first.download();
+        const auto* v = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < elems && why.empty(); ++i) {
+            if (v[i] != vt_pattern(i, seed)) why = "the earlier transfer's element " + std::to_string(i) + " is wrong";
+        }
+        vcclResult_t async = vcclSuccess;
+        for (int i = 0; i < 200 && async == vcclSuccess; ++i) { // read at most once per millisecond
+            if (vcclCommGetAsyncError(comm, &async) != vcclSuccess) break;
+            if (async == vcclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (why.empty() && async != vcclRemoteError) why = "vcclCommGetAsyncError said " + result_str(async);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclCommAbort(comm);
+}
+
 /* A call on host buffers after device work that is still waiting for its stream: it runs after that work
  * (on the staged path it waits for the queue), and both results are right. */
 TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {
