@@ -448,11 +448,8 @@ private:
         uint64_t alloc_base; // in the exporting process
         uint64_t alloc_size;
         size_t vmm_size;     // a VMM allocation's mapping (vmm::unmap); 0: a CUDA IPC mapping
-        void* parent = nullptr; // an allocation inside another one's open IPC mapping (same 2 MiB block): the
-                                // ptr of that mapping; nothing of its own to close, and gone with it
     };
     static void unmap(const Mapping& m) {
-        if (m.parent != nullptr) return; // the parent's mapping is the one to close
         if (m.vmm_size > 0) {
             vmm::unmap(m.ptr, m.vmm_size);
         } else {
@@ -547,40 +544,6 @@ private:
                 ++i;
             }
         }
-        forget_orphans(list);
-    }
-    /* Mappings that lived inside a mapping now closed go with it. */
-    static void forget_orphans(std::vector<Mapping>& list) {
-        auto open = [&](void* ptr) {
-            for (const Mapping& m : list)
-                if (m.parent == nullptr && m.ptr == ptr) return true;
-            return false;
-        };
-        list.erase(std::remove_if(list.begin(), list.end(),
-                                  [&](const Mapping& m) { return m.parent != nullptr && !open(m.parent); }),
-                   list.end());
-    }
-    /* Small cudaMalloc allocations share 2 MiB blocks, and CUDA opens an exported block once per process: the
-     * handle of a second allocation in a block already open here fails. Its memory is mapped already, though,
-     * at the same offset from the block as in the peer: found through the driver's range of an open mapping
-     * of the same block, the allocation is used there, with no close and reopen per transfer (closing waits
-     * for the whole device, and alternating between two such buffers did that on every transfer). Only
-     * addresses inside the range the driver reports as mapped are used. The mapping that covers the buffer,
-     * with *ptr the buffer's address in it; NULL when none does. */
-    Mapping* inside_open_mapping(std::vector<Mapping>& list, const P2pDescriptor& desc, void** ptr) const {
-        for (Mapping& m : list) {
-            if (m.parent != nullptr || m.vmm_size > 0) continue;
-            CUdeviceptr base = 0;
-            size_t size = 0;
-            if (driver().address_range(&base, &size, reinterpret_cast<CUdeviceptr>(m.ptr)) != CUDA_SUCCESS) continue;
-            uint64_t offset_in_range = uint64_t(reinterpret_cast<uintptr_t>(m.ptr) - uintptr_t(base));
-            if (m.alloc_base < offset_in_range) continue;
-            uint64_t peer_range_base = m.alloc_base - offset_in_range; // the mapped range, in the peer's addresses
-            if (desc.alloc_base < peer_range_base || desc.alloc_base + desc.alloc_size > peer_range_base + size) continue;
-            *ptr = reinterpret_cast<void*>(uintptr_t(base) + uintptr_t(desc.alloc_base - peer_range_base));
-            return &m;
-        }
-        return nullptr;
     }
 
     /* Slot of FIFO transfer n from `sender` in `owner`'s buffer (as mapped here). */
@@ -607,10 +570,6 @@ private:
         for (Mapping& m : list) {
             if (memcmp(m.handle, desc.handle, sizeof(m.handle)) == 0) {
                 m.last_use = clock_;
-                if (m.parent != nullptr) { // its parent is in use too, and must not go as the least recently used
-                    for (Mapping& p : list)
-                        if (p.parent == nullptr && p.ptr == m.parent) p.last_use = clock_;
-                }
                 *base = m.ptr;
                 return vcclSuccess;
             }
@@ -632,7 +591,6 @@ private:
             }
             drop(peer, list[oldest]);
             list.erase(list.begin() + long(oldest));
-            forget_orphans(list);
         }
         void* ptr = nullptr;
         if (desc.flags & kDescVmm) {
@@ -671,16 +629,10 @@ private:
         cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
         if (err != cudaSuccess) {
             cudaGetLastError();
-            void* inside = nullptr;
-            if (Mapping* parent = inside_open_mapping(list, desc, &inside)) {
-                parent->last_use = clock_; // in use through its child: not the least recently used
-                void* parent_ptr = parent->ptr;
-                remember(list, desc, inside, 0, parent_ptr); // may move the list: parent is not used after
-                *base = inside;
-                return vcclSuccess;
-            }
-            // Not inside any open mapping: close the mappings of other allocations in the same blocks (CUDA maps
-            // an exported block only once per process), then try again.
+            // Small cudaMalloc allocations share 2 MiB blocks, and CUDA may map an exported block only once per
+            // process: close the mappings of other allocations in the same blocks, then try again (counted:
+            // each close waits for the device; on the H100 with CUDA 13 this did not happen, see
+            // GpuP2p.SmallBuffersOfOneBlockAreMappedOnce).
             auto first_block = [](uint64_t a) { return a >> 21; };
             auto last_block = [](uint64_t a, uint64_t n) { return (a + (n > 0 ? n - 1 : 0)) >> 21; };
             size_t before = list.size();
@@ -703,8 +655,7 @@ private:
         memcpy(&ref, handle, sizeof(ref));
         return (ref.flags & kVmmSpan) != 0;
     }
-    void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size,
-                  void* parent = nullptr) {
+    void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size) {
         Mapping m;
         memcpy(m.handle, desc.handle, sizeof(m.handle));
         m.ptr = ptr;
@@ -712,7 +663,6 @@ private:
         m.alloc_base = desc.alloc_base;
         m.alloc_size = desc.alloc_size;
         m.vmm_size = vmm_size;
-        m.parent = parent;
         list.push_back(m);
     }
 
