@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "config.h"
@@ -311,7 +310,8 @@ VNCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nrank
     return init_rank(newcomm, nranks, commIds[0], myrank, config, "ncclCommInitRankScalable");
 }
 
-/* One process, ndev GPUs: a thread per device runs the collective init with the device current. */
+/* One process, ndev GPUs: the creations are those of a group (group.cc), one thread each with its device
+ * current; the caller's device is left as it was. */
 VNCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
     const char* fn = "ncclCommInitAll";
     if (comms == nullptr) return fail(ncclInvalidArgument, "%s: comms is NULL", fn);
@@ -335,25 +335,25 @@ VNCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int*
     ncclUniqueId id;
     ncclResult_t r = ncclGetUniqueId(&id);
     if (r != ncclSuccess) return r;
+    int caller_dev = current_device();
     std::vector<ncclComm_t> out(ndev, nullptr);
-    std::vector<ncclResult_t> results(ndev, ncclSuccess);
-    std::vector<std::thread> threads;
-    for (int i = 0; i < ndev; ++i) {
-        threads.emplace_back([&, i]() {
-            if (cudaSetDevice(devs[i]) != cudaSuccess) {
-                results[i] = fail(ncclUnhandledCudaError, "%s: cudaSetDevice(%d) failed", fn, devs[i]);
-                return;
-            }
-            results[i] = init_rank(&out[i], ndev, id, i, nullptr, fn);
-        });
-    }
-    for (auto& t : threads) t.join();
-    for (int i = 0; i < ndev; ++i) {
-        if (results[i] != ncclSuccess) {
-            for (int j = 0; j < ndev; ++j)
-                if (out[j] != nullptr) ncclCommAbort(out[j]);
-            return results[i];
+    r = ncclGroupStart();
+    for (int i = 0; i < ndev && r == ncclSuccess; ++i) {
+        if (cudaSetDevice(devs[i]) != cudaSuccess) {
+            r = fail(ncclUnhandledCudaError, "%s: cudaSetDevice(%d) failed", fn, devs[i]);
+        } else {
+            r = init_rank(&out[i], ndev, id, i, nullptr, fn); // deferred: the group is open
         }
+    }
+    if (caller_dev >= 0) cudaSetDevice(caller_dev);
+    // With r failed the creations already queued still run, and fail after VCCL_BOOTSTRAP_TIMEOUT (a rank is
+    // missing), as they did when each had a thread of its own here.
+    ncclResult_t ended = ncclGroupEnd();
+    if (r == ncclSuccess) r = ended;
+    if (r != ncclSuccess) {
+        for (ncclComm_t c : out)
+            if (c != nullptr) ncclCommAbort(c);
+        return r;
     }
     for (int i = 0; i < ndev; ++i) comms[i] = out[i];
     return ncclSuccess;
