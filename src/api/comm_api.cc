@@ -167,6 +167,12 @@ long long direct_sends(vcclComm_t comm) {
     return comm->ipc ? static_cast<long long>(comm->ipc->direct_sends()) : 0;
 }
 
+long long ll_bytes(vcclComm_t comm) {
+    if (check_comm(comm, "ll_bytes") != vcclSuccess) return -1;
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    return comm->ipc ? static_cast<long long>(comm->ipc->ll_bytes()) : 0;
+}
+
 long long ipc_block_reopens(vcclComm_t comm) {
     if (check_comm(comm, "ipc_block_reopens") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);

@@ -16,6 +16,7 @@
 #include "comm/idle_progress.h"
 #include "core/export.h"
 #include "device/ipc_p2p.h"
+#include "device/side_stream.h"
 #include "device/staged_queue.h"
 #include "device/staging.h"
 #include "telemetry/telemetry.h"
@@ -54,6 +55,7 @@ struct vcclComm {
     std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
                                                      // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
+    vccl::SideStream side_stream;       // reductions and local copies beside a call's transfers (under op_mutex)
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)
     int max_ctas = 32;                  // VCCL_MAX_CTAS / vcclConfig_t.maxCtas

@@ -136,6 +136,7 @@ CollSettings settings_from_env() {
     s.chunk_bytes = env::get_size(env::kChunkSize);
     if (s.chunk_bytes < 4096) s.chunk_bytes = 4096;
     s.small_bytes = env::get_size(env::kSmallMsgBytes);
+    s.reduce_pipeline_bytes = env::get_size(env::kReducePipelineBytes);
     s.op_timeout_ms = env::get_int(env::kOpTimeoutMs);
     return s;
 }
@@ -193,7 +194,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         };
         Agreed agreed[] = {{"VCCL_STAGING_CHUNK_BYTES", comm->staging_chunk_bytes},
                            {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
-                           {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes}};
+                           {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes},
+                           {"VCCL_REDUCE_PIPELINE_BYTES", comm->settings.reduce_pipeline_bytes}};
         constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
         std::vector<uint64_t> votes(size_t(comm->nranks) * kVotes);
         votes[size_t(comm->rank) * kVotes] = use_failover ? 1 : 0;
@@ -208,6 +210,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         comm->staging_chunk_bytes = agreed[0].value;
         comm->settings.chunk_bytes = size_t(agreed[1].value);
         comm->settings.small_bytes = size_t(agreed[2].value);
+        comm->settings.reduce_pipeline_bytes = size_t(agreed[3].value);
         uint64_t yes = 0;
         for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
         if (yes != 0 && yes != uint64_t(comm->nranks)) {
@@ -401,6 +404,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->bootstrap.reset();
         comm->scratch.release();
         comm->staging.release();
+        comm->side_stream.release();
         comm->registrations.clear();
     }
     // A flush that timed out at destroy is not the caller's problem: data already completed.

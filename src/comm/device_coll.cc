@@ -2,17 +2,23 @@
  * Collectives on device buffers among GPUs of one host, built from batches of direct transfers (copy
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
  *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
- *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them;
+ *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
+ *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
+ *              stream while the next piece moves (comm->side_stream);
  *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (off by default) one kernel that stores into the peers' memory
  *              (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank sends its whole buffer to every peer and
  *              reduces all of them: one batch of transfers and one kernel, since small transfers cost their
  *              handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
- *              all-gather of the reduced blocks;
+ *              all-gather of the reduced blocks, both in pieces as above (the all-gather of a piece follows
+ *              its kernel);
  *   Reduce: every rank sends its buffer to the root, whose kernel reduces them.
- * Kernels are compact (VCCL_MAX_CTAS blocks). The calling thread never waits for the device (except when
- * the scratch buffer grows).
+ * Kernels are compact (VCCL_MAX_CTAS blocks). Local copies of 1 MiB and more run on the second stream beside
+ * the batch. The calling thread never waits for the device (except when the scratch buffer grows).
  */
 #include "comm/device_coll.h"
+
+#include <algorithm>
+#include <functional>
 
 #include "comm/p2p_exec.h"
 #include "config.h"
@@ -21,6 +27,7 @@
 #include "device/ipc_p2p.h"
 #include "device/ll_allreduce.h"
 #include "device/reduce_kernels.h"
+#include "device/side_stream.h"
 
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -75,14 +82,16 @@ vcclResult_t run_batch(vcclComm* comm, const std::vector<Op>& ops) {
     return run_p2p_batch(comm, ptrs);
 }
 
-vcclResult_t reduce(vcclComm* comm, const Op& op, void* dst, const std::vector<const void*>& srcs, size_t count) {
+vcclResult_t reduce(vcclComm* comm, const Op& op, vcclStream_t stream, void* dst, const std::vector<const void*>& srcs,
+                    size_t count) {
 #if VCCL_HAVE_CUDA
     int divide_by = op.coll.op == vcclAvg ? comm->nranks : 0;
     vcclResult_t r = device_reduce(dst, srcs.data(), int(srcs.size()), count, op.coll.dtype, op.coll.op, divide_by,
-                                   comm->max_ctas, op.stream);
+                                   comm->max_ctas, stream);
     if (r != vcclSuccess) return set_last_error(r, "reduction kernel launch failed");
     return vcclSuccess;
 #else
+    (void)comm, (void)op, (void)stream, (void)dst, (void)srcs, (void)count;
     return set_last_error(vcclInternalError, "device reduction in a build without CUDA");
 #endif
 }
@@ -126,7 +135,120 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
         srcs.push_back(dst);
     }
     VCCL_RETURN_IF_ERROR(run_batch(comm, ops));
-    return reduce(comm, op, out, srcs, my_bytes / ts);
+    return reduce(comm, op, op.stream, out, srcs, my_bytes / ts);
+}
+
+constexpr int kMaxPieces = 16;
+
+/* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the setting is
+ * agreed at creation, the sizes are the call's). */
+int pipeline_pieces(const vcclComm* comm, size_t bytes) {
+    size_t piece = comm->settings.reduce_pipeline_bytes;
+    if (piece == 0 || comm->nranks < 2 || bytes / 2 < piece) return 1;
+    return int(std::min<size_t>(bytes / piece, kMaxPieces));
+}
+
+/* Where rank i's part of piece c lies in the input: element offset and element count. */
+using PartFn = std::function<void(int i, int c, size_t* elem_offset, size_t* elems)>;
+
+/* Reduce-scatter in `pieces` pieces. Piece c's transfers go on the caller's stream and its reduction (into
+ * out(c)) on the communicator's second stream, where it runs while piece c + 1 moves; then(c) enqueues on the
+ * caller's stream what needs piece c reduced (AllReduce: that piece's all-gather), after the caller's stream
+ * waited for the reduction. Two halves of the scratch buffer alternate: piece c + 2 lands in piece c's half
+ * only after the caller's stream waited for piece c's reduction, since the peers' copies wait for this rank's
+ * READY, which that stream writes after it. Every rank enqueues the same sequence of batches. */
+vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* send, size_t ts, int pieces,
+                                   const PartFn& part, const std::function<char*(int c)>& out,
+                                   const std::function<vcclResult_t(int c)>& then) {
+    int rank = comm->rank, n = comm->nranks;
+    size_t piece_max = 0; // bytes of this rank's largest part
+    for (int c = 0; c < pieces; ++c) {
+        size_t off, elems;
+        part(rank, c, &off, &elems);
+        piece_max = std::max(piece_max, elems * ts);
+    }
+    const size_t half_bytes = piece_max * size_t(n - 1);
+    void* scratch = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(2 * half_bytes, op.stream, &scratch));
+    SideStream& side = comm->side_stream;
+    vcclResult_t r = vcclSuccess;
+    bool forked = false;
+    for (int c = 0; c < pieces && r == vcclSuccess; ++c) {
+        size_t my_off, my_elems;
+        part(rank, c, &my_off, &my_elems);
+        char* half = static_cast<char*>(scratch) + size_t(c % 2) * half_bytes;
+        std::vector<Op> ops;
+        std::vector<const void*> srcs = {send + my_off * ts};
+        int slot = 0;
+        for (int p = 0; p < n; ++p) {
+            if (p == rank) continue;
+            size_t off, elems;
+            part(p, c, &off, &elems);
+            if (elems > 0) ops.push_back(p2p_op(op, OpKind::Send, send + off * ts, nullptr, elems * ts, p));
+            char* dst = half + size_t(slot++) * piece_max;
+            if (my_elems > 0) ops.push_back(p2p_op(op, OpKind::Recv, nullptr, dst, my_elems * ts, p));
+            srcs.push_back(dst);
+        }
+        r = run_batch(comm, ops);
+        if (r == vcclSuccess) r = side.fork(op.stream);
+        forked = forked || r == vcclSuccess;
+        if (r == vcclSuccess) r = reduce(comm, op, side.stream(), out(c), srcs, my_elems);
+        if (r == vcclSuccess) r = side.mark(c % 2);
+        if (r == vcclSuccess && c > 0) r = side.wait_mark(op.stream, (c - 1) % 2);
+        if (r == vcclSuccess && c > 0) r = then(c - 1);
+    }
+    if (r == vcclSuccess) r = side.wait_mark(op.stream, (pieces - 1) % 2);
+    if (r == vcclSuccess) return then(pieces - 1);
+    if (forked) side.join(op.stream); // what reached the second stream stays ordered before later work
+    return r;
+}
+
+/* AllReduce in pieces: the reduce-scatter of reduce_scatter_pieces on nearly equal blocks, each reduced piece
+ * sent to every peer as soon as its kernel ran. */
+vcclResult_t allreduce_pieces(vcclComm* comm, const Op& op, const char* send, char* recv, size_t ts, int pieces) {
+    const size_t count = op.coll.count;
+    const int rank = comm->rank, n = comm->nranks;
+    PartFn part = [count, n, pieces](int i, int c, size_t* off, size_t* elems) {
+        size_t b, e, pb, pe;
+        block_range(count, n, i, &b, &e);
+        block_range(e - b, pieces, c, &pb, &pe);
+        *off = b + pb;
+        *elems = pe - pb;
+    };
+    auto out = [&](int c) {
+        size_t off, elems;
+        part(rank, c, &off, &elems);
+        return recv + off * ts;
+    };
+    auto all_gather_piece = [&](int c) {
+        size_t off, elems;
+        part(rank, c, &off, &elems);
+        std::vector<Op> ops;
+        for (int p = 0; p < n; ++p) {
+            if (p == rank) continue;
+            size_t poff, pelems;
+            part(p, c, &poff, &pelems);
+            if (elems > 0) ops.push_back(p2p_op(op, OpKind::Send, recv + off * ts, nullptr, elems * ts, p));
+            if (pelems > 0) ops.push_back(p2p_op(op, OpKind::Recv, nullptr, recv + poff * ts, pelems * ts, p));
+        }
+        return run_batch(comm, ops);
+    };
+    return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, all_gather_piece);
+}
+
+/* A local copy of 1 MiB or more goes on the second stream, beside the batch that follows it; the caller's
+ * stream then waits for it (local_copy_join) after the batch. Smaller ones stay on the caller's stream: the
+ * fork and join cost more host time than the copy takes. */
+constexpr size_t kSideCopyBytes = 1u << 20;
+
+vcclResult_t local_copy_beside(vcclComm* comm, void* dst, const void* src, size_t bytes, vcclStream_t stream,
+                               bool* beside) {
+    *beside = false;
+    if (dst == src || bytes == 0) return vcclSuccess;
+    if (bytes < kSideCopyBytes) return local_copy(dst, src, bytes, stream);
+    VCCL_RETURN_IF_ERROR(comm->side_stream.fork(stream));
+    *beside = true;
+    return local_copy(dst, src, bytes, comm->side_stream.stream());
 }
 
 /* AllReduce in one batch: every rank receives every peer's whole buffer into scratch and reduces the n
@@ -149,7 +271,7 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
         srcs.push_back(dst);
     }
     VCCL_RETURN_IF_ERROR(run_batch(comm, ops));
-    return reduce(comm, op, recv, srcs, bytes / dtype_size(op.coll.dtype));
+    return reduce(comm, op, op.stream, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
 /* AllReduce in one kernel launch (device/ll_allreduce.h), for messages up to comm->ipc->ll_bytes(). */
@@ -190,11 +312,28 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         int rank = comm->rank, n = comm->nranks;
         if (a.count == 0) return vcclSuccess;
         switch (a.coll) {
-        case CollType::ReduceScatter:
-            return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
+        case CollType::ReduceScatter: {
+            int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));
+            if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
+            const size_t count = a.count;
+            PartFn part = [count, pieces](int i, int c, size_t* off, size_t* elems) {
+                size_t pb, pe;
+                block_range(count, pieces, c, &pb, &pe);
+                *off = size_t(i) * count + pb;
+                *elems = pe - pb;
+            };
+            auto out = [&](int c) {
+                size_t pb, pe;
+                block_range(count, pieces, c, &pb, &pe);
+                return recv + pb * ts;
+            };
+            return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; });
+        }
         case CollType::AllReduce: {
             if (a.count * ts <= comm->ipc->ll_bytes()) return allreduce_ll(comm, op, send, recv, a.count * ts);
             if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
+            int pieces = pipeline_pieces(comm, a.count * ts);
+            if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces);
             size_t off, bytes;
             block_bytes(a.count, n, rank, ts, &off, &bytes);
             VCCL_RETURN_IF_ERROR(reduce_scatter_blocks(comm, op, send, recv + off, ts, a.count, false, 0));
@@ -223,7 +362,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
                 srcs.push_back(dst);
             }
             VCCL_RETURN_IF_ERROR(run_batch(comm, ops));
-            return reduce(comm, op, recv, srcs, a.count);
+            return reduce(comm, op, op.stream, recv, srcs, a.count);
         }
         default:
             break;
@@ -236,6 +375,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
     char* recv = static_cast<char*>(a.recvbuf);
     int rank = comm->rank, n = comm->nranks;
     std::vector<Op> ops;
+    bool beside = false; // the local copy runs on the second stream
     switch (a.coll) {
     case CollType::AllGather:
         for (int p = 0; p < n; ++p) {
@@ -243,14 +383,14 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             ops.push_back(p2p_op(op, OpKind::Send, send, nullptr, block, p));
             ops.push_back(p2p_op(op, OpKind::Recv, nullptr, recv + size_t(p) * block, block, p));
         }
-        VCCL_RETURN_IF_ERROR(local_copy(recv + size_t(rank) * block, send, block, op.stream));
+        VCCL_RETURN_IF_ERROR(local_copy_beside(comm, recv + size_t(rank) * block, send, block, op.stream, &beside));
         break;
     case CollType::Broadcast:
         if (rank == a.root) {
             for (int p = 0; p < n; ++p) {
                 if (p != rank) ops.push_back(p2p_op(op, OpKind::Send, send, nullptr, block, p));
             }
-            VCCL_RETURN_IF_ERROR(local_copy(recv, send, block, op.stream));
+            VCCL_RETURN_IF_ERROR(local_copy_beside(comm, recv, send, block, op.stream, &beside));
         } else {
             ops.push_back(p2p_op(op, OpKind::Recv, nullptr, recv, block, a.root));
         }
@@ -261,12 +401,18 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             ops.push_back(p2p_op(op, OpKind::Send, send + size_t(p) * block, nullptr, block, p));
             ops.push_back(p2p_op(op, OpKind::Recv, nullptr, recv + size_t(p) * block, block, p));
         }
-        VCCL_RETURN_IF_ERROR(local_copy(recv + size_t(rank) * block, send + size_t(rank) * block, block, op.stream));
+        VCCL_RETURN_IF_ERROR(
+            local_copy_beside(comm, recv + size_t(rank) * block, send + size_t(rank) * block, block, op.stream, &beside));
         break;
     default:
         return set_last_error(vcclInternalError, "%s has no direct device algorithm", coll_name(a.coll));
     }
-    return run_batch(comm, ops);
+    vcclResult_t r = run_batch(comm, ops);
+    if (beside) {
+        vcclResult_t joined = comm->side_stream.join(op.stream);
+        if (r == vcclSuccess) r = joined;
+    }
+    return r;
 }
 
 } // namespace vccl

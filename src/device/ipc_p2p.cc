@@ -1062,9 +1062,11 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
     const size_t fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;
     ll_bytes_ = size_t(env::get_size(env::kAllreduceLlBytes));
+    // On by default: where it cannot be used, only a value the user set is worth a warning.
+    const LogLevel ll_level = env::is_set(env::kAllreduceLlBytes) ? LogLevel::Warn : LogLevel::Info;
     if (ll_bytes_ > kMaxLlBytes || nranks_ > kMaxLlRanks) {
-        VCCL_WARN(kLogDevice, "VCCL_ALLREDUCE_LL_BYTES=%zu with %d ranks: the low-latency allreduce takes at most %zu "
-                  "bytes and %d ranks; off", ll_bytes_, nranks_, kMaxLlBytes, kMaxLlRanks);
+        VCCL_LOG(ll_level, kLogDevice, "VCCL_ALLREDUCE_LL_BYTES=%zu with %d ranks: the low-latency allreduce takes "
+                    "at most %zu bytes and %d ranks; off", ll_bytes_, nranks_, kMaxLlBytes, kMaxLlRanks);
         ll_bytes_ = 0;
     }
     // A header word, then 4 data bytes per word; sets 256-byte aligned.
@@ -1186,8 +1188,9 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         for (int q = 0; q < nranks_ && ll_active_; ++q) ll_active_ = opened[size_t(r) * nranks_ + q] != 0;
     }
     if (mine.ll_bytes > 0 && !ll_active_) {
-        VCCL_WARN(kLogDevice, "rank %d: low-latency allreduce off: not every rank is on this host with its buffer "
-                  "mapped by every other, or VCCL_ALLREDUCE_LL_BYTES or the staging FIFO's size (VCCL_P2P_FIFO_*) differs between ranks", rank_);
+        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency allreduce off: not every rank is on this host with its "
+                    "buffer mapped by every other, or VCCL_ALLREDUCE_LL_BYTES or the staging FIFO's size "
+                    "(VCCL_P2P_FIFO_*) differs between ranks", rank_);
     }
     bool shared_gpu = false;
     for (int r = 0; r < nranks_; ++r) {
@@ -1195,8 +1198,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     }
     if (ll_active_ && shared_gpu && !g_ll_on_shared_gpu.load()) {
         ll_active_ = false;
-        VCCL_WARN(kLogDevice, "rank %d: low-latency allreduce off: ranks of this communicator share a GPU, where its "
-                  "waiting kernels would take turns by time slices (about 2 ms per call)", rank_);
+        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency allreduce off: ranks of this communicator share a GPU, "
+                    "where its waiting kernels would take turns by time slices (about 2 ms per call)", rank_);
     }
     VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d); staging FIFO (%zu slots of "
               "%zu bytes) with %d", rank_, count, nranks_, device_, fifo_slots_, fifo_slot_bytes_, fifo_count);

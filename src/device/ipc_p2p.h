@@ -184,6 +184,8 @@ VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
 VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
 /* Test hook: IpcP2p::block_reopens of comm's rank; -1 for a bad comm. */
 VCCL_INTERNAL_API long long ipc_block_reopens(vcclComm_t comm);
+/* Test hook: IpcP2p::ll_bytes of comm (0: the low-latency allreduce is off there); -1 for a bad comm. */
+VCCL_INTERNAL_API long long ll_bytes(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

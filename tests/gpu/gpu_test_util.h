@@ -27,6 +27,7 @@ void allow_ll_on_shared_gpu(int allow);                 // likewise
 vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
 long long direct_sends(vcclComm_t comm);                // likewise
 long long ipc_block_reopens(vcclComm_t comm);           // likewise
+long long ll_bytes(vcclComm_t comm);                    // likewise
 vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n); // likewise
 }
 namespace env {
@@ -90,9 +91,12 @@ inline vcclComm_t gpu_comm() {
     if (!tried) {
         tried = true;
         my_device();
-        // Ranks sharing a GPU (VTEST_GPU_SHARE) test the low-latency allreduce too, though it is slow there.
+        // Ranks sharing a GPU (VTEST_GPU_SHARE) test the low-latency allreduce too where VCCL_ALLREDUCE_LL_BYTES
+        // asks for it (np2_shared_gpu_ll.sh), though it is slow there; elsewhere the default leaves it off on a
+        // shared GPU, and the one-shot algorithm is tested.
         const char* share = getenv("VTEST_GPU_SHARE");
-        vccl::testing::allow_ll_on_shared_gpu(share != nullptr && atoi(share) != 0);
+        vccl::testing::allow_ll_on_shared_gpu(share != nullptr && atoi(share) != 0 &&
+                                              getenv("VCCL_ALLREDUCE_LL_BYTES") != nullptr);
         comm = make_comm(CommKind::Mpi);
         if (comm != nullptr) on_finalize([] { vcclCommDestroy(comm); });
     }

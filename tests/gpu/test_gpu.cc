@@ -176,6 +176,39 @@ TEST_P(GpuReduction, EveryTypeOpCountInAndOutOfPlace) {
 INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, Red::ReduceScatter, Red::Reduce),
                          [](const ::testing::TestParamInfo<Red>& i) { return std::string(red_name(i.param)); });
 
+/* AllReduce and ReduceScatter in pieces (VCCL_REDUCE_PIPELINE_BYTES), whose kernels run on the communicator's
+ * second stream while the next piece moves: tiny pieces so that small counts already take 2 to 16 of them,
+ * with parts of pieces that are empty (7 elements over 2 ranks in 7 pieces), and 64 KiB pieces. The one-shot
+ * and low-latency algorithms are off so that every count above 0 goes through the pieces. */
+TEST(GpuPieces, AllReduceAndReduceScatterInPiecesAreRight) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    Stream s;
+    Sweep sweep;
+    for (const char* piece : {"4", "64K"}) {
+        vcclComm_t comm = comm_with_env({{"VCCL_REDUCE_PIPELINE_BYTES", piece},
+                                         {"VCCL_ALLREDUCE_SMALL_BYTES", "0"},
+                                         {"VCCL_ALLREDUCE_LL_BYTES", "0"}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
+            for (vcclDataType_t t : kTypes) {
+                for (vcclRedOp_t op : kOps) {
+                    for (size_t count : {size_t(1), size_t(7), size_t(1031), size_t(65537), size_t(300007)}) {
+                        for (bool in_place : {false, true}) {
+                            std::ostringstream label;
+                            label << "pieces of " << piece << ": " << red_name(coll) << " " << type_name(t) << " "
+                                  << op_name(op) << " count " << count << (in_place ? " in place" : " out of place");
+                            sweep.run(label.str(),
+                                      [&] { return run_reduction(comm, s.s, coll, t, op, count, in_place, 0); });
+                        }
+                    }
+                }
+            }
+        }
+        vcclCommDestroy(comm);
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
+
 /* Floating-point sums depend on their order: every rank must still get the same bits (replicas of a model
  * would drift apart otherwise), from the one-shot algorithm (small) and the reduce-scatter + all-gather one.
  * Inputs of mixed magnitudes so that a different order changes the rounding; with 2 ranks a + b == b + a, so
@@ -1040,9 +1073,14 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
-/* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES; tests/gpu/np2_shared_gpu_ll.sh sets it): its kernel waits
- * on the GPU for the peers' words, so a peer that never calls must not keep it (or the stream) for ever. */
-size_t ll_bytes() { return env_size("VCCL_ALLREDUCE_LL_BYTES"); }
+/* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES: on by default where every rank has a GPU of its own;
+ * tests/gpu/np2_shared_gpu_ll.sh sets it where they share one): its kernel waits on the GPU for the peers' words,
+ * so a peer that never calls must not keep it (or the stream) for ever. Its size as the test communicator has
+ * it (the same on every rank). */
+size_t ll_bytes() {
+    long long b = gpu_comm() != nullptr ? vccl::testing::ll_bytes(gpu_comm()) : 0;
+    return b > 0 ? size_t(b) : 0;
+}
 
 
 TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {

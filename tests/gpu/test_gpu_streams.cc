@@ -150,6 +150,52 @@ TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* The same through the communicator's second stream (device/side_stream.h): AllReduce in 64 KiB pieces, whose
+ * kernels run there, and AllGather and Broadcast of blocks of 1 MiB or more, whose local copy runs there. Each
+ * call writes a temporary buffer that a kernel reads right after it on the same stream (adding 1), so work left
+ * on the second stream past the call's end would show as stale data. */
+TEST(GpuStreamOrder, SecondStreamWorkKeepsCallOrder) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    vcclComm_t comm = comm_with_env({{"VCCL_REDUCE_PIPELINE_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int n = world_size();
+    const size_t elems = 600000; // divisible by 1 to 6 ranks; 2.4 MB
+    std::vector<std::unique_ptr<DevBuf>> tmp;
+    for (int it = 0; it < 6; ++it) tmp.emplace_back(new DevBuf(elems * 4));
+    enum Coll { AllReduce, AllGather, Broadcast };
+    std::string why;
+    for (Coll coll : {AllReduce, AllGather, Broadcast}) {
+        if (!why.empty()) break;
+        const size_t block = coll == AllGather ? elems / size_t(n) : elems;
+        why = alternating_streams_case(
+            elems,
+            [&](int it, uint32_t* send, uint32_t* recv, cudaStream_t s) {
+                auto* t = reinterpret_cast<uint32_t*>(tmp[it]->ptr());
+                vcclResult_t r = coll == AllReduce ? vcclAllReduce(send, t, elems, vcclUint32, vcclSum, comm, s)
+                                 : coll == AllGather ? vcclAllGather(send, t, block, vcclUint32, comm, s)
+                                                     : vcclBroadcast(send, t, elems, vcclUint32, 0, comm, s);
+                if (r != vcclSuccess) return std::string("call failed: ") + result_str(r);
+                cudaError_t ce = vt_add_one(recv, t, elems, s);
+                return ce == cudaSuccess ? std::string() : "kernel launch: " + cuda_str(ce);
+            },
+            [&](int it, size_t i) {
+                uint32_t v = 0;
+                if (coll == AllReduce) {
+                    for (int r = 0; r < n; ++r) v += vt_pattern(i, uint32_t(100 * it + r + 1));
+                } else if (coll == AllGather) {
+                    v = vt_pattern(i % block, uint32_t(100 * it + int(i / block) + 1));
+                } else {
+                    v = vt_pattern(i, uint32_t(100 * it + 1));
+                }
+                return v + 1u;
+            });
+        if (!why.empty()) why = std::string(coll == AllReduce ? "AllReduce" : coll == AllGather ? "AllGather" : "Broadcast") +
+                                ": " + why;
+    }
+    vcclCommDestroy(comm);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The same for send/recv: a ring exchange per call. The receive of a later call must not take the place (the
  * sequence number) of an earlier one. */
 TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {

@@ -1,0 +1,97 @@
+#include "device/side_stream.h"
+
+#include "config.h"
+#include "core/status.h"
+
+#if VCCL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "device/driver_entry.h"
+#include "device/memory.h"
+#endif
+
+namespace vccl {
+
+#if VCCL_HAVE_CUDA
+
+namespace {
+vcclResult_t check(cudaError_t err, const char* what) {
+    if (err == cudaSuccess) return vcclSuccess;
+    return set_last_error(vcclUnhandledCudaError, "%s (second stream of the communicator) failed: %s", what,
+                          cudaGetErrorString(err));
+}
+cudaEvent_t ev(void* e) { return static_cast<cudaEvent_t>(e); }
+cudaStream_t st(vcclStream_t s) { return static_cast<cudaStream_t>(s); }
+} // namespace
+
+SideStream::~SideStream() { release(); }
+
+void SideStream::release() {
+    // Neither call waits for the device: CUDA frees a stream's and an event's resources once their work is done.
+    if (stream_ != nullptr) cudaStreamDestroy(st(stream_));
+    if (fork_event_ != nullptr) cudaEventDestroy(ev(fork_event_));
+    for (void*& m : marks_) {
+        if (m != nullptr) cudaEventDestroy(ev(m));
+        m = nullptr;
+    }
+    stream_ = nullptr;
+    fork_event_ = nullptr;
+    device_ = -1;
+}
+
+vcclResult_t SideStream::fork(vcclStream_t main) {
+    int device = 0;
+    if (!stream_device(main, &device)) return set_last_error(vcclUnhandledCudaError, "cannot tell the stream's GPU");
+    if (stream_ != nullptr && device != device_) release();
+    if (stream_ == nullptr) {
+        DeviceScope scope(device);
+        cudaStream_t s = nullptr;
+        VCCL_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+        stream_ = s;
+        device_ = device;
+        cudaEvent_t e = nullptr;
+        vcclResult_t r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+        fork_event_ = e;
+        for (int i = 0; i < kMarks && r == vcclSuccess; ++i) {
+            r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+            marks_[i] = r == vcclSuccess ? e : nullptr;
+        }
+        if (r != vcclSuccess) {
+            release();
+            return r;
+        }
+    }
+    VCCL_RETURN_IF_ERROR(check(cudaEventRecord(ev(fork_event_), st(main)), "cudaEventRecord"));
+    return check(cudaStreamWaitEvent(st(stream_), ev(fork_event_), 0), "cudaStreamWaitEvent");
+}
+
+vcclResult_t SideStream::mark(int slot) {
+    if (stream_ == nullptr || slot < 0 || slot >= kMarks) return set_last_error(vcclInternalError, "side stream mark %d", slot);
+    return check(cudaEventRecord(ev(marks_[slot]), st(stream_)), "cudaEventRecord");
+}
+
+vcclResult_t SideStream::wait_mark(vcclStream_t main, int slot) {
+    if (stream_ == nullptr || slot < 0 || slot >= kMarks) return set_last_error(vcclInternalError, "side stream wait %d", slot);
+    return check(cudaStreamWaitEvent(st(main), ev(marks_[slot]), 0), "cudaStreamWaitEvent");
+}
+
+vcclResult_t SideStream::join(vcclStream_t main) {
+    if (stream_ == nullptr) return vcclSuccess;
+    VCCL_RETURN_IF_ERROR(mark(0));
+    return wait_mark(main, 0);
+}
+
+#else // no CUDA: device memory never reaches here
+
+SideStream::~SideStream() {}
+void SideStream::release() {}
+vcclResult_t SideStream::fork(vcclStream_t) {
+    return set_last_error(vcclInternalError, "second stream used in a build without CUDA");
+}
+vcclResult_t SideStream::mark(int) { return vcclInternalError; }
+vcclResult_t SideStream::wait_mark(vcclStream_t, int) { return vcclInternalError; }
+vcclResult_t SideStream::join(vcclStream_t) { return vcclSuccess; }
+
+#endif
+
+} // namespace vccl
