@@ -138,7 +138,10 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
     return reduce(comm, op, op.stream, out, srcs, my_bytes / ts);
 }
 
-constexpr int kMaxPieces = 16;
+/* Each piece costs two batches of host work (descriptor exchange, stream operations) and a kernel launch, tens
+ * of microseconds; with more pieces the host fell behind the device (2x H200, run125: 16 pieces of 16 MiB made
+ * a 256 MiB allreduce about 1.3x slower than one piece; 8 of 64 MiB at 512 MiB and 2 of 32 MiB at 64 MiB were faster). */
+constexpr int kMaxPieces = 8;
 
 /* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the setting is
  * agreed at creation, the sizes are the call's). */
