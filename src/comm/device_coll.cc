@@ -139,8 +139,10 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
 }
 
 /* Each piece costs two batches of host work (descriptor exchange, stream operations) and a kernel launch, tens
- * of microseconds; with more pieces the host fell behind the device (2x H200, run125: 16 pieces of 16 MiB made
- * a 256 MiB allreduce about 1.3x slower than one piece; 8 of 64 MiB at 512 MiB and 2 of 32 MiB at 64 MiB were faster). */
+ * of microseconds, and a piece whose transfers take about as long leaves the host behind the device (2x H200,
+ * run125, allreduce: 16 pieces of 16 MiB made 256 MiB about 1.3x slower than one piece, 16 of 32 MiB made
+ * 512 MiB 1.07x slower; 2 pieces of 32 MiB at 64 MiB and 8 of 64 MiB at 512 MiB were 1.12x and 1.09x faster).
+ * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most 8. */
 constexpr int kMaxPieces = 8;
 
 /* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the setting is
@@ -148,7 +150,7 @@ constexpr int kMaxPieces = 8;
 int pipeline_pieces(const vcclComm* comm, size_t bytes) {
     size_t piece = comm->settings.reduce_pipeline_bytes;
     if (piece == 0 || comm->nranks < 2 || bytes / 2 < piece) return 1;
-    return int(std::min<size_t>(bytes / piece, kMaxPieces));
+    return int(std::max<size_t>(2, std::min<size_t>(bytes / 2 / piece, kMaxPieces)));
 }
 
 /* Where rank i's part of piece c lies in the input: element offset and element count. */

@@ -100,9 +100,9 @@ VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "16K",
              "a GPU. 0: off (one shot instead; on 2x H200 8 B took 6-8 us this way, 23 us one shot)")
 VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",
              "Device AllReduce (above VCCL_ALLREDUCE_SMALL_BYTES) and ReduceScatter among GPUs of one host on at "
-             "least twice this many bytes run in pieces of at least this size (at most 8 pieces): the reduction "
-             "kernel of one piece runs on a second stream while the next piece moves. Smaller pieces cost more "
-             "host time per byte than they save. 0: one piece (transfers, kernel and all-gather one after "
+             "least twice this many bytes run in pieces, the reduction kernel of one piece on a second stream while "
+             "the next piece moves: 2 pieces, and from 4x this size one piece per 2x this size, at most 8 (smaller "
+             "pieces cost more host time than they save). 0: one piece (transfers, kernel and all-gather one after "
              "another). Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
