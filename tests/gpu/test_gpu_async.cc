@@ -652,7 +652,16 @@ TEST(GpuAsync, AbortWithBlockedDeviceWork) {
         if (why.empty() && timer.fired()) why = "a call or the abort waited for the blocked stream";
         gate.open();
     }
-    if (why.empty() && took > 1.0) why = "abort took " + std::to_string(took) + " s";
+    // Abort gives a READY wait 0.5 s, then up to 1 s for its released flag writes to land (device/ipc_p2p.h). On a
+    // GPU the ranks share, those writes wait for time slices among the spinning gate kernels: 1.50 s once in 5
+    // runs on the H100 (2026-11-24), so the bound there is the design's 1.5 s plus margin.
+    int mine = my_device();
+    std::vector<int> devices(static_cast<size_t>(world_size()), 0);
+    MPI_Allgather(&mine, 1, MPI_INT, devices.data(), 1, MPI_INT, MPI_COMM_WORLD); // the tests run on one host
+    std::sort(devices.begin(), devices.end());
+    const bool shared = std::adjacent_find(devices.begin(), devices.end()) != devices.end();
+    const double limit = shared ? 2.0 : 1.0;
+    if (why.empty() && took > limit) why = "abort took " + std::to_string(took) + " s";
     expect_stream_goes_on(s.s, "abort");
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
