@@ -5,10 +5,10 @@
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
  *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
  *              stream while the next piece moves (comm->side_stream);
- *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (off by default) one kernel that stores into the peers' memory
- *              (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank sends its whole buffer to every peer and
- *              reduces all of them: one batch of transfers and one kernel, since small transfers cost their
- *              handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
+ *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (16K; off where ranks share a GPU) one kernel that stores into
+ *              the peers' memory (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank
+ *              sends its whole buffer to every peer and reduces all of them: one batch of transfers and one
+ *              kernel, since small transfers cost their handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
  *              all-gather of the reduced blocks, both in pieces as above (the all-gather of a piece follows
  *              its kernel);
  *   Reduce: every rank sends its buffer to the root, whose kernel reduces them.
@@ -241,8 +241,8 @@ vcclResult_t allreduce_pieces(vcclComm* comm, const Op& op, const char* send, ch
     return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, all_gather_piece);
 }
 
-/* A local copy of 1 MiB or more goes on the second stream, beside the batch that follows it; the caller's
- * stream then waits for it (local_copy_join) after the batch. Smaller ones stay on the caller's stream: the
+/* A local copy of 1 MiB or more goes on the second stream, beside the batch that follows it; the caller joins
+ * the second stream into its stream after the batch (*beside says so). Smaller ones stay on the caller's stream: the
  * fork and join cost more host time than the copy takes. */
 constexpr size_t kSideCopyBytes = 1u << 20;
 

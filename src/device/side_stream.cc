@@ -66,12 +66,16 @@ vcclResult_t SideStream::fork(vcclStream_t main) {
 }
 
 vcclResult_t SideStream::mark(int slot) {
-    if (stream_ == nullptr || slot < 0 || slot >= kMarks) return set_last_error(vcclInternalError, "side stream mark %d", slot);
+    if (stream_ == nullptr || slot < 0 || slot >= kMarks) {
+        return set_last_error(vcclInternalError, "second stream: mark %d without a stream", slot);
+    }
     return check(cudaEventRecord(ev(marks_[slot]), st(stream_)), "cudaEventRecord");
 }
 
 vcclResult_t SideStream::wait_mark(vcclStream_t main, int slot) {
-    if (stream_ == nullptr || slot < 0 || slot >= kMarks) return set_last_error(vcclInternalError, "side stream wait %d", slot);
+    if (stream_ == nullptr || slot < 0 || slot >= kMarks) {
+        return set_last_error(vcclInternalError, "second stream: wait for mark %d without a stream", slot);
+    }
     return check(cudaStreamWaitEvent(st(main), ev(marks_[slot]), 0), "cudaStreamWaitEvent");
 }
 
