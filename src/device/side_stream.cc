@@ -15,11 +15,7 @@ namespace vccl {
 #if VCCL_HAVE_CUDA
 
 namespace {
-vcclResult_t check(cudaError_t err, const char* what) {
-    if (err == cudaSuccess) return vcclSuccess;
-    return set_last_error(vcclUnhandledCudaError, "%s (second stream of the communicator) failed: %s", what,
-                          cudaGetErrorString(err));
-}
+vcclResult_t check(cudaError_t err, const char* what) { return err == cudaSuccess ? vcclSuccess : cuda_fail(what, err); }
 cudaEvent_t ev(void* e) { return static_cast<cudaEvent_t>(e); }
 cudaStream_t st(vcclStream_t s) { return static_cast<cudaStream_t>(s); }
 } // namespace
@@ -46,7 +42,7 @@ vcclResult_t SideStream::fork(vcclStream_t main) {
     if (stream_ == nullptr) {
         DeviceScope scope(device);
         cudaStream_t s = nullptr;
-        VCCL_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
+        VCCL_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (second stream of the communicator)"));
         stream_ = s;
         device_ = device;
         cudaEvent_t e = nullptr;
