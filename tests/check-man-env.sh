@@ -1,6 +1,7 @@
 #!/bin/sh
 # Fails when an environment variable declared in src/core/env_defs.h is not documented in man/vccl.7.md
-# (or in the shipped nroff page man/vccl.7). Fix: contrib/gen-env-man.sh, then regenerate man/vccl.7.
+# (or in the shipped nroff page man/vccl.7), or when a launch script of contrib/slurm or contrib/megatron reads a
+# VCCL_* variable the registry lacks. Fix: contrib/gen-env-man.sh, then regenerate man/vccl.7.
 # Reads $top_srcdir (exported by make check); defaults to the directory above this script.
 set -u
 
@@ -34,6 +35,17 @@ for name in $names; do
         echo "check-man-env: $name is missing from the generated man/vccl.7 (regenerate it with pandoc)" >&2
         status=1
     fi
+done
+# The launch scripts an operator runs (contrib/slurm, contrib/megatron) read VCCL_* variables too: each must
+# be declared in the registry, so that vccl-info -c and vccl(7) list it.
+for script in "$top"/contrib/slurm/*.sh "$top"/contrib/megatron/*.sh; do
+    [ -r "$script" ] || continue
+    for used in $(grep -o 'VCCL_[A-Z0-9_]*[A-Z0-9]' "$script" | sort -u); do
+        if ! printf '%s\n' $names | grep -qx "$used"; then
+            echo "check-man-env: $used is read by ${script#"$top"/} but not declared in src/core/env_defs.h" >&2
+            status=1
+        fi
+    done
 done
 [ $status = 0 ] && echo "check-man-env: all $count variables of env_defs.h are documented in vccl(7)"
 exit $status

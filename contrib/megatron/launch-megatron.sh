@@ -52,7 +52,9 @@ elif [ -n "${SLURM_PROCID:-}" ]; then
     : "${LOCAL_WORLD_SIZE:=${SLURM_NTASKS_PER_NODE:-1}}"
     LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE%%(*} # "8(x2)" -> 8
     if [ -z "${MASTER_ADDR:-}" ]; then
-        MASTER_ADDR=$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(hostname)}" 2>/dev/null | head -n 1)
+        # sed reads the whole list: "| head -n 1" would end scontrol with SIGPIPE on a long list, and
+        # pipefail would then stop this script.
+        MASTER_ADDR=$({ scontrol show hostnames "${SLURM_JOB_NODELIST:-$(hostname)}" 2>/dev/null || true; } | sed -n 1p)
         : "${MASTER_ADDR:=$(hostname)}"
     fi
     : "${MASTER_PORT:=$((29500 + ${SLURM_JOB_ID:-0} % 1000))}"

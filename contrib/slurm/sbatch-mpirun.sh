@@ -23,9 +23,15 @@ per_node=${SLURM_NTASKS_PER_NODE:-8}
 nodes=${SLURM_JOB_NUM_NODES:-1}
 np=$((per_node * nodes))
 
-# Extra mpirun flags (e.g. "--mca btl_tcp_if_include ib0"): MPIRUN_FLAGS.
+# Ranks on other nodes get PATH, LD_LIBRARY_PATH and every VCCL_* variable set here (-x only for variables
+# that are set: mpirun warns about the others). Extra mpirun flags (e.g. "--mca btl_tcp_if_include ib0"):
+# MPIRUN_FLAGS.
+exports=()
+for v in PATH LD_LIBRARY_PATH $(compgen -e | grep '^VCCL_' || true); do
+    [ -n "${!v+x}" ] && exports+=(-x "$v")
+done
 # shellcheck disable=SC2086
 mpirun -np "$np" --map-by "ppr:${per_node}:node" --bind-to none \
-    -x PATH -x LD_LIBRARY_PATH -x VCCL_DEBUG -x VCCL_INFO \
+    "${exports[@]}" \
     ${MPIRUN_FLAGS:-} \
     "$here/vccl-bind.sh" "$@"

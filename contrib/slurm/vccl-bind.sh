@@ -7,11 +7,12 @@
 # LOCAL_RANK, else 0. Exports, from the entry of "choices" for that local rank:
 #   CUDA_VISIBLE_DEVICES=<gpu> (with CUDA_DEVICE_ORDER=PCI_BUS_ID, as vccl-info numbers GPUs in PCI order),
 #   VCCL_NET_DEVICES=<primary>, VCCL_BACKUP_NET_DEVICES=<backup>, VCCL_PROXY_CPUS=<proxy_cpus>,
-# and runs COMMAND under `taskset -c <cpulist of the GPU's NUMA node>`.
+# and runs COMMAND under `taskset -c <CPUs of the GPU's NUMA node that this process may use>` (none of them:
+# a message, and no CPU binding).
 # Knobs: VCCL_BIND_GPU=0 leaves CUDA_VISIBLE_DEVICES alone (the program picks its GPU by local rank);
 # VCCL_BIND_CPUS=0 skips taskset; VCCL_BIND_NET=0 leaves the VCCL_*NET_DEVICES/VCCL_PROXY_CPUS alone;
 # VCCL_BIND_TOPO_JSON=FILE reads a saved `vccl-info -t --json` instead of running vccl-info (the sbatch
-# templates save one per node); VCCL_INFO=PATH names vccl-info; VCCL_BIND_VERBOSE=1 prints the binding.
+# templates save one per node); VCCL_INFO_PATH names vccl-info; VCCL_BIND_VERBOSE=1 prints the binding.
 set -euo pipefail
 
 if [ $# -lt 1 ]; then
@@ -24,8 +25,8 @@ local_rank=${VCCL_BIND_LOCAL_RANK:-${SLURM_LOCALID:-${OMPI_COMM_WORLD_LOCAL_RANK
 if [ -n "${VCCL_BIND_TOPO_JSON:-}" ] && [ -s "${VCCL_BIND_TOPO_JSON}" ]; then
     json=$(cat "$VCCL_BIND_TOPO_JSON")
 else
-    json=$("${VCCL_INFO:-vccl-info}" -t --json) || {
-        echo "vccl-bind.sh: '${VCCL_INFO:-vccl-info} -t --json' failed; running without binding" >&2
+    json=$("${VCCL_INFO_PATH:-vccl-info}" -t --json) || {
+        echo "vccl-bind.sh: '${VCCL_INFO_PATH:-vccl-info} -t --json' failed; running without binding" >&2
         exec "$@"
     }
 fi
@@ -33,7 +34,7 @@ fi
 # One line: gpu|primary|backup|proxy_cpus|gpu_cpulist (empty fields when unknown; "|" because read would
 # merge empty tab-separated fields).
 binding=$(printf '%s' "$json" | python3 -c '
-import json, sys
+import json, os, sys
 lr = int(sys.argv[1])
 topo = (json.load(sys.stdin) or {}).get("topology") or {}
 choices = topo.get("choices") or []
@@ -46,6 +47,18 @@ c = c[0]
 gpu = c.get("gpu", -1)
 gpus = topo.get("gpus") or []
 cpus = gpus[gpu].get("cpulist", "") if 0 <= gpu < len(gpus) else ""
+if cpus:
+    # Only CPUs this process may use (a Slurm cgroup or cpuset may hold fewer than the NUMA node of the GPU):
+    # taskset fails outright on a list with none of them, which would stop the rank before it starts.
+    want = set()
+    for part in cpus.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.strip().isdigit():
+            want.update(range(int(lo), int(hi or lo) + 1))
+    allowed = sorted(want & os.sched_getaffinity(0))
+    if not allowed:
+        sys.stderr.write("vccl-bind.sh: none of GPU %d\x27s CPUs (%s) may be used by this process; not binding CPUs\n" % (gpu, cpus))
+    cpus = ",".join(str(cpu) for cpu in allowed)
 print("|".join([str(gpu) if gpu >= 0 else "", c.get("primary") or "", c.get("backup") or "", c.get("proxy_cpus") or "", cpus or ""]))
 ' "$local_rank")
 

@@ -123,3 +123,42 @@ VCCL_ENV_DEF(kTelemetryDir, "VCCL_TELEMETRY_DIR", Str, "",
              "Directory where each rank also writes its telemetry records as CSV and JSON Lines (mode 0600), for vccl-telemetry report and plot; a rank that cannot create its files there warns and writes none")
 VCCL_ENV_DEF(kTelemetryFlushMs, "VCCL_TELEMETRY_FLUSH_MS", Int, "1000",
              "Milliseconds between appends to the VCCL_TELEMETRY_DIR files (also flushed at destroy, and early when the ring is half full)")
+/*
+ * Read by the launch scripts of contrib/slurm and contrib/megatron, not by the library: declared here so
+ * that vccl-info -c and vccl(7) list every VCCL_* variable an operator may set.
+ */
+VCCL_ENV_DEF(kScriptPrefix, "VCCL_PREFIX", Str, "",
+             "Launch scripts: where vccl is installed (bin/, lib/); launch-megatron.sh loads "
+             "PREFIX/lib/vccl/nccl/libnccl.so.2 and the sbatch templates put PREFIX/bin first in PATH")
+VCCL_ENV_DEF(kScriptNcclDir, "VCCL_NCCL_DIR", Str, "",
+             "launch-megatron.sh: directory of vccl's libnccl.so.2 (default: VCCL_PREFIX/lib/vccl/nccl, else next "
+             "to the vccl-info on PATH); a directory without it stops the launch with exit code 2")
+VCCL_ENV_DEF(kScriptNcclPreload, "VCCL_NCCL_PRELOAD", Bool, "1",
+             "launch-megatron.sh: also put vccl's libnccl.so.2 into LD_PRELOAD, for PyTorch wheels that load "
+             "NVIDIA's NCCL through their RPATH (0: LD_LIBRARY_PATH only)")
+VCCL_ENV_DEF(kScriptUseNccl, "VCCL_USE_NCCL", Bool, "0",
+             "launch-megatron.sh: 1 leaves the real NCCL in place (same launch, for comparisons)")
+VCCL_ENV_DEF(kBindLocalRank, "VCCL_BIND_LOCAL_RANK", Str, "",
+             "vccl-bind.sh: local rank to bind (default: SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
+             "LOCAL_RANK, else 0)")
+VCCL_ENV_DEF(kBindGpu, "VCCL_BIND_GPU", Bool, "1",
+             "vccl-bind.sh: set CUDA_VISIBLE_DEVICES to the local rank's GPU (0: leave it)")
+VCCL_ENV_DEF(kBindCpus, "VCCL_BIND_CPUS", Bool, "1",
+             "vccl-bind.sh: run the command under taskset on the CPUs of its GPU's NUMA node that the process may "
+             "use (0: no CPU binding)")
+VCCL_ENV_DEF(kBindNet, "VCCL_BIND_NET", Bool, "1",
+             "vccl-bind.sh: set VCCL_NET_DEVICES, VCCL_BACKUP_NET_DEVICES and VCCL_PROXY_CPUS from vccl-info's "
+             "choice for the local rank (0: leave them)")
+VCCL_ENV_DEF(kBindTopoJson, "VCCL_BIND_TOPO_JSON", Str, "",
+             "vccl-bind.sh: read this saved vccl-info -t --json output instead of running vccl-info (the sbatch "
+             "templates save one per node)")
+VCCL_ENV_DEF(kBindVerbose, "VCCL_BIND_VERBOSE", Bool, "0",
+             "vccl-bind.sh: print each rank's binding to stderr")
+VCCL_ENV_DEF(kScriptInfoPath, "VCCL_INFO_PATH", Str, "vccl-info",
+             "vccl-bind.sh: the vccl-info program to run (a failing one leaves the rank unbound, with a message)")
+VCCL_ENV_DEF(kScriptTopoDir, "VCCL_TOPO_DIR", Str, "",
+             "sbatch-srun.sh: directory for the per-node topology files (default: vccl-topo-JOBID in the submit "
+             "directory)")
+VCCL_ENV_DEF(kScriptContribDir, "VCCL_CONTRIB", Str, "",
+             "sbatch templates: directory holding vccl-bind.sh (default: the template's own directory; set it when "
+             "sbatch runs a copy of the template)")
