@@ -298,7 +298,7 @@ vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* 
         r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
         if (r != vcclSuccess) set_last_error(r, "low-latency allreduce kernel launch failed");
     }
-    if (r != vcclSuccess) comm->ipc->ll_abandon(args);
+    if (r != vcclSuccess) comm->ipc->ll_abandon(args, op.stream);
     return r;
 #else
     (void)comm, (void)op, (void)send, (void)recv, (void)bytes;

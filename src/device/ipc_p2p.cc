@@ -59,7 +59,7 @@ public:
     int failed_peer() override { return -1; }
     size_t ll_bytes() const override { return 0; }
     void ll_next(LlArgs*) override {}
-    void ll_abandon(const LlArgs&) override {}
+    void ll_abandon(const LlArgs&, void*) override {}
     vcclResult_t flush() override { return vcclSuccess; }
     void test_fail_next(bool) override {}
     uint64_t direct_sends() const override { return 0; }
@@ -317,21 +317,33 @@ public:
         }
     }
 
-    void ll_abandon(const LlArgs& a) override {
+    void ll_abandon(const LlArgs& a, void* stream) override {
         // Each peer's header word of this call gets the sequence number with an impossible byte count: its
         // kernel takes the mismatch path (reported by vcclCommGetAsyncError) instead of waiting for data.
-        // Two ordered 32-bit writes, count first, so the number never shows without it.
+        // Two ordered 32-bit writes, count first, so the number never shows without it. They go on the call's
+        // stream, behind this rank's previous call: a peer told early would finish this call and start the
+        // next, which writes into the word set (sets alternate) that this rank's previous kernel may not have
+        // read yet. Only when the stream refuses them do they go on the private stream, unordered.
         DeviceScope scope(device_);
-        CUstream cs = notify_stream();
-        if (cs == nullptr) return;
-        for (int r = 0; r < a.nranks && r < kMaxLlRanks; ++r) {
+        CUstream us = static_cast<CUstream>(stream);
+        bool told = true;
+        for (int r = 0; r < a.nranks && r < kMaxLlRanks && told; ++r) {
             if (a.outbox[r] == nullptr) continue;
             CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
-            driver().write_value(cs, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT);
-            driver().write_value(cs, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT);
+            told = driver().write_value(us, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
+                   driver().write_value(us, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
         }
-        VCCL_WARN(kLogDevice, "rank %d: gave up low-latency allreduce call %u before its kernel ran; told the peers", rank_,
-                  a.seq);
+        CUstream cs = told ? nullptr : notify_stream();
+        for (int r = 0; cs != nullptr && r < a.nranks && r < kMaxLlRanks; ++r) {
+            if (a.outbox[r] == nullptr) continue;
+            CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
+            told = driver().write_value(cs, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
+                   driver().write_value(cs, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
+        }
+        VCCL_WARN(kLogDevice, "rank %d: gave up low-latency allreduce call %u before its kernel ran; %s", rank_, a.seq,
+                  !told  ? "could not tell the peers (their kernels wait until they abort)"
+                  : cs ? "told the peers (outside the call's stream, which refused the writes)"
+                       : "told the peers on the call's stream");
     }
 
     size_t fifo_bytes(int peer) const override {

@@ -157,8 +157,9 @@ public:
     /* Sequence number and pointers of the next low-latency allreduce; the caller adds scratch. */
     virtual void ll_next(LlArgs* args) = 0;
     /* The call that ll_next described will not launch (a host-side failure): its peers are told through their
-     * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. */
-    virtual void ll_abandon(const LlArgs& args) = 0;
+     * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. The
+     * words are written on `stream`, the call's own, after this rank's earlier work there (see the .cc). */
+    virtual void ll_abandon(const LlArgs& args, void* stream) = 0;
 
     /* Direct sends enqueued so far (post_send), for tests that check which path a transfer took. */
     virtual uint64_t direct_sends() const = 0;

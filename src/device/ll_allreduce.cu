@@ -108,7 +108,7 @@ template <typename T>
 cudaError_t launch(const LlArgs& a, const void* in, void* out, size_t count, vcclRedOp_t op, cudaStream_t s) {
     uint32_t bytes = uint32_t(count * sizeof(T));
     return for_op(op, [&](auto o) {
-        ll_allreduce_kernel<T, decltype(o)::value><<<1, kLlThreads, 0, s>>>(a, in, out, count, bytes);
+        return launch_kernel(ll_allreduce_kernel<T, decltype(o)::value>, 1, kLlThreads, s, a, in, out, count, bytes);
     });
 }
 

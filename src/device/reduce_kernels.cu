@@ -102,7 +102,8 @@ cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vccl
                          cudaStream_t stream) {
     auto* d = static_cast<Pack<T>*>(dst);
     return for_op(op, [&](auto o) {
-        reduce_pack_kernel<T, decltype(o)::value><<<blocks, kPackThreads, 0, stream>>>(d, s, n, npacks, divide_by);
+        return launch_kernel(reduce_pack_kernel<T, decltype(o)::value>, blocks, kPackThreads, stream, d, s, n, npacks,
+                             divide_by);
     });
 }
 
@@ -110,7 +111,8 @@ template <typename T>
 cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by, int blocks,
                           cudaStream_t stream) {
     return for_op(op, [&](auto o) {
-        reduce_kernel<T, decltype(o)::value><<<blocks, kScalarThreads, 0, stream>>>(dst, s, n, count, divide_by);
+        return launch_kernel(reduce_kernel<T, decltype(o)::value>, blocks, kScalarThreads, stream, dst, s, n, count,
+                             divide_by);
     });
 }
 

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <type_traits>
+#include <utility>
 
 #include "vccl.h"
 
@@ -39,17 +40,29 @@ template <typename A, int Op> __device__ A combine(A a, A b) {
     return a + b; // vcclSum and vcclAvg
 }
 
-/* Calls launch(std::integral_constant<int, OP>) for the run-time op, so each kernel is instantiated per op. */
+/* kernel<<<grid, block, 0, stream>>>(args...), returning this launch's own error. After <<<>>> only
+ * cudaGetLastError() tells, and it also returns an older error of this thread that has nothing to do with the
+ * launch (say the application's unchecked failed cudaMalloc): the caller would then give up a call whose kernel
+ * is queued and will run (the low-latency allreduce would tell its peers "abandoned" while its data arrives). */
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.stream = stream;
+    return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+}
+
+/* Returns launch(std::integral_constant<int, OP>) for the run-time op, so each kernel is instantiated per op. */
 template <typename Launch> cudaError_t for_op(vcclRedOp_t op, Launch&& launch) {
     switch (op) {
-    case vcclSum: launch(std::integral_constant<int, vcclSum>()); break;
-    case vcclProd: launch(std::integral_constant<int, vcclProd>()); break;
-    case vcclMax: launch(std::integral_constant<int, vcclMax>()); break;
-    case vcclMin: launch(std::integral_constant<int, vcclMin>()); break;
-    case vcclAvg: launch(std::integral_constant<int, vcclAvg>()); break;
+    case vcclSum: return launch(std::integral_constant<int, vcclSum>());
+    case vcclProd: return launch(std::integral_constant<int, vcclProd>());
+    case vcclMax: return launch(std::integral_constant<int, vcclMax>());
+    case vcclMin: return launch(std::integral_constant<int, vcclMin>());
+    case vcclAvg: return launch(std::integral_constant<int, vcclAvg>());
     default: return cudaErrorInvalidValue;
     }
-    return cudaGetLastError();
 }
 
 } // namespace

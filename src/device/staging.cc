@@ -205,7 +205,12 @@ void StreamOrder::run_when_done(std::function<void()> fn) {
     }
     event_ = nullptr; // the thread owns it now
     recorded_ = false;
-    std::thread([ev, fn] {
+    const int device = event_device_;
+    std::thread([ev, fn, device] {
+        // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
+        // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
+        // (memory taken there, and an error where GPUs are in exclusive-process mode).
+        if (device >= 0) cudaSetDevice(device);
         // Any other answer (an error, the runtime shutting down at exit) ends the wait as well.
         while (cudaEventQuery(ev) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         fn();
