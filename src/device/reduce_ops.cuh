@@ -42,8 +42,9 @@ template <typename A, int Op> __device__ A combine(A a, A b) {
 
 /* kernel<<<grid, block, 0, stream>>>(args...), returning this launch's own error. After <<<>>> only
  * cudaGetLastError() tells, and it also returns an older error of this thread that has nothing to do with the
- * launch (say the application's unchecked failed cudaMalloc): the caller would then give up a call whose kernel
- * is queued and will run (the low-latency allreduce would tell its peers "abandoned" while its data arrives). */
+ * launch (one of vccl's own calls that failed without clearing it: vccl's static CUDA runtime keeps its last error
+ * apart from the application's): the caller would then give up a call whose kernel is queued and will run (the
+ * low-latency allreduce would tell its peers "abandoned" while its data arrives). */
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args&&... args) {
     cudaLaunchConfig_t config = {};

@@ -47,3 +47,8 @@ cudaError_t vt_wait_flag(const uint32_t* flag, cudaStream_t stream) {
     wait_flag_kernel<<<1, 1, 0, stream>>>(flag);
     return cudaGetLastError();
 }
+
+cudaError_t vt_leave_launch_error(cudaStream_t stream) {
+    add_one_kernel<<<1, 4096, 0, stream>>>(nullptr, nullptr, 0); // more threads than a block may have
+    return cudaPeekAtLastError();
+}

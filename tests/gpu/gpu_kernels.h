@@ -25,5 +25,8 @@ cudaError_t vt_slow_fill(uint32_t* buf, size_t n, uint32_t seed, unsigned spin_u
 cudaError_t vt_wait_flag(const uint32_t* flag, cudaStream_t stream);
 /* out[i] = in[i] + 1 for i < n. */
 cudaError_t vt_add_one(uint32_t* out, const uint32_t* in, size_t n, cudaStream_t stream);
+/* A launch that fails (invalid configuration) and leaves its error in CUDA's last error, as an application's
+ * unchecked launch would; returns that error without clearing it. */
+cudaError_t vt_leave_launch_error(cudaStream_t stream);
 
 #endif
