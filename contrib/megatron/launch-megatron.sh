@@ -21,6 +21,10 @@
 # real NCCL in place (for comparisons).
 set -euo pipefail
 
+# Switches take 0/1 and the words vccl itself takes for booleans (no/off/false, yes/on/true).
+off() { case ${1,,} in 0 | n | no | false | off) return 0 ;; esac; return 1; }
+on() { case ${1,,} in 1 | y | yes | true | on) return 0 ;; esac; return 1; }
+
 if [ $# -lt 1 ]; then
     echo "usage: launch-megatron.sh COMMAND [ARGS...]" >&2
     exit 2
@@ -66,7 +70,7 @@ export RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
 # Megatron-LM needs this for its tensor/sequence parallel overlap.
 export CUDA_DEVICE_MAX_CONNECTIONS=${CUDA_DEVICE_MAX_CONNECTIONS:-1}
 
-if [ "${VCCL_USE_NCCL:-0}" != 1 ]; then
+if ! on "${VCCL_USE_NCCL:-0}"; then
     nccl_dir=${VCCL_NCCL_DIR:-${VCCL_PREFIX:+$VCCL_PREFIX/lib/vccl/nccl}}
     if [ -z "$nccl_dir" ] && command -v vccl-info >/dev/null 2>&1; then
         nccl_dir=$(dirname "$(command -v vccl-info)")/../lib/vccl/nccl
@@ -77,13 +81,13 @@ if [ "${VCCL_USE_NCCL:-0}" != 1 ]; then
         exit 2
     fi
     export LD_LIBRARY_PATH=$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    if [ "${VCCL_NCCL_PRELOAD:-1}" != 0 ]; then
+    if ! off "${VCCL_NCCL_PRELOAD:-1}"; then
         export LD_PRELOAD=$nccl_dir/libnccl.so.2${LD_PRELOAD:+:$LD_PRELOAD}
     fi
 fi
 
 if [ "$RANK" = 0 ]; then
     echo "launch-megatron.sh: world=$WORLD_SIZE master=$MASTER_ADDR:$MASTER_PORT" \
-        "nccl=$([ "${VCCL_USE_NCCL:-0}" = 1 ] && echo 'real NCCL' || echo "vccl ($nccl_dir)")" >&2
+        "nccl=$(on "${VCCL_USE_NCCL:-0}" && echo 'real NCCL' || echo "vccl ($nccl_dir)")" >&2
 fi
 exec "$@"

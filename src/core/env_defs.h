@@ -139,8 +139,8 @@ VCCL_ENV_DEF(kScriptNcclPreload, "VCCL_NCCL_PRELOAD", Bool, "1",
 VCCL_ENV_DEF(kScriptUseNccl, "VCCL_USE_NCCL", Bool, "0",
              "launch-megatron.sh: 1 leaves the real NCCL in place (same launch, for comparisons)")
 VCCL_ENV_DEF(kBindLocalRank, "VCCL_BIND_LOCAL_RANK", Str, "",
-             "vccl-bind.sh: local rank to bind (default: SLURM_LOCALID, OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, "
-             "LOCAL_RANK, else 0)")
+             "vccl-bind.sh: local rank to bind (default: OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID, "
+             "LOCAL_RANK, else 0: the MPI launcher's first, as mpirun's ranks inherit the batch step's SLURM_LOCALID)")
 VCCL_ENV_DEF(kBindGpu, "VCCL_BIND_GPU", Bool, "1",
              "vccl-bind.sh: set CUDA_VISIBLE_DEVICES to the local rank's GPU (0: leave it)")
 VCCL_ENV_DEF(kBindCpus, "VCCL_BIND_CPUS", Bool, "1",

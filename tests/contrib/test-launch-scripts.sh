@@ -11,6 +11,11 @@
 # Needs bash and python3 (vccl-bind.sh reads vccl-info's JSON with it); the mpirun cases skip without mpirun.
 set -u
 
+# What a launcher or the shell running this test may have set would leak into the cases: start from none of it.
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT CUDA_DEVICE_MAX_CONNECTIONS \
+    CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER LD_PRELOAD
+for v in $(compgen -e | grep -E '^(VCCL_|OMPI_|PMIX_|PMI_|SLURM_)' || true); do unset "$v"; done
+
 src=${top_srcdir:-$(cd "$(dirname "$0")/../.." && pwd)}
 build=${top_builddir:-$src/build}
 info=$build/vccl-info
@@ -133,7 +138,7 @@ if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
 else
     rm -f "$tmp"/mpi.*
     env "${lib_env[@]}" VCCL_NCCL_DIR="$nccl_dir" PROBE_OUT="$tmp/mpi" \
-        $mpirun_cmd -np 2 -x VCCL_NCCL_DIR -x PROBE_OUT "$megatron" "$probe" >"$tmp/mpi.log" 2>&1 ||
+        $mpirun_cmd -np 2 -x VCCL_NCCL_DIR -x PROBE_OUT "$megatron" "$probe" </dev/null >"$tmp/mpi.log" 2>&1 ||
         reasons+=("mpirun exited with $?: $(tail -n 3 "$tmp/mpi.log")")
     for r in 0 1; do
         f=$tmp/mpi.$r
@@ -197,9 +202,12 @@ begin MegatronFindsVcclPrefixAndRealNccl
 rm -f "$tmp"/pfx.* "$tmp"/real.*
 env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID -u VCCL_NCCL_DIR VCCL_PREFIX="$tmp/prefix" LD_PRELOAD= \
     PROBE_OUT="$tmp/pfx" "$megatron" "$probe" 2>"$tmp/pfx.log" || reasons+=("VCCL_PREFIX: exit $?: $(cat "$tmp/pfx.log")")
-[ -s "$tmp/pfx.0" ] && check_match "LD_PRELOAD from VCCL_PREFIX" "$(seen "$tmp/pfx.0" LD_PRELOAD)" \
-    "^$tmp/prefix/lib/vccl/nccl/libnccl.so.2$"
-env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID VCCL_USE_NCCL=1 VCCL_NCCL_DIR=/nonexistent LD_PRELOAD= \
+if [ -s "$tmp/pfx.0" ]; then
+    check_match "LD_PRELOAD from VCCL_PREFIX" "$(seen "$tmp/pfx.0" LD_PRELOAD)" "^$tmp/prefix/lib/vccl/nccl/libnccl.so.2$"
+else
+    reasons+=("VCCL_PREFIX: the probe did not run")
+fi
+env -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID VCCL_USE_NCCL=yes VCCL_NCCL_DIR=/nonexistent LD_PRELOAD= \
     LD_LIBRARY_PATH=/opt/x PROBE_OUT="$tmp/real" "$megatron" "$probe" 2>"$tmp/real.log" ||
     reasons+=("VCCL_USE_NCCL=1: exit $?: $(cat "$tmp/real.log")")
 if [ -s "$tmp/real.0" ]; then
@@ -257,19 +265,30 @@ if [ -s "$f" ]; then
 else
     reasons+=("the probe did not run")
 fi
+# On a small machine the set above may be everything allowed, so binding and not binding look alike: GPU 1's
+# CPUs made the last allowed CPU alone must bind to exactly it.
+last_cpu=${allowed##*,}
+if [ "$last_cpu" != "$allowed" ]; then
+    python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["topology"]["gpus"][1]["cpulist"] = sys.argv[2]; json.dump(d, open(sys.argv[3], "w"))' \
+        "$topo_json" "$last_cpu" "$tmp/one-cpu.json"
+    env VCCL_BIND_TOPO_JSON="$tmp/one-cpu.json" VCCL_BIND_LOCAL_RANK=1 PROBE_OUT="$tmp/bind" RANK=2 "$bind" "$probe" 2>/dev/null
+    [ -s "$tmp/bind.2" ] && check "CPU affinity to GPU 1's one CPU" "$(seen "$tmp/bind.2" CPUS)" "$last_cpu" ||
+        reasons+=("one CPU: the probe did not run")
+fi
 end
 
 begin BindLocalRankSources
-# SLURM_LOCALID wins over OMPI_COMM_WORLD_LOCAL_RANK and LOCAL_RANK; VCCL_BIND_LOCAL_RANK over all.
+# OMPI_COMM_WORLD_LOCAL_RANK wins over SLURM_LOCALID (mpirun's ranks inside an sbatch job all inherit the batch
+# step's SLURM_LOCALID=0), SLURM_LOCALID over LOCAL_RANK, VCCL_BIND_LOCAL_RANK over all.
 rm -f "$tmp"/src.*
-env -u VCCL_BIND_LOCAL_RANK VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_CPUS=0 SLURM_LOCALID=2 \
-    OMPI_COMM_WORLD_LOCAL_RANK=5 LOCAL_RANK=6 PROBE_OUT="$tmp/src" RANK=0 "$bind" "$probe" 2>/dev/null
-[ -s "$tmp/src.0" ] && check "GPU from SLURM_LOCALID" "$(seen "$tmp/src.0" CUDA_VISIBLE_DEVICES)" 2 ||
-    reasons+=("SLURM_LOCALID: the probe did not run")
-env -u VCCL_BIND_LOCAL_RANK -u SLURM_LOCALID VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_CPUS=0 \
-    OMPI_COMM_WORLD_LOCAL_RANK=5 LOCAL_RANK=6 PROBE_OUT="$tmp/src" RANK=1 "$bind" "$probe" 2>/dev/null
-[ -s "$tmp/src.1" ] && check "GPU from OMPI_COMM_WORLD_LOCAL_RANK" "$(seen "$tmp/src.1" CUDA_VISIBLE_DEVICES)" 5 ||
+env VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_CPUS=0 SLURM_LOCALID=0 OMPI_COMM_WORLD_LOCAL_RANK=5 LOCAL_RANK=6 \
+    PROBE_OUT="$tmp/src" RANK=0 "$bind" "$probe" 2>/dev/null
+[ -s "$tmp/src.0" ] && check "GPU from OMPI_COMM_WORLD_LOCAL_RANK" "$(seen "$tmp/src.0" CUDA_VISIBLE_DEVICES)" 5 ||
     reasons+=("OMPI_COMM_WORLD_LOCAL_RANK: the probe did not run")
+env VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_CPUS=0 SLURM_LOCALID=2 LOCAL_RANK=6 \
+    PROBE_OUT="$tmp/src" RANK=1 "$bind" "$probe" 2>/dev/null
+[ -s "$tmp/src.1" ] && check "GPU from SLURM_LOCALID" "$(seen "$tmp/src.1" CUDA_VISIBLE_DEVICES)" 2 ||
+    reasons+=("SLURM_LOCALID: the probe did not run")
 env VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_CPUS=0 VCCL_BIND_LOCAL_RANK=7 SLURM_LOCALID=2 \
     PROBE_OUT="$tmp/src" RANK=2 "$bind" "$probe" 2>/dev/null
 [ -s "$tmp/src.2" ] && check "GPU from VCCL_BIND_LOCAL_RANK" "$(seen "$tmp/src.2" CUDA_VISIBLE_DEVICES)" 7 ||
@@ -315,7 +334,20 @@ env -u VCCL_BIND_TOPO_JSON -u CUDA_VISIBLE_DEVICES VCCL_INFO_PATH="$bin/bad-info
 check "exit when vccl-info fails" "$?" 0
 [ -s "$tmp/knob.3" ] && check "CUDA_VISIBLE_DEVICES when vccl-info fails" "$(seen "$tmp/knob.3" CUDA_VISIBLE_DEVICES)" "<unset>" ||
     reasons+=("failing vccl-info: the probe did not run")
-grep -q "failed; running without binding" "$tmp/knob3.log" || reasons+=("no message: $(cat "$tmp/knob3.log")")
+grep -qF "'$bin/bad-info -t --json' failed; running without binding" "$tmp/knob3.log" ||
+    reasons+=("no message naming VCCL_INFO_PATH's program: $(cat "$tmp/knob3.log")")
+# A saved topology that is not JSON: the command still runs, unbound, with a message.
+echo "not json" >"$tmp/bad.json"
+env -u CUDA_VISIBLE_DEVICES VCCL_BIND_TOPO_JSON="$tmp/bad.json" PROBE_OUT="$tmp/knob" RANK=4 "$bind" "$probe" \
+    2>"$tmp/knob4.log"
+check "exit with a saved topology that is not JSON" "$?" 0
+[ -s "$tmp/knob.4" ] || reasons+=("bad JSON: the probe did not run: $(cat "$tmp/knob4.log")")
+grep -q "cannot read the topology" "$tmp/knob4.log" || reasons+=("bad JSON: no message: $(cat "$tmp/knob4.log")")
+# Word switches as vccl takes them: VCCL_BIND_GPU=off leaves CUDA_VISIBLE_DEVICES alone.
+env -u CUDA_VISIBLE_DEVICES VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_LOCAL_RANK=2 VCCL_BIND_GPU=off VCCL_BIND_CPUS=no \
+    PROBE_OUT="$tmp/knob" RANK=5 "$bind" "$probe" 2>/dev/null
+[ -s "$tmp/knob.5" ] && check "CUDA_VISIBLE_DEVICES with VCCL_BIND_GPU=off" "$(seen "$tmp/knob.5" CUDA_VISIBLE_DEVICES)" "<unset>" ||
+    reasons+=("VCCL_BIND_GPU=off: the probe did not run")
 end
 
 # ---------------------------------------------------------------------------------------------------------
@@ -345,15 +377,16 @@ done
 end
 
 begin SbatchMpirunChainedWithMegatron
-if ! command -v mpirun >/dev/null 2>&1; then
+if ! command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
     skip_case "mpirun not found"
 else
     rm -f "$tmp"/sm.*
-    (cd "$tmp" && env -u VCCL_BIND_LOCAL_RANK -u VCCL_DEBUG "${lib_env[@]}" PATH="$build:$PATH" \
-        SLURM_NTASKS_PER_NODE=2 SLURM_JOB_NUM_NODES=1 VCCL_TOPO_FILE="$src/tests/topo/dgx8.xml" \
-        VCCL_NCCL_DIR="$nccl_dir" VCCL_BIND_CPUS=0 PROBE_OUT="$tmp/sm" \
-        MPIRUN_FLAGS="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader -x VCCL_TOPO_FILE -x VCCL_NCCL_DIR -x VCCL_BIND_CPUS -x PROBE_OUT" \
-        timeout -k 10 120 bash "$src/contrib/slurm/sbatch-mpirun.sh" "$megatron" "$probe") >"$tmp/sm.log" 2>&1 ||
+    # Inside an sbatch job: the batch step's SLURM_LOCALID=0 and SLURM_PROCID=0 reach every rank mpirun starts.
+    (cd "$tmp" && env "${lib_env[@]}" PATH="$(dirname "$(command -v "${MPIRUN:-mpirun}")"):$build:$PATH" \
+        SLURM_NTASKS_PER_NODE=2 SLURM_JOB_NUM_NODES=1 SLURM_LOCALID=0 SLURM_PROCID=0 \
+        VCCL_TOPO_FILE="$src/tests/topo/dgx8.xml" VCCL_NCCL_DIR="$nccl_dir" VCCL_BIND_CPUS=0 PROBE_OUT="$tmp/sm" \
+        MPIRUN_FLAGS="--allow-run-as-root --oversubscribe --mca pml ob1 --mca btl self,vader -x PROBE_OUT" \
+        timeout -k 10 120 bash "$src/contrib/slurm/sbatch-mpirun.sh" "$megatron" "$probe") </dev/null >"$tmp/sm.log" 2>&1 ||
         reasons+=("exit $?: $(tail -n 5 "$tmp/sm.log")")
     grep -q "could not find environment variable" "$tmp/sm.log" &&
         reasons+=("mpirun warned about a variable that is not set: $(grep 'could not find' "$tmp/sm.log" | head -n 1)")
