@@ -144,6 +144,15 @@ vcclResult_t fail_next_ll(vcclComm_t comm) {
     return vcclSuccess;
 }
 
+/* Test hook (tests/gpu): this rank's next send/recv batch with direct-path peers fails once the descriptors
+ * have been exchanged both ways, before anything is enqueued, as a timeout of the exchange would. */
+vcclResult_t fail_next_exchange(vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_exchange"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    comm->test_fail_next_exchange = true;
+    return vcclSuccess;
+}
+
 vcclResult_t pause_telemetry(vcclComm_t comm, int paused) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "pause_telemetry"));
     std::lock_guard<std::mutex> lock(comm->op_mutex);

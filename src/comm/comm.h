@@ -42,6 +42,7 @@ struct vcclComm {
     std::mutex op_mutex;        // one operation at a time drives the transport
     std::atomic<uint64_t> op_count{0}; // operations started (idle progress watches it)
     bool test_fail_next_ll = false;    // vccl::testing::fail_next_ll (under op_mutex)
+    bool test_fail_next_exchange = false; // vccl::testing::fail_next_exchange (under op_mutex)
     std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart

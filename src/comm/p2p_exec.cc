@@ -172,6 +172,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         exchanged[i] = status == vcclSuccess;
     }
     if (status == vcclSuccess) status = wait_requests(comm, announced);
+    const bool descriptors_in = status == vcclSuccess; // every peer's descriptor has arrived
     // Answer: receivers of rendezvous transfers describe their buffers (mismatched ones too, so the sender
     // learns of the mismatch instead of waiting).
     for (size_t i = 0; i < n && status == vcclSuccess; ++i) {
@@ -188,8 +189,36 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         if (status == vcclSuccess) answered.push_back(req);
     }
     if (status == vcclSuccess) status = wait_requests(comm, answered);
+    if (status == vcclSuccess && comm->test_fail_next_exchange) {
+        comm->test_fail_next_exchange = false;
+        status = set_last_error(vcclTimeout, "send/recv descriptor exchange given up (test hook)");
+    }
     release_requests();
-    VCCL_RETURN_IF_ERROR(status);
+    if (status != vcclSuccess) {
+        // This rank gives the batch up during the exchange (a timeout, a failed path), and its peers are told as
+        // after a failure past the exchange (give_up_rest below); before, they waited until this rank aborted.
+        // A receiver that has this rank's descriptor may have enqueued its part (READY and the wait for DONE, or
+        // the wait for a FIFO slot): its stream goes on (the data is not valid) and vcclCommGetAsyncError reports
+        // vcclRemoteError there. A sender that has this rank's answer, or that sends through the FIFO, may have
+        // enqueued its transfer: it is told (its stream waits for a READY or a slot until this rank aborts, as a
+        // copy into a buffer whose call failed must not happen).
+        for (size_t i = 0; i < n; ++i) {
+            if (!exchanged[i]) continue;
+            const Op* op = ops[i];
+            if (op->kind == OpKind::Send) {
+                if (mine[i].flags & kDescFifo) {
+                    ipc->abandon_fifo_send(op->peer, op->stream);
+                } else if (mine[i].flags & kDescDevice) {
+                    ipc->abandon_send(op->peer, op->stream);
+                }
+            } else if (descriptors_in && sender_fifo(theirs[i])) {
+                ipc->abandon_fifo_recv(op->peer);
+            } else if (descriptors_in && theirs[i].magic == kDescMagic && (theirs[i].flags & kDescDevice)) {
+                ipc->abandon_recv(op->peer);
+            }
+        }
+        return status;
+    }
 
     mismatch->clear();
     for (size_t i = 0; i < n; ++i) {

@@ -181,6 +181,9 @@ VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
 VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
 /* Test hook: the next low-latency allreduce of comm fails before its launch (see IpcP2p::ll_abandon). */
 VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
+/* Test hook: the next send/recv batch of comm with direct-path peers fails right after its descriptor exchange
+ * (as a timeout there would), before anything is enqueued (see run_p2p_direct_part). */
+VCCL_INTERNAL_API vcclResult_t fail_next_exchange(vcclComm_t comm);
 /* Test hook: direct sends comm's rank has enqueued (IpcP2p::direct_sends); -1 for a bad comm. */
 VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
 /* Test hook: IpcP2p::block_reopens of comm's rank; -1 for a bad comm. */

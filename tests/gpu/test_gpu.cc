@@ -969,8 +969,11 @@ TEST(GpuFifo, MismatchedSizesAreReportedWithoutBlocking) {
 /* Size of the rendezvous cases: above the FIFO's largest transfer. */
 size_t rendezvous_bytes() { return std::max(size_t(1) << 20, fifo_bytes() + 4096); }
 
-/* `count` > 1: that many transfers of `bytes` in one group (the failing rank gives up all of them). */
-std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes, int count = 1) {
+/* `count` > 1: that many transfers of `bytes` in one group (the failing rank gives up all of them).
+ * `in_exchange`: the failing rank gives up right after the descriptor exchange instead (as a timeout there
+ * would), so the peer has enqueued its part before the failing rank enqueues anything. */
+std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes, int count = 1,
+                             bool in_exchange = false) {
     int rank = world_rank();
     vcclComm_t comm = make_comm(CommKind::Mpi);
     if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
@@ -979,7 +982,8 @@ std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, 
     const int failing = sender_fails ? 1 : 0, waiting = 1 - failing;
     std::string why;
     if (rank == 0 || rank == 1) {
-        if (rank == failing && vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0) != vcclSuccess) {
+        if (rank == failing && (in_exchange ? vccl::testing::fail_next_exchange(comm)
+                                            : vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0)) != vcclSuccess) {
             why = "test hook refused";
         }
         vcclResult_t r = count > 1 ? vcclGroupStart() : vcclSuccess;
@@ -1033,6 +1037,31 @@ TEST(GpuFailure, FailedSenderTellsReceiverAndLetsItGoOn) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     std::string why = failed_peer_case(true, true, 0, rendezvous_bytes());
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* A rank that gives a transfer up in the descriptor exchange (a timeout there) after its peer has enqueued its
+ * part tells the peer, as one that fails after the exchange does. It did not: the peer's
+ * vcclCommGetAsyncError said nothing, and its stream waited until the failing rank aborted. */
+TEST(GpuFailure, SenderGivingUpInTheExchangeTellsReceiver) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = failed_peer_case(true, true, 0, rendezvous_bytes(), 1, true);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, FifoSenderGivingUpInTheExchangeTellsReceiver) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
+    std::string why = failed_peer_case(true, true, 0, 4096, 1, true);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, ReceiverGivingUpInTheExchangeTellsSender) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = failed_peer_case(false, true, 0, rendezvous_bytes(), 1, true);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
