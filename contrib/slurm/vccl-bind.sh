@@ -72,7 +72,7 @@ if cpus:
             want.update(range(int(lo), int(hi or lo) + 1))
     allowed = sorted(want & os.sched_getaffinity(0))
     if not allowed:
-        sys.stderr.write("vccl-bind.sh: none of GPU %d\x27s CPUs (%s) may be used by this process; not binding CPUs\n" % (gpu, cpus))
+        sys.stderr.write("vccl-bind.sh: none of the CPUs of GPU %d (%s) may be used by this process; not binding CPUs\n" % (gpu, cpus))
     cpus = ",".join(str(cpu) for cpu in allowed)
 print("|".join([str(gpu) if gpu >= 0 else "", c.get("primary") or "", c.get("backup") or "", c.get("proxy_cpus") or "", cpus or ""]))
 ' "$local_rank") || binding=""

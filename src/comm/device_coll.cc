@@ -8,9 +8,9 @@
  *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (16K; off where ranks share a GPU) one kernel that stores into
  *              the peers' memory (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank
  *              sends its whole buffer to every peer and reduces all of them: one batch of transfers and one
- *              kernel, since small transfers cost their handshakes, not their bytes); above it that reduce-scatter on nearly equal blocks, then an
- *              all-gather of the reduced blocks, both in pieces as above (the all-gather of a piece follows
- *              its kernel);
+ *              kernel, since small transfers cost their handshakes, not their bytes); above it that
+ *              reduce-scatter on nearly equal blocks, then an all-gather of the reduced blocks, both in pieces
+ *              as above (the all-gather of a piece follows its kernel);
  *   Reduce: every rank sends its buffer to the root, whose kernel reduces them.
  * Kernels are compact (VCCL_MAX_CTAS blocks). Local copies of 1 MiB and more run on the second stream beside
  * the batch. The calling thread never waits for the device (except when the scratch buffer grows).

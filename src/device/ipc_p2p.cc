@@ -325,25 +325,24 @@ public:
         // next, which writes into the word set (sets alternate) that this rank's previous kernel may not have
         // read yet. Only when the stream refuses them do they go on the private stream, unordered.
         DeviceScope scope(device_);
-        CUstream us = static_cast<CUstream>(stream);
-        bool told = true;
-        for (int r = 0; r < a.nranks && r < kMaxLlRanks && told; ++r) {
-            if (a.outbox[r] == nullptr) continue;
-            CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
-            told = driver().write_value(us, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
-                   driver().write_value(us, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
-        }
+        auto tell_on = [&](CUstream s) {
+            for (int r = 0; r < a.nranks && r < kMaxLlRanks; ++r) {
+                if (a.outbox[r] == nullptr) continue;
+                CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
+                if (driver().write_value(s, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+                    driver().write_value(s, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+                    return false;
+                }
+            }
+            return true;
+        };
+        bool told = tell_on(static_cast<CUstream>(stream));
         CUstream cs = told ? nullptr : notify_stream();
-        for (int r = 0; cs != nullptr && r < a.nranks && r < kMaxLlRanks; ++r) {
-            if (a.outbox[r] == nullptr) continue;
-            CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
-            told = driver().write_value(cs, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS &&
-                   driver().write_value(cs, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS;
-        }
+        if (cs != nullptr) told = tell_on(cs);
         VCCL_WARN(kLogDevice, "rank %d: gave up low-latency allreduce call %u before its kernel ran; %s", rank_, a.seq,
-                  !told  ? "could not tell the peers (their kernels wait until they abort)"
-                  : cs ? "told the peers (outside the call's stream, which refused the writes)"
-                       : "told the peers on the call's stream");
+                  !told ? "could not tell the peers (their kernels wait until they abort)"
+                  : cs  ? "told the peers (outside the call's stream, which refused the writes)"
+                        : "told the peers on the call's stream");
     }
 
     size_t fifo_bytes(int peer) const override {

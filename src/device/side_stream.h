@@ -38,7 +38,6 @@ public:
     void release();
 
 private:
-
     vcclStream_t stream_ = nullptr;
     void* fork_event_ = nullptr;
     void* marks_[kMarks] = {};

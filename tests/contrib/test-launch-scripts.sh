@@ -247,6 +247,16 @@ topo_json=$tmp/dgx8.json
 VCCL_TOPO_FILE="$src/tests/topo/dgx8.xml" "$info" -t --json >"$topo_json" 2>"$tmp/info.log" ||
     echo "vccl-info -t --json failed: $(cat "$tmp/info.log")"
 allowed=$(python3 -c 'import os; print(",".join(str(c) for c in sorted(os.sched_getaffinity(0))))')
+# The allowed CPUs within the CPU list $1 (e.g. 0-7,16-23), or all allowed ones when none is (then vccl-bind.sh
+# binds no CPUs).
+allowed_within() {
+    python3 -c 'import sys
+want = set()
+for part in sys.argv[2].split(","):
+    lo, _, hi = part.partition("-")
+    want.update(range(int(lo), int(hi or lo) + 1))
+print(",".join(c for c in sys.argv[1].split(",") if int(c) in want) or sys.argv[1])' "$allowed" "$1"
+}
 
 begin BindFromSavedTopology
 rm -f "$tmp"/bind.*
@@ -260,8 +270,7 @@ if [ -s "$f" ]; then
     check VCCL_BACKUP_NET_DEVICES "$(seen "$f" VCCL_BACKUP_NET_DEVICES)" mlx5_3:1
     check VCCL_PROXY_CPUS "$(seen "$f" VCCL_PROXY_CPUS)" 0-7,16-23
     # Bound to the GPU's CPUs that this process may use (0-7,16-23 within what it is allowed).
-    want=$(python3 -c 'import sys; a=[int(c) for c in sys.argv[1].split(",")]; g=set(range(0,8))|set(range(16,24)); print(",".join(str(c) for c in a if c in g) or sys.argv[1])' "$allowed")
-    check "CPU affinity" "$(seen "$f" CPUS)" "$want"
+    check "CPU affinity" "$(seen "$f" CPUS)" "$(allowed_within 0-7,16-23)"
 else
     reasons+=("the probe did not run")
 fi
@@ -320,8 +329,7 @@ env VCCL_BIND_TOPO_JSON="$topo_json" VCCL_BIND_LOCAL_RANK=4 PROBE_OUT="$tmp/knob
     2>"$tmp/knob2.log"
 check "exit with CPUs outside the allowed set" "$?" 0
 if [ -s "$tmp/knob.2" ]; then
-    want=$(python3 -c 'import sys; a=[int(c) for c in sys.argv[1].split(",")]; g=set(range(8,16))|set(range(24,32)); print(",".join(str(c) for c in a if c in g) or sys.argv[1])' "$allowed")
-    check "CPU affinity for GPU 4" "$(seen "$tmp/knob.2" CPUS)" "$want"
+    check "CPU affinity for GPU 4" "$(seen "$tmp/knob.2" CPUS)" "$(allowed_within 8-15,24-31)"
     check "GPU 4" "$(seen "$tmp/knob.2" CUDA_VISIBLE_DEVICES)" 4
 else
     reasons+=("GPU 4: the probe did not run: $(cat "$tmp/knob2.log")")
