@@ -92,12 +92,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclR
     if (comm->async_error.load() == vcclSuccess && comm->ipc) {
         // A peer that gave up a direct device transfer with this rank after this rank's call had returned.
         int who = comm->ipc->failed_peer();
-        if (who >= 0) {
-            comm_set_async_error(comm, vcclRemoteError,
-                                 "rank " + std::to_string(who) + " gave up or rejected a direct device transfer with "
-                                 "this rank after it was set up (its call failed, e.g. on mismatched sizes); the data "
-                                 "of that transfer is not valid");
-        }
+        if (who >= 0) comm_note_failed_peer(comm, who);
     }
     *asyncError = vcclResult_t(comm->async_error.load());
     return vcclSuccess;
@@ -186,6 +181,12 @@ long long ipc_block_reopens(vcclComm_t comm) {
     if (check_comm(comm, "ipc_block_reopens") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);
     return comm->ipc ? static_cast<long long>(comm->ipc->block_reopens()) : 0;
+}
+
+long long ipc_evictions(vcclComm_t comm) {
+    if (check_comm(comm, "ipc_evictions") != vcclSuccess) return -1;
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    return comm->ipc ? static_cast<long long>(comm->ipc->evictions()) : 0;
 }
 
 } // namespace testing

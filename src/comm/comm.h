@@ -94,6 +94,8 @@ bool comm_is_live(const vcclComm* comm);
 
 /* Records an error that ended an operation (reported by vcclCommGetAsyncError); keeps the first. */
 void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string& text);
+/* A peer gave up a direct device transfer with comm's rank (IpcP2p::failed_peer): records vcclRemoteError. */
+void comm_note_failed_peer(vcclComm* comm, int who);
 
 namespace testing {
 /* Measurement hook (vccl-perf --baseline telemetry-paused; exported by libvccl.map): pauses (paused != 0) or

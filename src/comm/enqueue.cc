@@ -138,6 +138,12 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     if (comm->aborted.load()) {
         return set_last_error(vcclInvalidUsage, "communicator %s was aborted", comm->name.c_str());
     }
+    // A peer's failure refuses the calls after it also where the caller does not poll vcclCommGetAsyncError:
+    // its work would wait for the peer's flags for ever (until abort).
+    if (comm->ipc && comm->async_error.load() == vcclSuccess) {
+        int who = comm->ipc->failed_peer_polled();
+        if (who >= 0) comm_note_failed_peer(comm, who);
+    }
     vcclResult_t failed = vcclResult_t(comm->async_error.load());
     if (failed != vcclSuccess) {
         return set_last_error(failed, "communicator %s failed earlier: %s", comm->name.c_str(),

@@ -3,10 +3,12 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -252,7 +254,7 @@ bool FdChannel::drain() {
         kept_fds_ += count;
         kept_.emplace(key, std::make_pair(++arrivals_, std::move(set)));
         // Never asked for (a transfer given up after its descriptors came): the oldest go.
-        while (kept_.size() > kMaxKept || (kept_fds_ > kMaxKeptFds && kept_.size() > 1)) {
+        while (kept_.size() > kMaxKept || (kept_fds_ > max_kept_fds() && kept_.size() > 1)) {
             auto oldest = kept_.begin();
             for (auto i = kept_.begin(); i != kept_.end(); ++i) {
                 if (i->second.first < oldest->second.first) oldest = i;
@@ -265,6 +267,15 @@ bool FdChannel::drain() {
             forget(from, k);
         }
     }
+}
+
+size_t FdChannel::max_kept_fds() {
+    static const size_t limit = [] {
+        rlimit rl{};
+        if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return size_t(4096);
+        return std::min(size_t(4096), std::max(size_t(256), size_t(rl.rlim_cur / 4)));
+    }();
+    return limit;
 }
 
 int FdChannel::take(int peer, uint64_t key, int wait_ms, std::string* why) {

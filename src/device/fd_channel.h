@@ -81,11 +81,15 @@ public:
      * told to send it again when it is next needed. Retried at the next call when the peer's queue is full. */
     void forget(int peer, uint64_t key);
 
-    /* Sets received and not (yet) taken, at most kMaxKept holding at most kMaxKeptFds descriptors; beyond
-     * that the oldest is closed and its sender told to forget it. */
+    /* Sets received and not (yet) taken, at most kMaxKept holding at most max_kept_fds() descriptors; beyond
+     * that the oldest is closed and its sender told to forget it (its transfer, if it ever comes, fails). A
+     * set is normally taken within milliseconds, but one batch may bring many: a group of receives into
+     * buffers of other allocators' VMM memory brings a set of up to kMaxFds descriptors per buffer. The only
+     * sets never taken are those of transfers given up after their descriptors came. */
     size_t kept() const { return kept_.size(); }
-    static constexpr size_t kMaxKept = 64;
-    static constexpr size_t kMaxKeptFds = 256;
+    static constexpr size_t kMaxKept = 1024;
+    /* A quarter of the process's descriptor limit (RLIMIT_NOFILE), within 256..4096. */
+    static size_t max_kept_fds();
     /* Datagrams dropped so far: wrong secret, uid or shape. */
     uint64_t rejected() const { return rejected_; }
 

@@ -57,6 +57,7 @@ public:
     void abandon_send(int, void*) override {}
     void abandon_recv(int) override {}
     int failed_peer() override { return -1; }
+    int failed_peer_polled() override { return -1; }
     size_t ll_bytes() const override { return 0; }
     void ll_next(LlArgs*) override {}
     void ll_abandon(const LlArgs&, void*) override {}
@@ -64,6 +65,7 @@ public:
     void test_fail_next(bool) override {}
     uint64_t direct_sends() const override { return 0; }
     uint64_t block_reopens() const override { return 0; }
+    uint64_t evictions() const override { return 0; }
 private:
     static vcclResult_t unreachable() {
         return set_last_error(vcclInternalError, "direct device transfer to an unreachable peer");
@@ -146,6 +148,9 @@ public:
             if (st != nullptr) cudaStreamDestroy(st);
         }
         if (notify_stream_ != nullptr) cudaStreamDestroy(notify_stream_);
+        if (fail_poll_stream_ != nullptr) cudaStreamDestroy(fail_poll_stream_);
+        if (fail_poll_done_ != nullptr) cudaEventDestroy(fail_poll_done_);
+        if (fail_poll_host_ != nullptr) cudaFreeHost(fail_poll_host_);
         cudaGetLastError(); // only our own calls above can have set it
     }
 
@@ -283,6 +288,7 @@ public:
     }
     uint64_t direct_sends() const override { return direct_sends_; }
     uint64_t block_reopens() const override { return block_reopens_; }
+    uint64_t evictions() const override { return evictions_; }
 
     void abandon_send(int peer, void* stream) override { notify_abandoned(peer, true, kDone, ++send_seq_[peer], stream); }
     void abandon_recv(int peer) override {
@@ -290,6 +296,7 @@ public:
         notify_abandoned(peer, false, kFail, 0);
     }
     int failed_peer() override;
+    int failed_peer_polled() override;
     int release_flag_waits(int64_t wait_ms); // release_waits without the low-latency kernels
 
     vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {
@@ -443,7 +450,7 @@ private:
      * sender's flags. */
     enum Region { kReady = 0, kDone = 1, kFail = 2, kFull = 3, kFree = 4 };
     static constexpr size_t kRegions = 5;
-    static constexpr size_t kMaxMappingsPerPeer = 64;
+    static constexpr int64_t kMaxMappingsLimit = 65536;
     /* A VMM buffer's file descriptor is in this rank's socket queue before its descriptor message arrives;
      * the wait only covers a scheduling hiccup. */
     static constexpr int kFdWaitMs = 1000;
@@ -595,7 +602,12 @@ private:
             return !span && !is_span(m.handle, m.vmm_size > 0 ? kDescVmm : 0u) &&
                    m.alloc_base < desc.alloc_base + desc.alloc_size && desc.alloc_base < m.alloc_base + m.alloc_size;
         });
-        if (list.size() >= kMaxMappingsPerPeer) { // forget the least recently used buffer
+        if (list.size() >= max_mappings_) { // forget the least recently used buffer
+            if (evictions_++ == 0) {
+                VCCL_WARN(kLogDevice, "rank %d: more than %zu receive buffers of rank %d are mapped "
+                          "(VCCL_P2P_MAX_MAPPINGS); each further one lets the least recently used mapping go, "
+                          "which waits for the whole GPU", rank_, max_mappings_, peer);
+            }
             size_t oldest = 0;
             for (size_t i = 1; i < list.size(); ++i) {
                 if (list[i].last_use < list[oldest].last_use) oldest = i;
@@ -754,6 +766,8 @@ private:
     FdChannel fds_;               // VMM buffers' file descriptors to and from the ranks of this host
     uint64_t direct_sends_ = 0;
     uint64_t block_reopens_ = 0;
+    size_t max_mappings_ = 64;    // VCCL_P2P_MAX_MAPPINGS
+    uint64_t evictions_ = 0;      // mappings let go to make room (each waited for the device)
     static constexpr int kPrivateStreams = 4;
     static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
     /* Reading and releasing this rank's own flags: several streams, since one of them may share a hardware
@@ -772,6 +786,15 @@ private:
         return reinterpret_cast<CUstream>(notify_stream_);
     }
     uint64_t last_fail_check_ns_ = 0;
+    /* failed_peer_polled: a read of the FAIL words into fail_poll_host_ on a stream of its own, looked at by a
+     * later call (flags_mutex_ guards all but the time of the next poll). */
+    static constexpr uint64_t kFailPollNs = 1000000; // 1 ms
+    std::atomic<uint64_t> next_fail_poll_ns_{0};
+    cudaStream_t fail_poll_stream_ = nullptr;
+    cudaEvent_t fail_poll_done_ = nullptr;
+    uint32_t* fail_poll_host_ = nullptr; // pinned, nranks_ words
+    bool fail_poll_pending_ = false;
+    bool fail_poll_broken_ = false;      // its stream, event or buffer could not be made: no polling
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
      * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) or FULL(seq)
@@ -1033,6 +1056,51 @@ int CudaIpcP2p::failed_peer() {
     return -1;
 }
 
+int CudaIpcP2p::failed_peer_polled() {
+    if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
+    if (flags_ == nullptr || fail_poll_broken_) return -1;
+    uint64_t now = now_ns();
+    if (now < next_fail_poll_ns_.load(std::memory_order_relaxed)) return -1;
+    // Never wait: failed_peer() may hold the lock for up to 100 ms on another thread (a framework's watchdog).
+    std::unique_lock<std::mutex> lock(flags_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return -1;
+    next_fail_poll_ns_.store(now + kFailPollNs, std::memory_order_relaxed);
+    DeviceScope scope(device_);
+    if (fail_poll_pending_) {
+        cudaError_t e = cudaEventQuery(fail_poll_done_);
+        if (e == cudaErrorNotReady) return -1; // the copy engines are busy: look again next time
+        fail_poll_pending_ = false;
+        if (e != cudaSuccess) {
+            cudaGetLastError(); // a broken context: the calls themselves will say so
+            return -1;
+        }
+        for (int p = 0; p < nranks_; ++p) {
+            if (fail_poll_host_[p] != 0) return p;
+        }
+    }
+    if (fail_poll_stream_ == nullptr) {
+        if (cudaStreamCreateWithFlags(&fail_poll_stream_, cudaStreamNonBlocking) != cudaSuccess ||
+            cudaEventCreateWithFlags(&fail_poll_done_, cudaEventDisableTiming) != cudaSuccess ||
+            cudaHostAlloc(reinterpret_cast<void**>(&fail_poll_host_), sizeof(uint32_t) * nranks_,
+                          cudaHostAllocDefault) != cudaSuccess) {
+            cudaGetLastError();
+            fail_poll_broken_ = true; // the destructor frees what was made
+            VCCL_WARN(kLogDevice, "rank %d: cannot poll for failed peers; calls after a peer's failure are refused "
+                      "only once vcclCommGetAsyncError has seen it", rank_);
+            return -1;
+        }
+    }
+    const uint32_t* fail_words = flags_ + size_t(kFail) * size_t(nranks_);
+    if (cudaMemcpyAsync(fail_poll_host_, fail_words, sizeof(uint32_t) * nranks_, cudaMemcpyDeviceToHost,
+                        fail_poll_stream_) == cudaSuccess &&
+        cudaEventRecord(fail_poll_done_, fail_poll_stream_) == cudaSuccess) {
+        fail_poll_pending_ = true;
+    } else {
+        cudaGetLastError();
+    }
+    return -1;
+}
+
 vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
@@ -1056,6 +1124,13 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         for (int q = 0; q < r; ++q) index += !host_ids.empty() && host_ids[q] == host_ids[r] ? 1 : 0;
         local_index_[r] = index;
         nlocal += host_ids.empty() || host_ids[r] == host_ids[rank_] ? 1 : 0;
+    }
+    int64_t max_mappings = env::get_int(env::kP2pMaxMappings);
+    if (max_mappings < 1 || max_mappings > kMaxMappingsLimit) {
+        VCCL_WARN(kLogDevice, "VCCL_P2P_MAX_MAPPINGS=%lld out of range (1-%lld): %zu", (long long)max_mappings,
+                  (long long)kMaxMappingsLimit, max_mappings_);
+    } else {
+        max_mappings_ = size_t(max_mappings);
     }
     fifo_slot_bytes_ = size_t(env::get_size(env::kP2pFifoBytes));
     int64_t slots = env::get_int(env::kP2pFifoSlots);

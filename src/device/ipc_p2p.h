@@ -139,6 +139,10 @@ public:
     /* A rank that gave up a transfer with this rank (abandon_*), or -1. Any thread; reads this rank's flags
      * on a private stream, waiting at most 100 ms for the read. */
     virtual int failed_peer() = 0;
+    /* The same without waiting, for every call of the communicator: at most once per millisecond it starts a
+     * read of the FAIL words on a stream of its own and looks at the read it started before, so a failure
+     * shows up one or two milliseconds after it was written. -1 also while failed_peer() holds the flags. */
+    virtual int failed_peer_polled() = 0;
 
     /* At destroy: a stream of this rank may still wait on a READY, DONE, FULL or FREE that a peer will never
      * write (the peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the
@@ -166,6 +170,9 @@ public:
     /* Mappings of a peer's memory closed only to open another allocation of the same 2 MiB block (each close
      * waits for the device), for tests of the mapping cache. */
     virtual uint64_t block_reopens() const = 0;
+    /* Mappings let go because VCCL_P2P_MAX_MAPPINGS buffers of one peer were mapped (each waited for the
+     * device), for the same tests. */
+    virtual uint64_t evictions() const = 0;
 
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or
      * post_recv_ready or post_fifo_recv (!send), fails after the descriptors were exchanged, before it
@@ -188,6 +195,8 @@ VCCL_INTERNAL_API vcclResult_t fail_next_exchange(vcclComm_t comm);
 VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
 /* Test hook: IpcP2p::block_reopens of comm's rank; -1 for a bad comm. */
 VCCL_INTERNAL_API long long ipc_block_reopens(vcclComm_t comm);
+/* Test hook: IpcP2p::evictions of comm's rank; -1 for a bad comm. */
+VCCL_INTERNAL_API long long ipc_evictions(vcclComm_t comm);
 /* Test hook: IpcP2p::ll_bytes of comm (0: the low-latency allreduce is off there); -1 for a bad comm. */
 VCCL_INTERNAL_API long long ll_bytes(vcclComm_t comm);
 } // namespace testing

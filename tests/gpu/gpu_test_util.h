@@ -28,6 +28,7 @@ vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
 vcclResult_t fail_next_exchange(vcclComm_t comm);       // likewise
 long long direct_sends(vcclComm_t comm);                // likewise
 long long ipc_block_reopens(vcclComm_t comm);           // likewise
+long long ipc_evictions(vcclComm_t comm);               // likewise
 long long ll_bytes(vcclComm_t comm);                    // likewise
 vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n); // likewise
 }

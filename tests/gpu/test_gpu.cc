@@ -18,11 +18,13 @@
  *    behind, and vcclCommAbort;
  *  - small receive buffers of one 2 MiB block, received into in turn, are mapped by the sender once;
  *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
- *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError, a receiving stream goes on, a
- *    sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.
+ *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError and refuses the calls after it, a
+ *    receiving stream goes on, a sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by
+ *    vcclCommDestroy.
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  * The stream-order cases (and send/recv to the rank itself, several streams in one group) are in
- * test_gpu_streams.cc, most of the asynchronous ones in test_gpu_async.cc, the helpers in gpu_test_util.h.
+ * test_gpu_streams.cc, most of the asynchronous ones in test_gpu_async.cc, the failing peers in
+ * test_gpu_failure.cc, the helpers in gpu_test_util.h.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -957,149 +959,6 @@ TEST(GpuFifo, MismatchedSizesAreReportedWithoutBlocking) {
         }
     }
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
-}
-
-/* One rank fails after the descriptors were exchanged, before it enqueues its part (as a failed IPC mapping
- * would); its peer's call has already returned success. The failing rank tells the peer: the peer's
- * vcclCommGetAsyncError reports vcclRemoteError. A failed sender also lets the receiver's stream go on (its
- * data is not valid); a failed receiver cannot (faking its READY would let the copy land in a buffer whose
- * call failed), so the sender's stream waits until vcclCommAbort (after 500 ms) or vcclCommDestroy (after
- * VCCL_OP_TIMEOUT_MS) releases it instead of hanging. Rank 0 receives from rank 1; other ranks only create
- * and end the communicator. */
-/* Size of the rendezvous cases: above the FIFO's largest transfer. */
-size_t rendezvous_bytes() { return std::max(size_t(1) << 20, fifo_bytes() + 4096); }
-
-/* `count` > 1: that many transfers of `bytes` in one group (the failing rank gives up all of them).
- * `in_exchange`: the failing rank gives up right after the descriptor exchange instead (as a timeout there
- * would), so the peer has enqueued its part before the failing rank enqueues anything. */
-std::string failed_peer_case(bool sender_fails, bool abort, int64_t timeout_ms, size_t bytes, int count = 1,
-                             bool in_exchange = false) {
-    int rank = world_rank();
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
-    Stream s;
-    DevBuf buf(bytes);
-    const int failing = sender_fails ? 1 : 0, waiting = 1 - failing;
-    std::string why;
-    if (rank == 0 || rank == 1) {
-        if (rank == failing && (in_exchange ? vccl::testing::fail_next_exchange(comm)
-                                            : vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0)) != vcclSuccess) {
-            why = "test hook refused";
-        }
-        vcclResult_t r = count > 1 ? vcclGroupStart() : vcclSuccess;
-        for (int k = 0; k < count; ++k) {
-            vcclResult_t one = rank == 1 ? vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s)
-                                         : vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
-            if (r == vcclSuccess) r = one;
-        }
-        if (count > 1) {
-            vcclResult_t end = vcclGroupEnd();
-            if (r == vcclSuccess) r = end;
-        }
-        if (rank == failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
-        if (rank == waiting && r != vcclSuccess) why = "the waiting rank's call failed on the host: " + result_str(r);
-        if (rank == waiting && why.empty()) {
-            vcclResult_t async = vcclSuccess;
-            for (int i = 0; i < 200 && async == vcclSuccess; ++i) {
-                if (vcclCommGetAsyncError(comm, &async) != vcclSuccess) break;
-                if (async == vcclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            }
-            if (async != vcclRemoteError) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        cudaError_t q = cudaStreamQuery(s.s);
-        if (rank == waiting && why.empty() && sender_fails && q != cudaSuccess) {
-            why = "the receiver's stream did not go on after the sender gave up: " + cuda_str(q);
-        }
-        if (rank == waiting && why.empty() && !sender_fails && q != cudaErrorNotReady) {
-            why = "the sender's stream was not waiting (direct path not taken?): nothing to release";
-        }
-    }
-    double t0 = MPI_Wtime();
-    vcclResult_t end = abort ? vcclCommAbort(comm) : vcclCommDestroy(comm);
-    double took = MPI_Wtime() - t0;
-    const char* what = abort ? "abort" : "destroy";
-    if (end != vcclSuccess && why.empty()) why = std::string(what) + " failed: " + result_str(end);
-    if (rank == waiting && why.empty() && !sender_fails) {
-        double low = abort ? 0.4 : double(timeout_ms) / 1000.0 - 0.5, high = abort ? 3.0 : double(timeout_ms) / 1000.0 + 3.0;
-        if (took < low || took > high) {
-            why = std::string(what) + " took " + std::to_string(took) + " s, expected " + std::to_string(low) + " to " +
-                  std::to_string(high) + " s";
-        }
-    }
-    // The stream goes on: poll instead of cudaStreamSynchronize, which would hang the test on failure.
-    expect_stream_goes_on(s.s, what);
-    MPI_Barrier(MPI_COMM_WORLD); // a released send may still be copying into the peer's buffer: keep it until then
-    return why;
-}
-
-TEST(GpuFailure, FailedSenderTellsReceiverAndLetsItGoOn) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(true, true, 0, rendezvous_bytes());
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-/* A rank that gives a transfer up in the descriptor exchange (a timeout there) after its peer has enqueued its
- * part tells the peer, as one that fails after the exchange does. It did not: the peer's
- * vcclCommGetAsyncError said nothing, and its stream waited until the failing rank aborted. */
-TEST(GpuFailure, SenderGivingUpInTheExchangeTellsReceiver) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(true, true, 0, rendezvous_bytes(), 1, true);
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-TEST(GpuFailure, FifoSenderGivingUpInTheExchangeTellsReceiver) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
-    std::string why = failed_peer_case(true, true, 0, 4096, 1, true);
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-TEST(GpuFailure, ReceiverGivingUpInTheExchangeTellsSender) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(false, true, 0, rendezvous_bytes(), 1, true);
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-TEST(GpuFailure, FailedFifoSenderTellsReceiverAndLetsItGoOn) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
-    std::string why = failed_peer_case(true, true, 0, 4096);
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-/* A failed FIFO receiver frees no slot: its sender goes on until the credits are spent (VCCL_P2P_FIFO_SLOTS
- * transfers), then waits; abort releases it. */
-TEST(GpuFailure, AbortReleasesFifoSenderOutOfCredits) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096";
-    const char* v = getenv("VCCL_P2P_FIFO_SLOTS");
-    int slots = v != nullptr ? atoi(v) : 8;
-    std::string why = failed_peer_case(false, true, 0, 4096, slots + 1);
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-TEST(GpuFailure, AbortReleasesStreamWaitingForFailedReceiver) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    std::string why = failed_peer_case(false, true, 0, rendezvous_bytes());
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-}
-
-TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    const char* t = getenv("VCCL_OP_TIMEOUT_MS");
-    int64_t ms = t != nullptr ? atoll(t) : 0;
-    if (ms <= 0 || ms > 30000) GTEST_SKIP() << "needs VCCL_OP_TIMEOUT_MS between 1 and 30000 (np2 scripts set it)";
-    std::string why = failed_peer_case(false, false, ms, rendezvous_bytes());
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 /* The low-latency allreduce (VCCL_ALLREDUCE_LL_BYTES: on by default where every rank has a GPU of its own;
