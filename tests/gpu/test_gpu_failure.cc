@@ -190,7 +190,7 @@ TEST(GpuFailure, CallsAfterAPeersFailureAreRefused) {
         if (r != vcclSuccess) why = "the receive failed on the host: " + result_str(r);
     }
     if (rank == 0 && why.empty()) {
-        const int kTries = 100, kAcceptedAtMost = 10; // polls run every millisecond: refused within ~20 ms
+        const int kTries = 100, kAcceptedAtMost = 10; // polls run every 10 ms: refused within ~20 ms
         int accepted = 0;
         vcclResult_t r = vcclSuccess;
         while (accepted < kTries) {
