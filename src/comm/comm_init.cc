@@ -382,6 +382,8 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         }
         std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
         comm->telemetry.reset(); // after the transport: closing may still complete requests
+        // A call of another thread waiting for the lock (misuse, but not a crash) finds the communicator gone.
+        comm->aborted.store(true);
     }
     // cudaFree of the flag buffer and the reduction scratch waits for the whole GPU: while the communicator's
     // last device work has not run (a stream the caller's own work still blocks), they are freed by a thread

@@ -139,8 +139,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         return set_last_error(vcclInvalidUsage, "communicator %s was aborted", comm->name.c_str());
     }
     // A peer's failure refuses the calls after it also where the caller does not poll vcclCommGetAsyncError:
-    // its work would wait for the peer's flags for ever (until abort).
-    if (comm->ipc && comm->async_error.load() == vcclSuccess) {
+    // its work would wait for the peer's flags for ever (until abort). Only calls with device work look: the
+    // look makes the communicator's GPU current, which a host-memory call's thread may never have done.
+    const bool device_work = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.mem == MemType::Cuda; });
+    if (device_work && comm->ipc && comm->async_error.load() == vcclSuccess) {
         int who = comm->ipc->failed_peer_polled();
         if (who >= 0) comm_note_failed_peer(comm, who);
     }

@@ -91,9 +91,10 @@ VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "0",
              "equal on every rank of a host). Off (0) by default: on 2x H200 it took 19-21 us per small send/recv "
              "against 11-14 us without")
 VCCL_ENV_DEF(kP2pMaxMappings, "VCCL_P2P_MAX_MAPPINGS", Int, "64",
-             "Direct send/recv: receive buffers of one peer kept mapped by a sender (1-65536). A sender into more "
-             "distinct buffers lets the least recently used mapping go, which waits for the whole GPU (a stall, "
-             "logged once); a mapping may keep a buffer its owner freed allocated until then")
+             "Direct send/recv: allocations of one peer's receive buffers that a sender keeps mapped, per "
+             "communicator (1-65536; buffers in one cudaMalloc allocation or VMM span share a mapping). Past it the "
+             "least recently used mapping goes; for cudaMalloc memory that waits for the whole GPU (a stall, logged "
+             "once per communicator). A mapping may keep an allocation its owner freed until it goes")
 VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")

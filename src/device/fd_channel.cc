@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -71,7 +72,20 @@ void FdChannel::FdSet::close_all() {
     values.clear();
 }
 
+namespace {
+/* Descriptors kept by every channel of the process (a framework has one communicator per parallel group). */
+std::atomic<size_t> g_kept_fds{0};
+} // namespace
+
+void FdChannel::count_kept(size_t added, size_t removed) {
+    kept_fds_ += added;
+    kept_fds_ -= removed;
+    g_kept_fds.fetch_add(added, std::memory_order_relaxed);
+    g_kept_fds.fetch_sub(removed, std::memory_order_relaxed);
+}
+
 FdChannel::~FdChannel() {
+    count_kept(0, kept_fds_);
     for (auto& entry : kept_) entry.second.second.close_all();
     if (sock_ >= 0) close(sock_);
 }
@@ -244,22 +258,23 @@ bool FdChannel::drain() {
         }
         auto it = kept_.find(key);
         if (it != kept_.end()) { // sent again before it was taken: the newer one stands
-            kept_fds_ -= it->second.second.fds.size();
+            count_kept(0, it->second.second.fds.size());
             it->second.second.close_all();
             kept_.erase(it);
         }
         FdSet set;
         set.fds = fds;
         set.values.assign(values, values + count);
-        kept_fds_ += count;
+        count_kept(count, 0);
         kept_.emplace(key, std::make_pair(++arrivals_, std::move(set)));
         // Never asked for (a transfer given up after its descriptors came): the oldest go.
-        while (kept_.size() > kMaxKept || (kept_fds_ > max_kept_fds() && kept_.size() > 1)) {
+        while (kept_.size() > kMaxKept ||
+               (g_kept_fds.load(std::memory_order_relaxed) > max_kept_fds() && kept_.size() > 1)) {
             auto oldest = kept_.begin();
             for (auto i = kept_.begin(); i != kept_.end(); ++i) {
                 if (i->second.first < oldest->second.first) oldest = i;
             }
-            kept_fds_ -= oldest->second.second.fds.size();
+            count_kept(0, oldest->second.second.fds.size());
             oldest->second.second.close_all();
             int from = oldest->first.first;
             uint64_t k = oldest->first.second;
@@ -302,7 +317,7 @@ bool FdChannel::take_set(int peer, uint64_t key, int wait_ms, FdSet* out, std::s
         auto it = kept_.find(std::make_pair(peer, key));
         if (it != kept_.end()) {
             *out = std::move(it->second.second);
-            kept_fds_ -= out->fds.size();
+            count_kept(0, out->fds.size());
             kept_.erase(it);
             return true;
         }

@@ -81,14 +81,16 @@ public:
      * told to send it again when it is next needed. Retried at the next call when the peer's queue is full. */
     void forget(int peer, uint64_t key);
 
-    /* Sets received and not (yet) taken, at most kMaxKept holding at most max_kept_fds() descriptors; beyond
-     * that the oldest is closed and its sender told to forget it (its transfer, if it ever comes, fails). A
+    /* Sets received and not (yet) taken, at most kMaxKept per channel, and at most max_kept_fds() descriptors
+     * kept by all channels of the process together; beyond that this channel's oldest set (all but its newest)
+     * is closed and its sender told to forget it (its transfer, if it ever comes, fails). A
      * set is normally taken within milliseconds, but one batch may bring many: a group of receives into
      * buffers of other allocators' VMM memory brings a set of up to kMaxFds descriptors per buffer. The only
      * sets never taken are those of transfers given up after their descriptors came. */
     size_t kept() const { return kept_.size(); }
     static constexpr size_t kMaxKept = 1024;
-    /* A quarter of the process's descriptor limit (RLIMIT_NOFILE), within 256..4096. */
+    /* A quarter of the process's descriptor limit (RLIMIT_NOFILE, as it was at the first call), within
+     * 256..4096. */
     static size_t max_kept_fds();
     /* Datagrams dropped so far: wrong secret, uid or shape. */
     uint64_t rejected() const { return rejected_; }
@@ -105,7 +107,8 @@ private:
     uint64_t name_ = 0, secret_ = 0;
     std::vector<Address> peers_;
     std::map<std::pair<int, uint64_t>, std::pair<uint64_t, FdSet>> kept_; // (peer, key) -> (arrival, set)
-    size_t kept_fds_ = 0;
+    size_t kept_fds_ = 0; // descriptors in kept_ (also counted process-wide: count_kept)
+    void count_kept(size_t added, size_t removed);
     uint64_t arrivals_ = 0;
     std::set<std::pair<int, uint64_t>> offered_;              // (peer, key) sent and not forgotten
     std::vector<std::pair<int, uint64_t>> unsent_forgets_;    // (peer, key)

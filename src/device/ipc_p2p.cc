@@ -148,9 +148,6 @@ public:
             if (st != nullptr) cudaStreamDestroy(st);
         }
         if (notify_stream_ != nullptr) cudaStreamDestroy(notify_stream_);
-        if (fail_poll_stream_ != nullptr) cudaStreamDestroy(fail_poll_stream_);
-        if (fail_poll_done_ != nullptr) cudaEventDestroy(fail_poll_done_);
-        if (fail_poll_host_ != nullptr) cudaFreeHost(fail_poll_host_);
         cudaGetLastError(); // only our own calls above can have set it
     }
 
@@ -786,17 +783,13 @@ private:
         return reinterpret_cast<CUstream>(notify_stream_);
     }
     uint64_t last_fail_check_ns_ = 0;
-    /* failed_peer_polled: a read of the FAIL words into fail_poll_host_ on a stream of its own, looked at by a
-     * later call (flags_mutex_ guards all but the time of the next poll). */
-    /* Each poll costs the calling thread a few microseconds of driver calls (copy, event): every 10 ms that
-     * is nothing next to back-to-back calls of ~10 us; at 1 ms it added ~1 us per call on the H100. */
+    /* failed_peer_polled: a read of the FAIL words on one of the private streams (into its part of
+     * flags_host_), looked at by a later call; flags_mutex_ guards all but the time of the next poll. A read
+     * stuck behind a blocked stream (a shared hardware queue) is left, and the next goes on another stream. */
     static constexpr uint64_t kFailPollNs = 10000000; // 10 ms
     std::atomic<uint64_t> next_fail_poll_ns_{0};
-    cudaStream_t fail_poll_stream_ = nullptr;
-    cudaEvent_t fail_poll_done_ = nullptr;
-    uint32_t* fail_poll_host_ = nullptr; // pinned, nranks_ words
-    bool fail_poll_pending_ = false;
-    bool fail_poll_broken_ = false;      // its stream, event or buffer could not be made: no polling
+    int fail_poll_stream_ = -1;       // private stream of the read in flight; -1: none
+    uint64_t fail_poll_started_ns_ = 0;
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
      * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) or FULL(seq)
@@ -1060,7 +1053,7 @@ int CudaIpcP2p::failed_peer() {
 
 int CudaIpcP2p::failed_peer_polled() {
     if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
-    if (flags_ == nullptr || fail_poll_broken_) return -1;
+    if (flags_ == nullptr || flags_host_ == nullptr) return -1;
     uint64_t now = now_ns();
     if (now < next_fail_poll_ns_.load(std::memory_order_relaxed)) return -1;
     // Never wait: failed_peer() may hold the lock for up to 100 ms on another thread (a framework's watchdog).
@@ -1068,37 +1061,42 @@ int CudaIpcP2p::failed_peer_polled() {
     if (!lock.owns_lock()) return -1;
     next_fail_poll_ns_.store(now + kFailPollNs, std::memory_order_relaxed);
     DeviceScope scope(device_);
-    if (fail_poll_pending_) {
-        cudaError_t e = cudaEventQuery(fail_poll_done_);
-        if (e == cudaErrorNotReady) return -1; // the copy engines are busy: look again next time
-        fail_poll_pending_ = false;
-        if (e != cudaSuccess) {
+    const size_t words = kRegions * size_t(nranks_), fail_at = size_t(kFail) * size_t(nranks_);
+    int next = 0;
+    if (fail_poll_stream_ >= 0) {
+        const int i = fail_poll_stream_;
+        cudaError_t q = cudaStreamQuery(private_streams_[i]);
+        if (q == cudaSuccess) {
+            fail_poll_stream_ = -1;
+            // The words of this read, or of a later failed_peer() read into the same part: fresh either way.
+            const uint32_t* fail = flags_host_ + size_t(i) * words + fail_at;
+            for (int p = 0; p < nranks_; ++p) {
+                if (fail[p] != 0) return p;
+            }
+        } else if (q != cudaErrorNotReady) {
             cudaGetLastError(); // a broken context: the calls themselves will say so
             return -1;
+        } else if (now - fail_poll_started_ns_ < 2 * kFailPollNs) {
+            return -1; // the copy engines are busy: look again next time
         }
-        for (int p = 0; p < nranks_; ++p) {
-            if (fail_poll_host_[p] != 0) return p;
-        }
+        next = i + 1; // stuck: leave it and read on another stream
     }
-    if (fail_poll_stream_ == nullptr) {
-        if (cudaStreamCreateWithFlags(&fail_poll_stream_, cudaStreamNonBlocking) != cudaSuccess ||
-            cudaEventCreateWithFlags(&fail_poll_done_, cudaEventDisableTiming) != cudaSuccess ||
-            cudaHostAlloc(reinterpret_cast<void**>(&fail_poll_host_), sizeof(uint32_t) * nranks_,
-                          cudaHostAllocDefault) != cudaSuccess) {
-            cudaGetLastError();
-            fail_poll_broken_ = true; // the destructor frees what was made
-            VCCL_WARN(kLogDevice, "rank %d: cannot poll for failed peers; calls after a peer's failure are refused "
-                      "only once vcclCommGetAsyncError has seen it", rank_);
-            return -1;
+    if (!private_streams()) return -1; // made on first use, tried again next time
+    for (int k = 0; k < kPrivateStreams; ++k) {
+        const int i = (next + k) % kPrivateStreams;
+        cudaStream_t st = private_streams_[i];
+        if (st == nullptr) continue;
+        cudaError_t q = cudaStreamQuery(st); // busy: an earlier read is stuck there
+        if (q == cudaSuccess) {
+            q = cudaMemcpyAsync(flags_host_ + size_t(i) * words + fail_at, flags_ + fail_at,
+                                sizeof(uint32_t) * size_t(nranks_), cudaMemcpyDeviceToHost, st);
+            if (q == cudaSuccess) {
+                fail_poll_stream_ = i;
+                fail_poll_started_ns_ = now;
+                return -1;
+            }
         }
-    }
-    const uint32_t* fail_words = flags_ + size_t(kFail) * size_t(nranks_);
-    if (cudaMemcpyAsync(fail_poll_host_, fail_words, sizeof(uint32_t) * nranks_, cudaMemcpyDeviceToHost,
-                        fail_poll_stream_) == cudaSuccess &&
-        cudaEventRecord(fail_poll_done_, fail_poll_stream_) == cudaSuccess) {
-        fail_poll_pending_ = true;
-    } else {
-        cudaGetLastError();
+        if (q != cudaErrorNotReady) cudaGetLastError();
     }
     return -1;
 }

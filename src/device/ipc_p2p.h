@@ -170,8 +170,8 @@ public:
     /* Mappings of a peer's memory closed only to open another allocation of the same 2 MiB block (each close
      * waits for the device), for tests of the mapping cache. */
     virtual uint64_t block_reopens() const = 0;
-    /* Mappings let go because VCCL_P2P_MAX_MAPPINGS buffers of one peer were mapped (each waited for the
-     * device), for the same tests. */
+    /* Mappings let go because VCCL_P2P_MAX_MAPPINGS allocations of one peer were mapped (a CUDA IPC one
+     * waited for the device), for the same tests. */
     virtual uint64_t evictions() const = 0;
 
     /* Test hook (vccl::testing::fail_next_direct): the next post_send or post_fifo_send (send), or

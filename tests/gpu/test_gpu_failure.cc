@@ -3,6 +3,7 @@
  * that gives a direct transfer up after the descriptors were exchanged, or in the exchange, tells its peer,
  * whose vcclCommGetAsyncError reports vcclRemoteError and whose later calls are refused; a receiving stream
  * goes on, a sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by vcclCommDestroy.
+ * (GpuFailure.GivenUpSendReleasesAfterEarlierTransfers, which needs a blocked stream, is in test_gpu_async.cc.)
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -166,51 +167,54 @@ TEST(GpuFailure, DestroyReleasesSenderAfterOpTimeout) {
 }
 
 /* A rank whose peer gave a transfer up keeps calling without asking vcclCommGetAsyncError, as a program that
- * checks only return codes does: its receive returned success with data that is not valid, and its next calls
- * must be refused with vcclRemoteError naming the peer, so the program learns of it. Before, every call was
- * accepted until vcclCommGetAsyncError was called. Rank 1's send fails after the exchange (test hook); rank 0
- * then makes a send/recv to itself every 10 ms (a call that needs no peer, so none waits in an exchange), then a
- * collective. Other ranks only create and end the communicator. */
-TEST(GpuFailure, CallsAfterAPeersFailureAreRefused) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+ * checks only return codes does: its next calls must be refused with vcclRemoteError naming the peer, so the
+ * program learns of it. Before, every call was accepted until vcclCommGetAsyncError was called. The failing
+ * rank's send (or receive) fails after the exchange (test hook); its peer then makes a send/recv to itself every
+ * 10 ms (a call that needs no peer, so none waits in an exchange), then a collective. A failed sender's peer has
+ * received data that is not valid, with success; a failed receiver's peer has its stream waiting for a READY
+ * that never comes (until abort), and its own calls queue behind that wait, so the failure must be read on
+ * another stream. Other ranks only create and end the communicator. */
+std::string refusal_case(bool sender_fails) {
     const int rank = world_rank();
+    const int failing = sender_fails ? 1 : 0, waiting = 1 - failing;
     vcclComm_t comm = make_comm(CommKind::Mpi);
-    ASSERT_ALL_RANKS(comm != nullptr);
+    if (!all_ranks_ok(comm != nullptr)) return "communicator creation failed";
     const size_t bytes = rendezvous_bytes();
     Stream s;
     DevBuf buf(bytes), mine(4096), theirs(4096);
     std::string why;
-    if (rank == 1 && vccl::testing::fail_next_direct(comm, 1) != vcclSuccess) why = "test hook refused";
-    if (rank == 1) {
-        vcclResult_t r = vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s);
-        if (r == vcclSuccess && why.empty()) why = "the failing send returned success";
-    } else if (rank == 0) {
-        vcclResult_t r = vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
-        if (r != vcclSuccess) why = "the receive failed on the host: " + result_str(r);
+    if (rank == failing && vccl::testing::fail_next_direct(comm, sender_fails ? 1 : 0) != vcclSuccess) {
+        why = "test hook refused";
     }
-    if (rank == 0 && why.empty()) {
+    if (rank == 0 || rank == 1) {
+        vcclResult_t r = rank == 1 ? vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s)
+                                   : vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (rank == failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
+        if (rank == waiting && r != vcclSuccess) why = "the waiting rank's call failed on the host: " + result_str(r);
+    }
+    if (rank == waiting && why.empty()) {
         const int kTries = 100, kAcceptedAtMost = 10; // polls run every 10 ms: refused within ~20 ms
         int accepted = 0;
         vcclResult_t r = vcclSuccess;
         while (accepted < kTries) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
             vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(mine.ptr(), 4096, vcclUint8, 0, comm, s.s);
-            vcclResult_t y = vcclRecv(theirs.ptr(), 4096, vcclUint8, 0, comm, s.s);
+            vcclResult_t x = vcclSend(mine.ptr(), 4096, vcclUint8, rank, comm, s.s);
+            vcclResult_t y = vcclRecv(theirs.ptr(), 4096, vcclUint8, rank, comm, s.s);
             vcclResult_t e = vcclGroupEnd();
             r = g != vcclSuccess ? g : x != vcclSuccess ? x : y != vcclSuccess ? y : e;
             if (r != vcclSuccess) break;
             ++accepted;
         }
         std::string msg = vcclGetLastError(comm);
-        printf("[rank 0] %d call(s) accepted after rank 1 gave up, then: %s (%s)\n", accepted, result_str(r).c_str(),
-               msg.c_str());
+        printf("[rank %d] %d call(s) accepted after rank %d gave up, then: %s (%s)\n", rank, accepted, failing,
+               result_str(r).c_str(), msg.c_str());
+        const std::string peer = "rank " + std::to_string(failing);
         if (r != vcclRemoteError) {
-            why = std::to_string(accepted) + " calls were accepted after rank 1 gave up; the last returned " +
+            why = std::to_string(accepted) + " calls were accepted after " + peer + " gave up; the last returned " +
                   result_str(r);
-        } else if (msg.find("rank 1") == std::string::npos) {
-            why = "the refusal does not name rank 1: " + msg;
+        } else if (msg.find(peer) == std::string::npos) {
+            why = "the refusal does not name " + peer + ": " + msg;
         } else if (accepted > kAcceptedAtMost) {
             why = "refused only after " + std::to_string(accepted) + " calls were accepted (10 ms apart)";
         } else {
@@ -222,11 +226,26 @@ TEST(GpuFailure, CallsAfterAPeersFailureAreRefused) {
             }
         }
     }
-    expect_stream_goes_on(s.s, "a peer's failure and calls after it");
     MPI_Barrier(MPI_COMM_WORLD);
+    // A failed receiver's peer still waits for its READY: abort releases it (after 500 ms).
     vcclResult_t end = vcclCommAbort(comm);
     if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
+    expect_stream_goes_on(s.s, "a peer's failure, calls after it and abort");
     MPI_Barrier(MPI_COMM_WORLD);
+    return why;
+}
+
+TEST(GpuFailure, CallsAfterAPeersFailureAreRefused) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = refusal_case(true);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuFailure, CallsBehindAWaitForAFailedReceiverAreRefused) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why = refusal_case(false);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
