@@ -73,9 +73,13 @@ void FdChannel::FdSet::close_all() {
 }
 
 namespace {
-/* Descriptors kept by every channel of the process (a framework has one communicator per parallel group). */
+/* Descriptors kept by every channel of the process (a framework has one communicator per parallel group),
+ * and the channels. */
 std::atomic<size_t> g_kept_fds{0};
+std::atomic<size_t> g_channels{0};
 } // namespace
+
+FdChannel::FdChannel() { g_channels.fetch_add(1, std::memory_order_relaxed); }
 
 void FdChannel::count_kept(size_t added, size_t removed) {
     kept_fds_ += added;
@@ -85,6 +89,7 @@ void FdChannel::count_kept(size_t added, size_t removed) {
 }
 
 FdChannel::~FdChannel() {
+    g_channels.fetch_sub(1, std::memory_order_relaxed);
     count_kept(0, kept_fds_);
     for (auto& entry : kept_) entry.second.second.close_all();
     if (sock_ >= 0) close(sock_);
@@ -268,8 +273,9 @@ bool FdChannel::drain() {
         count_kept(count, 0);
         kept_.emplace(key, std::make_pair(++arrivals_, std::move(set)));
         // Never asked for (a transfer given up after its descriptors came): the oldest go.
-        while (kept_.size() > kMaxKept ||
-               (g_kept_fds.load(std::memory_order_relaxed) > max_kept_fds() && kept_.size() > 1)) {
+        const size_t share = max_kept_fds() / std::max<size_t>(1, g_channels.load(std::memory_order_relaxed));
+        while (kept_.size() > kMaxKept || (g_kept_fds.load(std::memory_order_relaxed) > max_kept_fds() &&
+                                           kept_fds_ > share && kept_.size() > 1)) {
             auto oldest = kept_.begin();
             for (auto i = kept_.begin(); i != kept_.end(); ++i) {
                 if (i->second.first < oldest->second.first) oldest = i;

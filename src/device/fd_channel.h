@@ -35,7 +35,7 @@ namespace vccl {
 
 class VCCL_INTERNAL_API FdChannel {
 public:
-    FdChannel() = default;
+    FdChannel();
     ~FdChannel(); // closes the socket and every descriptor received and not taken
     FdChannel(const FdChannel&) = delete;
     FdChannel& operator=(const FdChannel&) = delete;
@@ -82,8 +82,10 @@ public:
     void forget(int peer, uint64_t key);
 
     /* Sets received and not (yet) taken, at most kMaxKept per channel, and at most max_kept_fds() descriptors
-     * kept by all channels of the process together; beyond that this channel's oldest set (all but its newest)
-     * is closed and its sender told to forget it (its transfer, if it ever comes, fails). A
+     * kept by all channels of the process together; beyond that a channel holding more than its share of that
+     * bound closes its oldest sets (all but its newest) and tells their senders to forget them (their
+     * transfers, if they ever come, fail). The share keeps an idle channel's stale sets from making a busy
+     * one close its own. A
      * set is normally taken within milliseconds, but one batch may bring many: a group of receives into
      * buffers of other allocators' VMM memory brings a set of up to kMaxFds descriptors per buffer. The only
      * sets never taken are those of transfers given up after their descriptors came. */

@@ -139,9 +139,10 @@ public:
     /* A rank that gave up a transfer with this rank (abandon_*), or -1. Any thread; reads this rank's flags
      * on a private stream, waiting at most 100 ms for the read. */
     virtual int failed_peer() = 0;
-    /* The same without waiting, for every call of the communicator: at most once per 10 ms it starts a read
-     * of the FAIL words on a stream of its own and looks at the read it started before, so a failure shows up
-     * at a call 10-20 ms after it was written. -1 also while failed_peer() holds the flags. */
+    /* The same without waiting, for every call with device work: at most once per 10 ms it starts a read of
+     * the FAIL words on a private stream and looks at the read it started before (one stuck for 20 ms behind a
+     * blocked stream is left, and the next goes on another), so a program calling often sees a failure about
+     * 20 ms after it was written. -1 also while failed_peer() holds the flags. */
     virtual int failed_peer_polled() = 0;
 
     /* At destroy: a stream of this rank may still wait on a READY, DONE, FULL or FREE that a peer will never

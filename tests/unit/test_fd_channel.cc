@@ -375,3 +375,44 @@ TEST(FdChannel, ABatchOfManySetsIsKeptUntilTaken) {
     EXPECT_EQ(open_fds(), before) << "descriptors leaked";
 }
 
+
+/* The descriptor bound is for the whole process, but an idle channel's stale sets must not make a busy one close
+ * its own (a framework has one communicator per parallel group): c holds as many never-taken descriptors as
+ * the bound allows and then drains no more; b, under its share, keeps the 10 sets it is sent until taken. */
+TEST(FdChannel, AnIdleChannelsSetsDoNotEvictAnothersWithinItsShare) {
+    int before = open_fds();
+    {
+        FdChannel a, b, c;
+        ASSERT_TRUE(a.open(0));
+        ASSERT_TRUE(b.open(1));
+        ASSERT_TRUE(c.open(2));
+        for (FdChannel* ch : {&a, &b, &c}) ch->set_peers({a.address(), b.address(), c.address()});
+        Pipe pipe;
+        std::string why;
+        const size_t per_set = 8, stale = FdChannel::max_kept_fds() / per_set; // within kMaxKept sets
+        for (uint64_t k = 0; k < stale; ++k) {
+            ASSERT_TRUE(a.offer_set(2, k, [&](FdChannel::FdSet* set) {
+                for (size_t i = 0; i < per_set; ++i) {
+                    set->fds.push_back(dup(pipe.fds[0]));
+                    set->values.push_back(i);
+                }
+                return true;
+            })) << k;
+            FdChannel::FdSet none;
+            EXPECT_FALSE(c.take_set(0, ~uint64_t(0), 0, &none, &why)); // drains into what c keeps
+        }
+        EXPECT_EQ(c.kept(), stale); // the whole bound
+        const uint64_t n = 10;
+        for (uint64_t k = 0; k < n; ++k) {
+            ASSERT_TRUE(offer(a, 1, k, pipe.fds[0])) << k;
+            EXPECT_EQ(b.take(0, ~uint64_t(0), 0, &why), -1);
+        }
+        EXPECT_EQ(b.kept(), n) << "b closed its own sets for c's";
+        for (uint64_t k = 0; k < n; ++k) {
+            int f = b.take(0, k, 0, &why);
+            ASSERT_GE(f, 0) << "set " << k << ": " << why;
+            close(f);
+        }
+    }
+    EXPECT_EQ(open_fds(), before) << "descriptors leaked";
+}
