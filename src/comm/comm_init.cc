@@ -387,13 +387,15 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     }
     // cudaFree of the flag buffer and the reduction scratch waits for the whole GPU: while the communicator's
     // last device work has not run (a stream the caller's own work still blocks), they are freed by a thread
-    // once it has, so destroy and abort do not wait for the device.
+    // once it has, so destroy and abort do not wait for the device. Abort hands them to the thread in any case:
+    // other work may keep the GPU busy or blocked (a watchdog aborting beside a hung stream waited for it).
     std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
     auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
-    comm->stream_order.run_when_done([ipc, scratch]() mutable {
+    const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
+    comm->stream_order.run_when_done([ipc = std::move(ipc), scratch = std::move(scratch)]() mutable {
         ipc.reset();
         scratch.reset();
-    });
+    }, on_thread);
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
     // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
     // address came back for the next communicator, and a stale handle then passed the live-handle check and

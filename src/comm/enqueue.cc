@@ -62,7 +62,7 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     for (const StagedPiece& piece : plan.pieces) {
         for (const StagedCopy& c : piece.in) VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, c, true, op.stream));
     }
-    VCCL_RETURN_IF_ERROR(stream_synchronize(op.stream));
+    VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op.stream));
     for (const StagedPiece& piece : plan.pieces) {
         VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, piece, slot)));
     }
@@ -70,7 +70,7 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
         for (const StagedCopy& c : piece.out) VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, c, false, op.stream));
     }
     // The slot is reused by the next call.
-    return stream_synchronize(op.stream);
+    return comm_stream_wait(comm, op.stream);
 }
 
 /* The same through the staged queue: stream-ordered, the calling thread does not wait; each piece is a part
@@ -117,6 +117,21 @@ StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
 }
 
 } // namespace
+
+vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) {
+    return stream_synchronize_watching(stream, [comm]() {
+        // vcclCommAbort on another thread waits for this call's lock: give it up.
+        if (comm->aborted.load()) {
+            return set_last_error(vcclRemoteError, "communicator %s aborted while the call waited for its stream",
+                                  comm->name.c_str());
+        }
+        if (!comm->ipc) return vcclSuccess;
+        int who = comm->ipc->failed_peer();
+        if (who < 0) return vcclSuccess;
+        comm_note_failed_peer(comm, who);
+        return set_last_error(vcclRemoteError, "stopped waiting for the stream: %s", comm->async_error_text.c_str());
+    });
+}
 
 vcclResult_t enqueue(const Op& op) {
     if (op.stream != nullptr) {
@@ -198,7 +213,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
             status = run_collective_staged(comm, op);
         } else {
             // Host buffers with a stream: the call synchronises the stream first (documented), then runs.
-            status = stream_synchronize(op.stream);
+            status = comm_stream_wait(comm, op.stream);
             if (status == vcclSuccess) status = run_collective(comm, op);
         }
         if (status != vcclSuccess) break;

@@ -34,6 +34,13 @@ vcclResult_t enqueue(const Op& op);
  * receives together (posted at once, so no order of peers can deadlock). */
 vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops);
 
+/* Waits for `stream` where a call must (host buffers with a stream, synchronous staging). Every 10 ms of
+ * waiting it looks whether the wait can still end: vcclCommAbort on another thread (which needs this call's
+ * lock) and, on a communicator with the direct device path, a failed peer (the stream may wait for that
+ * peer's flags, which never come); vcclRemoteError then, the communicator failed as vcclCommGetAsyncError
+ * would find it. */
+vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream);
+
 } // namespace vccl
 
 #endif

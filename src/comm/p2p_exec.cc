@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "comm/enqueue.h"
 #include "comm/staged_pieces.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -326,7 +327,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
     // Receives into host memory complete before the call returns, as on the host transport.
     for (size_t i = 0; i < n; ++i) {
         if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
-            VCCL_RETURN_IF_ERROR(stream_synchronize(ops[i]->stream));
+            VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, ops[i]->stream));
     }
     rest->clear();
     for (size_t i = 0; i < n; ++i) {
@@ -348,7 +349,7 @@ vcclResult_t run_p2p_staged(vcclComm* comm, const std::vector<const Op*>& ops) {
     for (const Op* op : ops) {
         Op s = *op;
         if (op->mem == MemType::Cuda) {
-            VCCL_RETURN_IF_ERROR(stream_synchronize(op->stream));
+            VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op->stream));
             if (op->kind == OpKind::Send) {
                 VCCL_RETURN_IF_ERROR(copy_device_to_host(cursor, op->sendbuf, op->bytes, op->stream));
                 s.sendbuf = cursor;
@@ -483,7 +484,7 @@ vcclResult_t run_p2p_batch(vcclComm* comm, const std::vector<const Op*>& ops) {
     std::string mismatch;
     VCCL_RETURN_IF_ERROR(run_p2p_direct_part(comm, batch, &rest, &mismatch));
     for (const Op* op : rest) {
-        if (op->mem == MemType::Host) VCCL_RETURN_IF_ERROR(stream_synchronize(op->stream));
+        if (op->mem == MemType::Host) VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op->stream));
     }
     vcclResult_t status = rest.empty() ? vcclSuccess : run_p2p_staged(comm, rest);
     if (mismatch.empty()) return status;

@@ -1,5 +1,8 @@
 #include "device/memory.h"
 
+#include <chrono>
+#include <thread>
+
 #include "config.h"
 #include "core/status.h"
 
@@ -32,6 +35,36 @@ vcclResult_t stream_synchronize(vcclStream_t stream) {
     }
     return vcclSuccess;
 #else
+    return set_last_error(vcclInvalidArgument, "a non-NULL stream was passed but vccl was built without CUDA");
+#endif
+}
+
+vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed) {
+    if (stream == nullptr) return vcclSuccess;
+#if VCCL_HAVE_CUDA
+    auto st = static_cast<cudaStream_t>(stream);
+    const auto start = std::chrono::steady_clock::now();
+    auto next_check = start + std::chrono::milliseconds(10);
+    for (;;) {
+        cudaError_t q = cudaStreamQuery(st);
+        if (q == cudaSuccess) return vcclSuccess;
+        if (q != cudaErrorNotReady) {
+            return set_last_error(vcclUnhandledCudaError, "waiting for a stream failed: %s", cudaGetErrorString(q));
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= next_check) {
+            vcclResult_t r = failed();
+            if (r != vcclSuccess) return r;
+            next_check = now + std::chrono::milliseconds(10);
+        }
+        if (now - start < std::chrono::milliseconds(1)) {
+            std::this_thread::yield();
+        } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+    }
+#else
+    (void)failed;
     return set_last_error(vcclInvalidArgument, "a non-NULL stream was passed but vccl was built without CUDA");
 #endif
 }

@@ -196,31 +196,41 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
     return vcclSuccess;
 }
 
-void StreamOrder::run_when_done(std::function<void()> fn) {
+void StreamOrder::run_when_done(std::function<void()> fn, bool never_now) {
     cudaEvent_t ev = static_cast<cudaEvent_t>(event_);
-    if (!recorded_ || ev == nullptr || cudaEventQuery(ev) != cudaErrorNotReady) {
-        cudaGetLastError();
+    const bool pending = recorded_ && ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady;
+    cudaGetLastError();
+    if (!pending && !never_now) {
         fn();
         return;
     }
-    event_ = nullptr; // the thread owns it now
-    recorded_ = false;
-    const int device = event_device_;
+    if (!pending) ev = nullptr; // nothing to wait for (the event, if any, stays ours)
+    if (pending) {
+        event_ = nullptr; // the thread owns it now
+        recorded_ = false;
+    }
+    int device = event_device_;
+    if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
+        cudaGetLastError();
+        device = -1;
+    }
     std::thread([ev, fn, device] {
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
         // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
         // (memory taken there, and an error where GPUs are in exclusive-process mode).
         if (device >= 0) cudaSetDevice(device);
         // Any other answer (an error, the runtime shutting down at exit) ends the wait as well.
-        while (cudaEventQuery(ev) == cudaErrorNotReady) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        while (ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
         fn();
-        cudaEventDestroy(ev);
+        if (ev != nullptr) cudaEventDestroy(ev);
     }).detach();
 }
 
 #else // no CUDA: device memory never reaches here
 
-void StreamOrder::run_when_done(std::function<void()> fn) { fn(); }
+void StreamOrder::run_when_done(std::function<void()> fn, bool) { fn(); }
 
 StreamOrder::~StreamOrder() {}
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }

@@ -63,8 +63,9 @@ public:
     vcclResult_t after(const std::vector<vcclStream_t>& streams);
     /* Calls `fn` once every call recorded so far has run on the device: now when it has (or nothing was
      * recorded), else from a thread that polls for it. For cudaFree at destroy, which would wait for the
-     * whole GPU, also for a stream the caller's own work keeps blocked. */
-    void run_when_done(std::function<void()> fn);
+     * whole GPU, also for a stream the caller's own work keeps blocked. `never_now`: from a thread also when
+     * the calls have run, since the GPU may still be busy (or blocked) with other work (vcclCommAbort). */
+    void run_when_done(std::function<void()> fn, bool never_now = false);
 private:
     void* event_ = nullptr; // cudaEvent_t, made on first use
     int event_device_ = -1;

@@ -413,6 +413,65 @@ TEST(GpuFailure, GivenUpSendReleasesAfterEarlierTransfers) {
     vcclCommAbort(comm);
 }
 
+/* A watchdog thread aborts a communicator whose call waits for a stream that will not move (host buffers on a
+ * stream blocked by other work, as a hung peer would block it): the call must give up and return an error,
+ * and the abort must return, both within a second or two. Before, the call waited in the driver holding the
+ * communicator's lock, and vcclCommAbort waited for that lock: neither returned until the stream moved (here
+ * a 6 s timer opens the gate, so the test fails instead of hanging). Each rank sends to itself. */
+TEST(GpuAsync, AbortFromAnotherThreadEndsAHostCallWaitingForTheStream) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "host buffers on a stream: the direct path's";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int rank = world_rank();
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    std::string why;
+    double call_took = 0, abort_took = 0;
+    vcclResult_t r = vcclSuccess, end = vcclSuccess;
+    {
+        GateTimer opener(&gate, 6000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            std::thread aborter([&] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                double t0 = MPI_Wtime();
+                end = vcclCommAbort(comm);
+                abort_took = MPI_Wtime() - t0;
+            });
+            std::vector<char> mine(4096, 7), theirs(4096, 0);
+            double t0 = MPI_Wtime();
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(mine.data(), mine.size(), vcclUint8, rank, comm, s.s);
+            vcclResult_t y = vcclRecv(theirs.data(), theirs.size(), vcclUint8, rank, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            call_took = MPI_Wtime() - t0;
+            r = g != vcclSuccess ? g : x != vcclSuccess ? x : y != vcclSuccess ? y : e;
+            aborter.join();
+        }
+        printf("[rank %d] host call returned %s after %.3f s; abort returned %s after %.3f s%s\n", rank,
+               result_str(r).c_str(), call_took, result_str(end).c_str(), abort_took,
+               opener.fired() ? " (the gate timer fired)" : "");
+        if (why.empty() && opener.fired()) {
+            why = "the call and the abort waited for the blocked stream until the 6 s timer opened it";
+        } else if (why.empty() && r == vcclSuccess) {
+            why = "the host call behind the blocked stream returned success though the communicator was aborted";
+        } else if (why.empty() && (call_took > 2.0 || abort_took > 2.0)) {
+            why = "call " + std::to_string(call_took) + " s, abort " + std::to_string(abort_took) + " s";
+        } else if (why.empty() && end != vcclSuccess) {
+            why = "abort failed: " + result_str(end);
+        }
+        opener.disarm();
+        gate.open();
+    }
+    expect_stream_goes_on(s.s, "an abort from another thread");
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
 /* A call on host buffers after device work that is still waiting for its stream: it runs after that work
  * (on the staged path it waits for the queue), and both results are right. */
 TEST(GpuAsync, HostCallAfterBlockedDeviceWork) {

@@ -7,12 +7,15 @@
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpu_test_util.h"
 #include "mpi_gtest_main.h"
@@ -246,6 +249,65 @@ TEST(GpuFailure, CallsBehindAWaitForAFailedReceiverAreRefused) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     std::string why = refusal_case(false);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* A call with host buffers on a stream must wait for the stream first (documented). When that stream waits for
+ * a READY from a receiver that gave up, the wait never ends on its own, and the calling thread cannot abort:
+ * the call must stop waiting and return vcclRemoteError. Before, it waited for ever: holding the communicator's
+ * lock, not even vcclCommAbort on another thread could end it (a watchdog here ends the job after 5 s). Rank 0's receive fails after the exchange (test hook); rank 1 then makes a send/recv
+ * to itself of host buffers on the stream that waits. */
+TEST(GpuFailure, HostCallBehindAWaitForAFailedReceiverReturns) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const int rank = world_rank();
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const size_t bytes = rendezvous_bytes();
+    Stream s;
+    DevBuf buf(bytes);
+    std::string why;
+    if (rank == 0 && vccl::testing::fail_next_direct(comm, 0) != vcclSuccess) why = "test hook refused";
+    if (rank == 1) {
+        vcclResult_t r = vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s);
+        if (r != vcclSuccess) why = "the send failed on the host: " + result_str(r);
+    } else if (rank == 0) {
+        vcclResult_t r = vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (r == vcclSuccess && why.empty()) why = "the failing receive returned success";
+    }
+    if (rank == 1 && why.empty()) {
+        std::atomic<bool> done{false};
+        std::thread watchdog([&] {
+            for (int i = 0; i < 500 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            if (!done.load()) { // an abort could not help: the waiting call holds the communicator's lock
+                fprintf(stderr, "[rank 1] the host call behind a wait for a failed receiver still waits after 5 s: "
+                                "ending the job\n");
+                fflush(stderr);
+                _exit(1);
+            }
+        });
+        std::vector<char> mine(4096, 7), theirs(4096, 0);
+        double t0 = MPI_Wtime();
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(mine.data(), mine.size(), vcclUint8, 1, comm, s.s);
+        vcclResult_t y = vcclRecv(theirs.data(), theirs.size(), vcclUint8, 1, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        double took = MPI_Wtime() - t0;
+        done.store(true);
+        watchdog.join();
+        vcclResult_t r = g != vcclSuccess ? g : x != vcclSuccess ? x : y != vcclSuccess ? y : e;
+        printf("[rank 1] host call behind the wait returned %s after %.3f s\n", result_str(r).c_str(), took);
+        if (r != vcclRemoteError) {
+            why = "the host call returned " + result_str(r) + ", not vcclRemoteError";
+        } else if (std::string(vcclGetLastError(comm)).find("rank 0") == std::string::npos) {
+            why = std::string("the error does not name rank 0: ") + vcclGetLastError(comm);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclResult_t end = vcclCommAbort(comm);
+    if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
+    expect_stream_goes_on(s.s, "a host call behind a wait for a failed receiver, and abort");
+    MPI_Barrier(MPI_COMM_WORLD);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
