@@ -126,7 +126,7 @@ vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) {
                                   comm->name.c_str());
         }
         if (!comm->ipc) return vcclSuccess;
-        int who = comm->ipc->failed_peer();
+        int who = comm->ipc->failed_peer_polled(); // never waits: failed_peer() could hold this wait 100 ms
         if (who < 0) return vcclSuccess;
         comm_note_failed_peer(comm, who);
         return set_last_error(vcclRemoteError, "stopped waiting for the stream: %s", comm->async_error_text.c_str());

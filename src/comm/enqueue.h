@@ -36,9 +36,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops);
 
 /* Waits for `stream` where a call must (host buffers with a stream, synchronous staging). Every 10 ms of
  * waiting it looks whether the wait can still end: vcclCommAbort on another thread (which needs this call's
- * lock) and, on a communicator with the direct device path, a failed peer (the stream may wait for that
- * peer's flags, which never come); vcclRemoteError then, the communicator failed as vcclCommGetAsyncError
- * would find it. */
+ * lock) and, on a communicator with the direct device path, a failed peer (failed_peer_polled: the stream
+ * may wait for that peer's flags, which never come); vcclRemoteError then, the communicator failed as
+ * vcclCommGetAsyncError would find it. Work the call enqueued before the wait stays queued: a receive into
+ * host memory through the staging FIFO may still land in the caller's buffer after the error. */
 vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream);
 
 } // namespace vccl

@@ -58,6 +58,7 @@ public:
     void abandon_recv(int) override {}
     int failed_peer() override { return -1; }
     int failed_peer_polled() override { return -1; }
+    int device() const override { return -1; }
     size_t ll_bytes() const override { return 0; }
     void ll_next(LlArgs*) override {}
     void ll_abandon(const LlArgs&, void*) override {}
@@ -294,6 +295,7 @@ public:
     }
     int failed_peer() override;
     int failed_peer_polled() override;
+    int device() const override { return device_; }
     int release_flag_waits(int64_t wait_ms); // release_waits without the low-latency kernels
 
     vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {

@@ -144,6 +144,8 @@ public:
      * blocked stream is left, and the next goes on another), so a program calling often sees a failure about
      * 20 ms after it was written. -1 also while failed_peer() holds the flags. */
     virtual int failed_peer_polled() = 0;
+    /* The GPU this rank's flags and mappings live on (-1: none). */
+    virtual int device() const = 0;
 
     /* At destroy: a stream of this rank may still wait on a READY, DONE, FULL or FREE that a peer will never
      * write (the peer failed after the descriptors were exchanged, or died). Waits up to `wait_ms` for the

@@ -196,7 +196,7 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
     return vcclSuccess;
 }
 
-void StreamOrder::run_when_done(std::function<void()> fn, bool never_now) {
+void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fallback_device) {
     cudaEvent_t ev = static_cast<cudaEvent_t>(event_);
     const bool pending = recorded_ && ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady;
     cudaGetLastError();
@@ -209,12 +209,10 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now) {
         event_ = nullptr; // the thread owns it now
         recorded_ = false;
     }
-    int device = event_device_;
-    if (device < 0 && cudaGetDevice(&device) != cudaSuccess) {
-        cudaGetLastError();
-        device = -1;
-    }
-    std::thread([ev, fn, device] {
+    // Never the calling thread's current GPU: a watchdog thread that aborts may never have chosen one (0).
+    const int device = event_device_ >= 0 ? event_device_ : fallback_device;
+    // fn moves into the thread, so the last references it holds are dropped there, not here.
+    std::thread([ev, fn = std::move(fn), device] {
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
         // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
         // (memory taken there, and an error where GPUs are in exclusive-process mode).
@@ -230,7 +228,7 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now) {
 
 #else // no CUDA: device memory never reaches here
 
-void StreamOrder::run_when_done(std::function<void()> fn, bool) { fn(); }
+void StreamOrder::run_when_done(std::function<void()> fn, bool, int) { fn(); }
 
 StreamOrder::~StreamOrder() {}
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }

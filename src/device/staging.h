@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "vccl.h"
@@ -21,6 +22,12 @@ public:
     ~StagingBuffer();
     /* At least `bytes` of pinned (or, failing that, pageable) memory; contents are not preserved. */
     vcclResult_t get(size_t bytes, void** out);
+    /* Exchanges the memory of two buffers (a destroyed communicator's goes to its teardown). */
+    void swap(StagingBuffer& other) {
+        std::swap(ptr_, other.ptr_);
+        std::swap(bytes_, other.bytes_);
+        std::swap(pinned_, other.pinned_);
+    }
     /* Frees the memory now (a destroyed communicator's). */
     void release() {
         this->~StagingBuffer();
@@ -64,8 +71,9 @@ public:
     /* Calls `fn` once every call recorded so far has run on the device: now when it has (or nothing was
      * recorded), else from a thread that polls for it. For cudaFree at destroy, which would wait for the
      * whole GPU, also for a stream the caller's own work keeps blocked. `never_now`: from a thread also when
-     * the calls have run, since the GPU may still be busy (or blocked) with other work (vcclCommAbort). */
-    void run_when_done(std::function<void()> fn, bool never_now = false);
+     * the calls have run, since the GPU may still be busy (or blocked) with other work (vcclCommAbort);
+     * `device`: the GPU the thread works on when no call was recorded (the communicator's). */
+    void run_when_done(std::function<void()> fn, bool never_now = false, int device = -1);
 private:
     void* event_ = nullptr; // cudaEvent_t, made on first use
     int event_device_ = -1;
