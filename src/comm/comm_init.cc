@@ -367,6 +367,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     }
     comm->idle_progress.reset(); // before the transport goes
     vcclResult_t status = vcclSuccess;
+    auto staging = std::make_shared<StagingBuffer>();
     {
         // An operation running on another thread sees `aborted` and ends within milliseconds.
         std::lock_guard<std::mutex> lock(comm->op_mutex);
@@ -382,7 +383,13 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         }
         std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
         comm->telemetry.reset(); // after the transport: closing may still complete requests
-        // A call of another thread waiting for the lock (misuse, but not a crash) finds the communicator gone.
+        staging->swap(comm->staging); // freed with the GPU state below
+        // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
+        // address came back for the next communicator, and a stale handle then passed the live-handle check and
+        // acted on the new one (even destroying it); and a call of another thread that had passed that check
+        // and waited for the operation lock locked freed memory, or ran on a communicator being taken apart.
+        // Now such a call finds `aborted` under the lock and returns vcclInvalidUsage, and a stale handle is
+        // never live again.
         comm->aborted.store(true);
     }
     // cudaFree of the flag buffer and the reduction scratch waits for the whole GPU: while the communicator's
@@ -393,11 +400,6 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     // copies into it queued there.
     std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
     auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
-    auto staging = std::make_shared<StagingBuffer>();
-    {
-        std::lock_guard<std::mutex> lock(comm->op_mutex);
-        staging->swap(comm->staging);
-    }
     const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
     const int device = ipc != nullptr ? ipc->device() : -1;
     comm->stream_order.run_when_done(
@@ -408,17 +410,10 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         },
         on_thread, device);
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");
-    // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
-    // address came back for the next communicator, and a stale handle then passed the live-handle check and
-    // acted on the new one (even destroying it); and a call of another thread that had passed that check and
-    // waited for the operation lock locked freed memory. Now such a call finds `aborted` under the lock and
-    // returns vcclInvalidUsage, and a stale handle is never live again.
-    comm->aborted.store(true);
     {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         comm->bootstrap.reset();
         comm->scratch.release();
-        comm->staging.release();
         comm->side_stream.release();
         comm->registrations.clear();
     }

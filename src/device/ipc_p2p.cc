@@ -766,7 +766,7 @@ private:
     uint64_t direct_sends_ = 0;
     uint64_t block_reopens_ = 0;
     size_t max_mappings_ = 64;    // VCCL_P2P_MAX_MAPPINGS
-    uint64_t evictions_ = 0;      // mappings let go to make room (each waited for the device)
+    uint64_t evictions_ = 0;      // mappings let go to make room (a CUDA IPC one waited for the device)
     static constexpr int kPrivateStreams = 4;
     static constexpr int64_t kReadyGraceMs = 500; // release_waits: how long a peer may still post its READY
     /* Reading and releasing this rank's own flags: several streams, since one of them may share a hardware

@@ -26,19 +26,6 @@ MemType mem_type_of(const void* ptr) {
     return MemType::Host;
 }
 
-vcclResult_t stream_synchronize(vcclStream_t stream) {
-    if (stream == nullptr) return vcclSuccess;
-#if VCCL_HAVE_CUDA
-    cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream));
-    if (err != cudaSuccess) {
-        return set_last_error(vcclUnhandledCudaError, "cudaStreamSynchronize failed: %s", cudaGetErrorString(err));
-    }
-    return vcclSuccess;
-#else
-    return set_last_error(vcclInvalidArgument, "a non-NULL stream was passed but vccl was built without CUDA");
-#endif
-}
-
 vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed) {
     if (stream == nullptr) return vcclSuccess;
 #if VCCL_HAVE_CUDA

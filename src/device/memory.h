@@ -13,11 +13,10 @@ namespace vccl {
 
 /* Where ptr lives. Host (pageable, pinned or managed) unless CUDA reports device memory. */
 MemType mem_type_of(const void* ptr);
-/* Waits for the stream's work (a no-op for NULL). Without CUDA a non-NULL stream is an invalid argument. */
-vcclResult_t stream_synchronize(vcclStream_t stream);
-/* The same, but every 10 ms of waiting asks `failed` whether the wait can still end (a peer the stream waits
- * for may have given up): when it returns an error (which it has set), the wait stops with it, the stream's
- * work left enqueued. Polls the stream instead of blocking in the driver, spinning for the first millisecond. */
+/* Waits for the stream's work (a no-op for NULL; without CUDA a non-NULL stream is an invalid argument). Every
+ * 10 ms of waiting it asks `failed` whether the wait can still end (a peer the stream waits for may have given
+ * up): when it returns an error (which it has set), the wait stops with it, the stream's work left enqueued.
+ * Polls the stream instead of blocking in the driver, spinning for the first millisecond. */
 vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed);
 
 /* The GPU `stream` belongs to (the current one for the NULL and per-thread streams); false without CUDA. */

@@ -204,10 +204,11 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
         fn();
         return;
     }
-    if (!pending) ev = nullptr; // nothing to wait for (the event, if any, stays ours)
     if (pending) {
         event_ = nullptr; // the thread owns it now
         recorded_ = false;
+    } else {
+        ev = nullptr; // nothing to wait for (the event, if any, stays ours)
     }
     // Never the calling thread's current GPU: a watchdog thread that aborts may never have chosen one (0).
     const int device = event_device_ >= 0 ? event_device_ : fallback_device;
