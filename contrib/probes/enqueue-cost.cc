@@ -4,7 +4,8 @@
  * operation (cuStreamWriteValue32, cuStreamBatchMemOp) and an event record. Copies go to a second mapping of
  * a VMM allocation, as into a peer's buffer. It bounds what the SM-free path can reach for small messages:
  * each send/recv pays at least one copy and two memory operations on the host (docs/PERFORMANCE.md,
- * "Fourteenth session"). Not built by make:
+ * "Fourteenth session"); and whether one enqueue of several pieces of work (batched copies, a graph launched
+ * per call) costs less ("Fifteenth session"). Not built by make:
  *   nvcc -O2 -std=c++17 -o enqueue-cost contrib/probes/enqueue-cost.cc && ./enqueue-cost
  */
 #include <cuda.h>
@@ -59,6 +60,45 @@ int main() {
     ops[1].waitValue.operation = CU_STREAM_MEM_OP_WAIT_VALUE_32; ops[1].waitValue.address = (CUdeviceptr)flag; ops[1].waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
     time("cuStreamBatchMemOp (write + wait)", [&] { ops[0].writeValue.value = ++v; ops[1].waitValue.value = v; return batch(cs, 2, ops, 0) == CUDA_SUCCESS; });
     time("cudaEventRecord", [&] { static cudaEvent_t e = nullptr; if (!e) cudaEventCreateWithFlags(&e, cudaEventDisableTiming); return cudaEventRecord(e, s) == cudaSuccess; });
+    // One enqueue for several pieces of work: batched copies, and graphs instantiated once and launched per
+    // call (a send's READY wait, copy and DONE write would be one launch; the values change per transfer).
+    for (size_t count : {size_t(1), size_t(4), size_t(16)}) {
+        void* dsts[16]; const void* srcs[16]; size_t sizes[16];
+        for (size_t i = 0; i < count; ++i) { dsts[i] = (char*)b + 64 * i; srcs[i] = (char*)src + 64 * i; sizes[i] = 8; }
+        cudaMemcpyAttributes attr{}; attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream; size_t idx = 0;
+        char name[64]; snprintf(name, sizeof(name), "cudaMemcpyBatchAsync, %zu copies of 8 B", count);
+        time(name, [&] { return cudaMemcpyBatchAsync(dsts, srcs, sizes, count, &attr, &idx, 1, s) == cudaSuccess; });
+    }
+    decltype(&cuGraphAddBatchMemOpNode) add_memop; decltype(&cuGraphExecBatchMemOpNodeSetParams) set_memop;
+    if (!entry("cuGraphAddBatchMemOpNode", &add_memop) || !entry("cuGraphExecBatchMemOpNodeSetParams", &set_memop)) { printf("no graph entry\n"); return 1; }
+    CUcontext ctx; cuCtxGetCurrent(&ctx);
+    {   // a graph of one 8-byte copy
+        cudaGraph_t gr; cudaGraphCreate(&gr, 0); cudaGraphNode_t node;
+        cudaGraphAddMemcpyNode1D(&node, gr, nullptr, 0, (void*)b, src, 8, cudaMemcpyDeviceToDevice);
+        cudaGraphExec_t ex; if (cudaGraphInstantiate(&ex, gr, 0) != cudaSuccess) { printf("instantiate failed\n"); return 1; }
+        time("cudaGraphLaunch: one 8 B copy", [&] { return cudaGraphLaunch(ex, s) == cudaSuccess; });
+    }
+    {   // memory operations (write + wait), an 8-byte copy, a write: a send's stream work in one launch
+        CUstreamBatchMemOpParams pre[2], post[1]; memset(pre, 0, sizeof(pre)); memset(post, 0, sizeof(post));
+        pre[0] = ops[0]; pre[1] = ops[1]; post[0] = ops[0];
+        post[0].writeValue.address = (CUdeviceptr)(flag + 1);
+        pre[0].writeValue.value = pre[1].waitValue.value = 1; post[0].writeValue.value = 1;
+        CUDA_BATCH_MEM_OP_NODE_PARAMS pp{ctx, 2, pre, 0}, qp{ctx, 1, post, 0};
+        cudaGraph_t gr; cudaGraphCreate(&gr, 0); CUgraphNode n1, n3; cudaGraphNode_t n2;
+        if (add_memop(&n1, (CUgraph)gr, nullptr, 0, &pp) != CUDA_SUCCESS) { printf("memop node failed\n"); return 1; }
+        cudaGraphNode_t d1 = (cudaGraphNode_t)n1;
+        cudaGraphAddMemcpyNode1D(&n2, gr, &d1, 1, (void*)b, src, 8, cudaMemcpyDeviceToDevice);
+        if (add_memop(&n3, (CUgraph)gr, (CUgraphNode*)&n2, 1, &qp) != CUDA_SUCCESS) { printf("memop node 2 failed\n"); return 1; }
+        cudaGraphExec_t ex; if (cudaGraphInstantiate(&ex, gr, 0) != cudaSuccess) { printf("instantiate 2 failed\n"); return 1; }
+        time("cudaGraphLaunch: memops, 8 B copy, memop", [&] { return cudaGraphLaunch(ex, s) == cudaSuccess; });
+        time("  the same with new values set first", [&] {
+            ++v; pre[0].writeValue.value = v; pre[1].waitValue.value = v; post[0].writeValue.value = v;
+            return set_memop((CUgraphExec)ex, n1, &pp) == CUDA_SUCCESS && set_memop((CUgraphExec)ex, n3, &qp) == CUDA_SUCCESS &&
+                   cudaGraphLaunch(ex, s) == cudaSuccess; });
+        time("  setting new values only (two nodes)", [&] {
+            ++v; pre[0].writeValue.value = v; pre[1].waitValue.value = v; post[0].writeValue.value = v;
+            return set_memop((CUgraphExec)ex, n1, &pp) == CUDA_SUCCESS && set_memop((CUgraphExec)ex, n3, &qp) == CUDA_SUCCESS; });
+    }
     int dev; time("cudaGetDevice", [&] { return cudaGetDevice(&dev) == cudaSuccess; });
     cudaPointerAttributes at; time("cudaPointerGetAttributes", [&] { return cudaPointerGetAttributes(&at, (void*)b) == cudaSuccess; });
     return 0;

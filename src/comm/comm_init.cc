@@ -368,6 +368,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     comm->idle_progress.reset(); // before the transport goes
     vcclResult_t status = vcclSuccess;
     auto staging = std::make_shared<StagingBuffer>();
+    auto landing = std::make_shared<StagingBuffer>();
     {
         // An operation running on another thread sees `aborted` and ends within milliseconds.
         std::lock_guard<std::mutex> lock(comm->op_mutex);
@@ -384,6 +385,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
         comm->telemetry.reset(); // after the transport: closing may still complete requests
         staging->swap(comm->staging); // freed with the GPU state below
+        landing->swap(comm->fifo_landing);
         // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
         // address came back for the next communicator, and a stale handle then passed the live-handle check and
         // acted on the new one (even destroying it); and a call of another thread that had passed that check
@@ -396,17 +398,19 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     // last device work has not run (a stream the caller's own work still blocks), they are freed by a thread
     // once it has, so destroy and abort do not wait for the device. Abort hands them to the thread in any case:
     // other work may keep the GPU busy or blocked (a watchdog aborting beside a hung stream waited for it).
-    // The staging buffer too: a call that stopped waiting for its stream (comm_stream_wait) may have left
-    // copies into it queued there.
+    // The staging buffers too: a call that stopped waiting for its stream (comm_stream_wait) may have left
+    // copies into them queued there.
     std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
     auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
     const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
     const int device = ipc != nullptr ? ipc->device() : -1;
     comm->stream_order.run_when_done(
-        [ipc = std::move(ipc), scratch = std::move(scratch), staging = std::move(staging)]() mutable {
+        [ipc = std::move(ipc), scratch = std::move(scratch), staging = std::move(staging),
+         landing = std::move(landing)]() mutable {
             ipc.reset();
             scratch.reset();
             staging.reset();
+            landing.reset();
         },
         on_thread, device);
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");

@@ -38,8 +38,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops);
  * waiting it looks whether the wait can still end: vcclCommAbort on another thread (which needs this call's
  * lock) and, on a communicator with the direct device path, a failed peer (failed_peer_polled: the stream
  * may wait for that peer's flags, which never come); vcclRemoteError then, the communicator failed as
- * vcclCommGetAsyncError would find it. Work the call enqueued before the wait stays queued: a receive into
- * host memory through the staging FIFO may still land in the caller's buffer after the error. */
+ * vcclCommGetAsyncError would find it. Work the call enqueued before the wait stays queued, so what it
+ * writes must not be the caller's memory (p2p_exec.cc lands FIFO receives into host memory in pinned memory
+ * of the communicator's, and copies them out after this wait). */
 vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream);
 
 } // namespace vccl

@@ -299,6 +299,34 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
             rounds = std::max(rounds, counts[k]);
         }
     }
+    // Receives into host memory land in pinned memory of the communicator's first, and reach the caller's
+    // buffer only once their stream is waited for below. A wait that ends with an error (a failed peer, an
+    // abort) leaves the copy queued: it must not land in a buffer whose call failed (and which may be freed
+    // by then). Pinned also keeps cudaMemcpyAsync from waiting for the stream itself, as it does into pageable
+    // memory, where a blocked stream would hold this call beyond the reach of abort. Only without pinned
+    // memory does the copy go to the caller's buffer directly (as before).
+    std::vector<void*> landing(n, nullptr);
+    {
+        size_t total = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
+                total += (ops[i]->bytes + 63) & ~size_t(63);
+        }
+        void* base = nullptr;
+        if (total > 0) {
+            vcclResult_t r = comm->fifo_landing.get(total, &base);
+            if (r != vcclSuccess) return give_up_rest(r);
+            if (!comm->fifo_landing.pinned()) base = nullptr;
+        }
+        char* cursor = static_cast<char*>(base);
+        for (size_t i = 0; i < n; ++i) {
+            if (path[i] != Path::Fifo || ops[i]->kind != OpKind::Recv) continue;
+            landing[i] = ops[i]->recvbuf;
+            if (cursor == nullptr || ops[i]->mem != MemType::Host) continue;
+            landing[i] = cursor;
+            cursor += (ops[i]->bytes + 63) & ~size_t(63);
+        }
+    }
     for (size_t r = 0; r < rounds; ++r) {
         for (OpKind kind : {OpKind::Send, OpKind::Recv}) {
             for (size_t i = 0; i < n; ++i) {
@@ -307,7 +335,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
                 posted[i] = 1; // post_fifo_* give up by themselves when they fail
                 vcclResult_t res =
                     kind == OpKind::Send ? ipc->post_fifo_send(op->peer, op->sendbuf, op->bytes, op->stream)
-                                         : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? op->recvbuf : nullptr,
+                                         : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? landing[i] : nullptr,
                                                                op->bytes, op->mem == MemType::Host, op->stream);
                 if (res != vcclSuccess) return give_up_rest(res);
             }
@@ -326,8 +354,9 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
     VCCL_RETURN_IF_ERROR(ipc->flush()); // before the host waits below, and before the caller enqueues more
     // Receives into host memory complete before the call returns, as on the host transport.
     for (size_t i = 0; i < n; ++i) {
-        if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
-            VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, ops[i]->stream));
+        if (path[i] != Path::Fifo || ops[i]->kind != OpKind::Recv || ops[i]->mem != MemType::Host) continue;
+        VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, ops[i]->stream));
+        if (landing[i] != ops[i]->recvbuf && ops[i]->bytes > 0) memcpy(ops[i]->recvbuf, landing[i], ops[i]->bytes);
     }
     rest->clear();
     for (size_t i = 0; i < n; ++i) {

@@ -1,7 +1,9 @@
 #include "device/staging.h"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <thread>
 
 #include "config.h"
@@ -196,6 +198,41 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>& streams) {
     return vcclSuccess;
 }
 
+namespace {
+
+/* The teardown threads of run_when_done, and the process's exit. A detached thread that frees GPU memory while
+ * the process exits would race CUDA's own teardown (its handlers run at exit too), so the first thread
+ * constructs a static guard, whose destructor runs at exit before the CUDA runtime's handlers (registered
+ * earlier, run later) and stops them: a thread still waiting for the device frees nothing (the process's exit
+ * frees it all), and one already freeing is waited for, up to kExitWaitMs (cudaFree may wait for a GPU that
+ * other work keeps busy or blocked). Never destroyed itself: a thread may outlive static destruction. */
+struct Teardowns {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int freeing = 0;
+    bool exiting = false;
+};
+Teardowns& teardowns() {
+    static Teardowns* t = new Teardowns;
+    return *t;
+}
+constexpr int kExitWaitMs = 2000;
+struct TeardownExitGuard {
+    ~TeardownExitGuard() {
+        Teardowns& t = teardowns();
+        std::unique_lock<std::mutex> lock(t.mutex);
+        t.exiting = true;
+        t.changed.wait_for(lock, std::chrono::milliseconds(kExitWaitMs), [&] { return t.freeing == 0; });
+    }
+};
+bool exiting() {
+    Teardowns& t = teardowns();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    return t.exiting;
+}
+
+} // namespace
+
 void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fallback_device) {
     cudaEvent_t ev = static_cast<cudaEvent_t>(event_);
     const bool pending = recorded_ && ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady;
@@ -212,18 +249,32 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
     }
     // Never the calling thread's current GPU: a watchdog thread that aborts may never have chosen one (0).
     const int device = event_device_ >= 0 ? event_device_ : fallback_device;
+    static TeardownExitGuard guard; // constructed with the first thread, after the CUDA runtime's handlers
     // fn moves into the thread, so the last references it holds are dropped there, not here.
-    std::thread([ev, fn = std::move(fn), device] {
+    std::thread([ev, fn = std::move(fn), device]() mutable {
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
         // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
         // (memory taken there, and an error where GPUs are in exclusive-process mode).
         if (device >= 0) cudaSetDevice(device);
         // Any other answer (an error, the runtime shutting down at exit) ends the wait as well.
-        while (ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady) {
+        while (ev != nullptr && cudaEventQuery(ev) == cudaErrorNotReady && !exiting()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
+        Teardowns& t = teardowns();
+        {
+            std::lock_guard<std::mutex> lock(t.mutex);
+            if (t.exiting) { // the process exits: free nothing, not even by fn's destructor
+                new std::function<void()>(std::move(fn));
+                return;
+            }
+            ++t.freeing;
+        }
         fn();
+        fn = nullptr; // the references it held go now, inside the count
         if (ev != nullptr) cudaEventDestroy(ev);
+        std::lock_guard<std::mutex> lock(t.mutex);
+        --t.freeing;
+        t.changed.notify_all();
     }).detach();
 }
 

@@ -28,6 +28,8 @@ public:
         std::swap(bytes_, other.bytes_);
         std::swap(pinned_, other.pinned_);
     }
+    /* Whether the memory is pinned: an asynchronous copy into pageable memory makes the host wait for it. */
+    bool pinned() const { return pinned_; }
     /* Frees the memory now (a destroyed communicator's). */
     void release() {
         this->~StagingBuffer();

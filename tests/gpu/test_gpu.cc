@@ -15,8 +15,9 @@
  *  - the calling thread never waits for the device: with a kernel blocking the stream on a host flag, every
  *    call returns at once (direct path, and host staging through the proxy with VCCL_P2P_DIRECT=0:
  *    np2_shared_gpu_staged.sh), also with a small staging pool, many receive buffers, a host-memory call
- *    behind, and vcclCommAbort;
+ *    behind, and vcclCommAbort (a FIFO receive into host memory it ends leaves the caller's buffer alone);
  *  - small receive buffers of one 2 MiB block, received into in turn, are mapped by the sender once;
+ *  - two communicators send into one receive buffer, freed and made again at the same address;
  *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
  *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError and refuses the calls after it, a
  *    receiving stream goes on, a sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by
@@ -24,7 +25,7 @@
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  * The stream-order cases (and send/recv to the rank itself, several streams in one group) are in
  * test_gpu_streams.cc, most of the asynchronous ones in test_gpu_async.cc, the failing peers in
- * test_gpu_failure.cc, the helpers in gpu_test_util.h.
+ * test_gpu_failure.cc, mappings shared by communicators in test_gpu_mappings.cc, the helpers in gpu_test_util.h.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -2,7 +2,8 @@
  * Device-memory tests of the calling thread never waiting for the device (part of tests/gpu/test_gpu;
  * test_gpu.cc lists them all): with a kernel blocking the stream on a host flag every call returns at once, on
  * the direct path and through host staging (np2_shared_gpu_staged.sh), with a small staging pool, many receive
- * buffers, a host-memory call behind, sequence numbers that wrap, and vcclCommAbort.
+ * buffers, a host-memory call behind, sequence numbers that wrap, and vcclCommAbort (also of a FIFO receive
+ * into host memory, which must not land after the error).
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -468,6 +469,85 @@ TEST(GpuAsync, AbortFromAnotherThreadEndsAHostCallWaitingForTheStream) {
         gate.open();
     }
     expect_stream_goes_on(s.s, "an abort from another thread");
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+
+/* A receive into host memory through the staging FIFO, on a stream a kernel blocks, and vcclCommAbort from
+ * another thread: the call returns vcclRemoteError, and when the stream moves on later, the copy it had
+ * enqueued must not land in the caller's buffer (the call failed; the buffer may be freed by then). Before,
+ * the copy went to the caller's buffer directly: cudaMemcpyAsync into its pageable memory waited for the
+ * blocked stream itself (the call, and the abort behind its lock, waited for the 6 s timer), and the data then
+ * landed after the error. Rank 0 sends 4 KiB from device memory (through the FIFO: its call returns at once);
+ * rank 1 receives into a std::vector. Run by np2_shared_gpu_fifo.sh (the FIFO is off by default). */
+TEST(GpuFailure, AbortedFifoReceiveIntoHostMemoryLeavesTheBufferAlone) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (fifo_bytes() < 4096) GTEST_SKIP() << "needs VCCL_P2P_FIFO_BYTES >= 4096 (np2_shared_gpu_fifo.sh)";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the staging FIFO is the direct path's";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int rank = world_rank();
+    const size_t bytes = 4096;
+    const char kUntouched = 0x5a;
+    Stream s;
+    Gate gate;
+    ASSERT_ALL_RANKS(gate.dev != nullptr);
+    DevBuf src(bytes);
+    std::vector<char> pattern(bytes), theirs(bytes, kUntouched);
+    for (size_t i = 0; i < bytes; ++i) pattern[i] = char(i * 7 + 1);
+    src.upload(pattern);
+    std::string why;
+    if (rank == 0) {
+        vcclResult_t r = vcclSend(src.ptr(), bytes, vcclUint8, 1, comm, s.s);
+        if (r != vcclSuccess) why = "the send failed: " + result_str(r);
+    } else if (rank == 1) {
+        double call_took = 0, abort_took = 0;
+        vcclResult_t r = vcclSuccess, end = vcclSuccess;
+        GateTimer opener(&gate, 6000);
+        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
+        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+        if (why.empty()) {
+            std::thread aborter([&] {
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                auto t0 = std::chrono::steady_clock::now();
+                end = vcclCommAbort(comm);
+                abort_took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            });
+            double t0 = MPI_Wtime();
+            r = vcclRecv(theirs.data(), bytes, vcclUint8, 0, comm, s.s);
+            call_took = MPI_Wtime() - t0;
+            aborter.join();
+        }
+        printf("[rank 1] FIFO receive into host memory returned %s after %.3f s; abort returned %s after %.3f s%s\n",
+               result_str(r).c_str(), call_took, result_str(end).c_str(), abort_took,
+               opener.fired() ? " (the gate timer fired)" : "");
+        if (why.empty() && opener.fired()) {
+            why = "the receive (and the abort) waited for the blocked stream until the 6 s timer opened it";
+        } else if (why.empty() && r == vcclSuccess) {
+            why = "the receive behind the blocked stream returned success though the communicator was aborted";
+        } else if (why.empty() && (call_took > 2.0 || abort_took > 2.0)) {
+            why = "receive " + std::to_string(call_took) + " s, abort " + std::to_string(abort_took) + " s";
+        } else if (why.empty() && end != vcclSuccess) {
+            why = "abort failed: " + result_str(end);
+        }
+        opener.disarm();
+        gate.open();
+        expect_stream_goes_on(s.s, "an aborted FIFO receive into host memory");
+        size_t landed = 0;
+        for (size_t i = 0; i < bytes; ++i) landed += theirs[i] != kUntouched;
+        if (why.empty() && landed > 0) {
+            why = std::to_string(landed) + " bytes of the failed receive's buffer were written after it returned " +
+                  result_str(r);
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank != 1) {
+        vcclResult_t end = vcclCommAbort(comm);
+        if (why.empty() && end != vcclSuccess) why = "abort failed: " + result_str(end);
+        expect_stream_goes_on(s.s, "a FIFO send to an aborted peer");
+    }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
     MPI_Barrier(MPI_COMM_WORLD);
 }
