@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 #include <mutex>
 #include <string>
 
@@ -50,6 +51,7 @@ struct vcclComm {
     std::unique_ptr<vccl::IpcP2p> ipc; // direct GPU send/recv on one host (NULL when disabled)
     vccl::StagingBuffer staging;       // the synchronous staging path (device/staging.h)
     vccl::StagingBuffer fifo_landing;  // receives into host memory through the staging FIFO land here first
+    std::vector<std::unique_ptr<vccl::StagingBuffer>> fifo_landing_outgrown; // freed with the teardown (p2p_exec.cc)
     std::atomic<int> staged_pending{0};              // staged jobs queued or running: they own the transport
     bool staged_queue_unavailable = false;           // made once and failed, or VCCL_STAGING_ASYNC=0
     uint64_t staging_pool_bytes = 0;                 // VCCL_STAGING_POOL_BYTES at creation

@@ -369,6 +369,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     vcclResult_t status = vcclSuccess;
     auto staging = std::make_shared<StagingBuffer>();
     auto landing = std::make_shared<StagingBuffer>();
+    auto outgrown = std::make_shared<std::vector<std::unique_ptr<StagingBuffer>>>();
     {
         // An operation running on another thread sees `aborted` and ends within milliseconds.
         std::lock_guard<std::mutex> lock(comm->op_mutex);
@@ -386,6 +387,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->telemetry.reset(); // after the transport: closing may still complete requests
         staging->swap(comm->staging); // freed with the GPU state below
         landing->swap(comm->fifo_landing);
+        outgrown->swap(comm->fifo_landing_outgrown);
         // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
         // address came back for the next communicator, and a stale handle then passed the live-handle check and
         // acted on the new one (even destroying it); and a call of another thread that had passed that check
@@ -406,11 +408,12 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     const int device = ipc != nullptr ? ipc->device() : -1;
     comm->stream_order.run_when_done(
         [ipc = std::move(ipc), scratch = std::move(scratch), staging = std::move(staging),
-         landing = std::move(landing)]() mutable {
+         landing = std::move(landing), outgrown = std::move(outgrown)]() mutable {
             ipc.reset();
             scratch.reset();
             staging.reset();
             landing.reset();
+            outgrown.reset();
         },
         on_thread, device);
     VCCL_INFO(kLogInit, "%s: rank %d %s", comm->name.c_str(), comm->rank, abort ? "aborted" : "destroyed");

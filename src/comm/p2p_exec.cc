@@ -116,6 +116,43 @@ vcclResult_t run_p2p(vcclComm* comm, const std::vector<const Op*>& ops, long onl
     return status;
 }
 
+/* Room a FIFO receive into host memory takes in the landing memory (aligned for the next one). */
+size_t landing_span(size_t bytes) { return (bytes + 63) & ~size_t(63); }
+
+/* Pinned memory for `total` bytes of FIFO receives into host memory; *out nullptr when none could be pinned
+ * (the copies then go to the callers' buffers directly). The memory is allocated with the communicator's GPU
+ * current. Outgrown memory is not freed here: cudaFreeHost waits for the whole GPU, and this runs under the
+ * communicator's lock, so it goes with the teardown; growing at least doubles, so few are kept. */
+vcclResult_t landing_memory(vcclComm* comm, size_t total, char** out) {
+    *out = nullptr;
+    StagingBuffer& now = comm->fifo_landing;
+    if (now.bytes() > 0 && now.bytes() < total) {
+        total = std::max(total, 2 * now.bytes());
+        comm->fifo_landing_outgrown.emplace_back(new StagingBuffer);
+        comm->fifo_landing_outgrown.back()->swap(now);
+    }
+    void* base = nullptr;
+    VCCL_RETURN_IF_ERROR(now.get(total, &base, comm->ipc->device()));
+    if (now.pinned()) *out = static_cast<char*>(base);
+    return vcclSuccess;
+}
+
+/* A call that returns with landing copies posted and not all waited for (an error anywhere after them) leaves
+ * copies queued into the landing memory: it is given up for good (never freed, never reused), so neither a
+ * later call's data nor a free can meet them. Only after a failure, and at most the FIFO's bytes per receive. */
+struct LandingInUse {
+    explicit LandingInUse(vcclComm* c) : comm(c) {}
+    ~LandingInUse() {
+        if (!posted) return;
+        StagingBuffer* abandoned = new StagingBuffer; // deliberately leaked
+        abandoned->swap(comm->fifo_landing);
+    }
+    LandingInUse(const LandingInUse&) = delete;
+    LandingInUse& operator=(const LandingInUse&) = delete;
+    vcclComm* comm;
+    bool posted = false;
+};
+
 /*
  * Transfers with peers on this host (device/ipc_p2p.h). The sender describes its buffer first and picks the
  * path: the receiver's staging FIFO (small, from device memory) or a rendezvous. Every receiver waits for
@@ -274,6 +311,31 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         }
         return failed;
     };
+    // Receives into host memory through the FIFO land in pinned memory of the communicator's first, and reach
+    // the caller's buffer only once their stream is waited for (the end of this function). A wait that ends
+    // with an error (a failed peer, an abort) leaves the copy queued: it must not land in a buffer whose call
+    // failed (and which may be freed by then). Pinned also keeps cudaMemcpyAsync from waiting for the stream
+    // itself, as it does into pageable memory, where a blocked stream would hold this call beyond the reach of
+    // abort. Only without pinned memory does the copy go to the caller's buffer directly (as before).
+    std::vector<void*> landing(n, nullptr);
+    LandingInUse landing_in_use(comm);
+    {
+        size_t total = 0;
+        for (size_t i = 0; i < n; ++i) {
+            if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
+                total += landing_span(ops[i]->bytes);
+        }
+        char* cursor = nullptr;
+        vcclResult_t r = total > 0 ? landing_memory(comm, total, &cursor) : vcclSuccess;
+        if (r != vcclSuccess) return give_up_rest(r);
+        for (size_t i = 0; i < n; ++i) {
+            if (path[i] != Path::Fifo || ops[i]->kind != OpKind::Recv) continue;
+            landing[i] = ops[i]->recvbuf;
+            if (cursor == nullptr || ops[i]->mem != MemType::Host) continue;
+            landing[i] = cursor;
+            cursor += landing_span(ops[i]->bytes);
+        }
+    }
     for (size_t i = 0; i < n; ++i) {
         if (path[i] != Path::Direct || ops[i]->kind != OpKind::Recv) continue;
         posted[i] = 1; // given up by post_recv_ready itself when it fails
@@ -299,40 +361,13 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
             rounds = std::max(rounds, counts[k]);
         }
     }
-    // Receives into host memory land in pinned memory of the communicator's first, and reach the caller's
-    // buffer only once their stream is waited for below. A wait that ends with an error (a failed peer, an
-    // abort) leaves the copy queued: it must not land in a buffer whose call failed (and which may be freed
-    // by then). Pinned also keeps cudaMemcpyAsync from waiting for the stream itself, as it does into pageable
-    // memory, where a blocked stream would hold this call beyond the reach of abort. Only without pinned
-    // memory does the copy go to the caller's buffer directly (as before).
-    std::vector<void*> landing(n, nullptr);
-    {
-        size_t total = 0;
-        for (size_t i = 0; i < n; ++i) {
-            if (path[i] == Path::Fifo && ops[i]->kind == OpKind::Recv && ops[i]->mem == MemType::Host)
-                total += (ops[i]->bytes + 63) & ~size_t(63);
-        }
-        void* base = nullptr;
-        if (total > 0) {
-            vcclResult_t r = comm->fifo_landing.get(total, &base);
-            if (r != vcclSuccess) return give_up_rest(r);
-            if (!comm->fifo_landing.pinned()) base = nullptr;
-        }
-        char* cursor = static_cast<char*>(base);
-        for (size_t i = 0; i < n; ++i) {
-            if (path[i] != Path::Fifo || ops[i]->kind != OpKind::Recv) continue;
-            landing[i] = ops[i]->recvbuf;
-            if (cursor == nullptr || ops[i]->mem != MemType::Host) continue;
-            landing[i] = cursor;
-            cursor += (ops[i]->bytes + 63) & ~size_t(63);
-        }
-    }
     for (size_t r = 0; r < rounds; ++r) {
         for (OpKind kind : {OpKind::Send, OpKind::Recv}) {
             for (size_t i = 0; i < n; ++i) {
                 if ((path[i] != Path::Fifo && path[i] != Path::FifoDrop) || round[i] != r || ops[i]->kind != kind) continue;
                 const Op* op = ops[i];
                 posted[i] = 1; // post_fifo_* give up by themselves when they fail
+                if (kind == OpKind::Recv && path[i] == Path::Fifo && landing[i] != op->recvbuf) landing_in_use.posted = true;
                 vcclResult_t res =
                     kind == OpKind::Send ? ipc->post_fifo_send(op->peer, op->sendbuf, op->bytes, op->stream)
                                          : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? landing[i] : nullptr,
@@ -358,6 +393,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, ops[i]->stream));
         if (landing[i] != ops[i]->recvbuf && ops[i]->bytes > 0) memcpy(ops[i]->recvbuf, landing[i], ops[i]->bytes);
     }
+    landing_in_use.posted = false; // every landing copy has run
     rest->clear();
     for (size_t i = 0; i < n; ++i) {
         if (path[i] == Path::Host) rest->push_back(ops[i]);

@@ -1,5 +1,7 @@
 #include "device/staging.h"
 
+#include <pthread.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -40,7 +42,7 @@ StagingBuffer::~StagingBuffer() {
     }
 }
 
-vcclResult_t StagingBuffer::get(size_t bytes, void** out) {
+vcclResult_t StagingBuffer::get(size_t bytes, void** out, int device) {
     if (bytes <= bytes_ && ptr_ != nullptr) {
         *out = ptr_;
         return vcclSuccess;
@@ -49,7 +51,14 @@ vcclResult_t StagingBuffer::get(size_t bytes, void** out) {
     ptr_ = nullptr;
     bytes_ = 0;
     size_t want = bytes < 4096 ? 4096 : bytes;
+    int saved = -1;
+    if (device >= 0 && cudaGetDevice(&saved) == cudaSuccess && saved != device && cudaSetDevice(device) == cudaSuccess) {
+        // restored below
+    } else {
+        saved = -1;
+    }
     pinned_ = cudaMallocHost(&ptr_, want) == cudaSuccess;
+    if (saved >= 0) cudaSetDevice(saved);
     if (!pinned_) {
         cudaGetLastError();
         ptr_ = malloc(want);
@@ -212,10 +221,10 @@ struct Teardowns {
     int freeing = 0;
     bool exiting = false;
 };
-Teardowns& teardowns() {
-    static Teardowns* t = new Teardowns;
-    return *t;
-}
+Teardowns* g_teardowns = new Teardowns;
+Teardowns& teardowns() { return *g_teardowns; }
+/* A child of fork has none of the parent's threads, but may inherit a count or a locked mutex: a fresh state. */
+void teardowns_after_fork_in_child() { g_teardowns = new Teardowns; }
 constexpr int kExitWaitMs = 2000;
 struct TeardownExitGuard {
     ~TeardownExitGuard() {
@@ -250,6 +259,8 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
     // Never the calling thread's current GPU: a watchdog thread that aborts may never have chosen one (0).
     const int device = event_device_ >= 0 ? event_device_ : fallback_device;
     static TeardownExitGuard guard; // constructed with the first thread, after the CUDA runtime's handlers
+    static const int fork_handler = pthread_atfork(nullptr, nullptr, teardowns_after_fork_in_child);
+    (void)fork_handler;
     // fn moves into the thread, so the last references it holds are dropped there, not here.
     std::thread([ev, fn = std::move(fn), device]() mutable {
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
@@ -294,7 +305,7 @@ vcclResult_t DeviceScratch::get(size_t, vcclStream_t, void**) {
 
 StagingBuffer::~StagingBuffer() { free(ptr_); }
 
-vcclResult_t StagingBuffer::get(size_t, void**) {
+vcclResult_t StagingBuffer::get(size_t, void**, int) {
     return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
 }
 

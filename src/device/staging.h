@@ -20,8 +20,11 @@ namespace vccl {
 class StagingBuffer {
 public:
     ~StagingBuffer();
-    /* At least `bytes` of pinned (or, failing that, pageable) memory; contents are not preserved. */
-    vcclResult_t get(size_t bytes, void** out);
+    /* At least `bytes` of pinned (or, failing that, pageable) memory; contents are not preserved. Pinned
+     * memory is allocated with `device` current where it is >= 0 (a host-memory call's thread may have none:
+     * GPU 0 would get a context). */
+    vcclResult_t get(size_t bytes, void** out, int device = -1);
+    size_t bytes() const { return bytes_; }
     /* Exchanges the memory of two buffers (a destroyed communicator's goes to its teardown). */
     void swap(StagingBuffer& other) {
         std::swap(ptr_, other.ptr_);

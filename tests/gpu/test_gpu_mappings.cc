@@ -7,6 +7,7 @@
  */
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,15 +60,18 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoABufferFreedAndMadeAgain) {
     const int rank = world_rank();
     vcclComm_t a = make_comm(CommKind::Mpi), b = make_comm(CommKind::Mpi);
     ASSERT_ALL_RANKS(a != nullptr && b != nullptr);
-    const size_t bytes = size_t(4) << 20; // a rendezvous transfer whatever the FIFO's size (32 KiB at most here)
+    const size_t bytes = std::max(size_t(4) << 20, 2 * fifo_bytes()); // a rendezvous transfer, not the FIFO
     Stream s;
     void* first = nullptr;
     if (rank == 0 && cudaMalloc(&first, bytes) != cudaSuccess) first = nullptr;
     ASSERT_ALL_RANKS(rank != 0 || first != nullptr);
     std::string why;
     const long long direct_before = vccl::testing::direct_sends(a) + vccl::testing::direct_sends(b);
+    // Both communicators on every rank whatever the first gave (only rank 0 checks the data): a rank that left
+    // one out would leave its peer's call waiting.
     for (vcclComm_t c : {a, b}) {
-        if (why.empty()) why = send_one(c, first, bytes, c == a ? 1 : 2, s.s);
+        std::string one = send_one(c, first, bytes, c == a ? 1 : 2, s.s);
+        if (why.empty()) why = one;
     }
     const long long direct = vccl::testing::direct_sends(a) + vccl::testing::direct_sends(b) - direct_before;
     int took_direct = rank != 1 || direct == 2 ? 1 : 0;
@@ -86,13 +90,15 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoABufferFreedAndMadeAgain) {
     if (first_ok && took_direct && same_address) {
         ran = true;
         for (vcclComm_t c : {a, b}) {
-            if (why.empty()) why = send_one(c, second, bytes, c == a ? 3 : 4, s.s);
+            std::string one = send_one(c, second, bytes, c == a ? 3 : 4, s.s);
+            if (why.empty()) why = one;
         }
         EXPECT_ALL_RANKS_WHY(why.empty(), "into the buffer made again at the same address: " + why);
     }
     if (rank == 0 && second != nullptr) cudaFree(second);
     MPI_Barrier(MPI_COMM_WORLD);
-    EXPECT_ALL_RANKS(vcclCommDestroy(a) == vcclSuccess && vcclCommDestroy(b) == vcclSuccess);
+    const vcclResult_t end_a = vcclCommDestroy(a), end_b = vcclCommDestroy(b);
+    EXPECT_ALL_RANKS(end_a == vcclSuccess && end_b == vcclSuccess);
     if (!ran && !took_direct) GTEST_SKIP() << "the transfers did not take the direct path (nothing is mapped)";
     if (!ran && !same_address) GTEST_SKIP() << "cudaMalloc gave the new buffer another address";
 }
