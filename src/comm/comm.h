@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <vector>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"

@@ -37,11 +37,11 @@ inline vcclResult_t cuda_fail(const char* what, cudaError_t err) {
 }
 
 /* Makes `device` current for the scope (a communicator's device work runs on its own GPU, whichever is
- * current in the calling thread). */
+ * current in the calling thread); a negative `device` changes nothing. */
 class DeviceScope {
 public:
     explicit DeviceScope(int device) {
-        if (cudaGetDevice(&saved_) == cudaSuccess && saved_ != device) {
+        if (device >= 0 && cudaGetDevice(&saved_) == cudaSuccess && saved_ != device) {
             cudaSetDevice(device);
         } else {
             saved_ = -1;

@@ -13,6 +13,8 @@
 
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "device/driver_entry.h"
 #endif
 
 namespace vccl {
@@ -51,14 +53,10 @@ vcclResult_t StagingBuffer::get(size_t bytes, void** out, int device) {
     ptr_ = nullptr;
     bytes_ = 0;
     size_t want = bytes < 4096 ? 4096 : bytes;
-    int saved = -1;
-    if (device >= 0 && cudaGetDevice(&saved) == cudaSuccess && saved != device && cudaSetDevice(device) == cudaSuccess) {
-        // restored below
-    } else {
-        saved = -1;
+    {
+        DeviceScope scope(device);
+        pinned_ = cudaMallocHost(&ptr_, want) == cudaSuccess;
     }
-    pinned_ = cudaMallocHost(&ptr_, want) == cudaSuccess;
-    if (saved >= 0) cudaSetDevice(saved);
     if (!pinned_) {
         cudaGetLastError();
         ptr_ = malloc(want);

@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -414,6 +415,50 @@ TEST(GpuFailure, GivenUpSendReleasesAfterEarlierTransfers) {
     vcclCommAbort(comm);
 }
 
+/* Blocks `s` with a kernel (a 6 s timer opens it at the latest), has another thread abort `comm` after 200 ms,
+ * and runs `call` (`what` names it) meanwhile: the call must return an error, and both it and the abort within
+ * 2 s. Leaves the gate open. Returns why not (empty: as expected); *result is the call's result, *aborted
+ * whether the abort ran. */
+std::string call_beside_abort(vcclComm_t comm, Gate* gate, cudaStream_t s, const char* what,
+                              const std::function<vcclResult_t()>& call, vcclResult_t* result, bool* aborted) {
+    std::string why;
+    double call_took = 0, abort_took = 0;
+    vcclResult_t r = vcclSuccess, end = vcclSuccess;
+    GateTimer opener(gate, 6000);
+    cudaError_t ce = vt_wait_flag(gate->dev, s);
+    if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+    if (why.empty()) {
+        std::thread aborter([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            auto t0 = std::chrono::steady_clock::now(); // not MPI: this thread may not call it
+            end = vcclCommAbort(comm);
+            abort_took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        });
+        double t0 = MPI_Wtime();
+        r = call();
+        call_took = MPI_Wtime() - t0;
+        aborter.join();
+        *aborted = true;
+    }
+    printf("[rank %d] %s returned %s after %.3f s; abort returned %s after %.3f s%s\n", world_rank(), what,
+           result_str(r).c_str(), call_took, result_str(end).c_str(), abort_took,
+           opener.fired() ? " (the gate timer fired)" : "");
+    if (why.empty() && opener.fired()) {
+        why = std::string("the ") + what + " and the abort waited for the blocked stream until the 6 s timer opened it";
+    } else if (why.empty() && r == vcclSuccess) {
+        why = std::string("the ") + what + " behind the blocked stream returned success though the communicator "
+              "was aborted";
+    } else if (why.empty() && (call_took > 2.0 || abort_took > 2.0)) {
+        why = std::string(what) + " " + std::to_string(call_took) + " s, abort " + std::to_string(abort_took) + " s";
+    } else if (why.empty() && end != vcclSuccess) {
+        why = "abort failed: " + result_str(end);
+    }
+    opener.disarm();
+    gate->open();
+    *result = r;
+    return why;
+}
+
 /* A watchdog thread aborts a communicator whose call waits for a stream that will not move (host buffers on a
  * stream blocked by other work, as a hung peer would block it): the call must give up and return an error,
  * and the abort must return, both within a second or two. Before, the call waited in the driver holding the
@@ -429,45 +474,16 @@ TEST(GpuAsync, AbortFromAnotherThreadEndsAHostCallWaitingForTheStream) {
     Stream s;
     Gate gate;
     ASSERT_ALL_RANKS(gate.dev != nullptr);
-    std::string why;
-    double call_took = 0, abort_took = 0;
-    vcclResult_t r = vcclSuccess, end = vcclSuccess;
-    {
-        GateTimer opener(&gate, 6000);
-        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
-        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
-        if (why.empty()) {
-            std::thread aborter([&] {
-                std::this_thread::sleep_for(std::chrono::milliseconds(200));
-                auto t0 = std::chrono::steady_clock::now(); // not MPI: this thread may not call it
-                end = vcclCommAbort(comm);
-                abort_took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            });
-            std::vector<char> mine(4096, 7), theirs(4096, 0);
-            double t0 = MPI_Wtime();
-            vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(mine.data(), mine.size(), vcclUint8, rank, comm, s.s);
-            vcclResult_t y = vcclRecv(theirs.data(), theirs.size(), vcclUint8, rank, comm, s.s);
-            vcclResult_t e = vcclGroupEnd();
-            call_took = MPI_Wtime() - t0;
-            r = g != vcclSuccess ? g : x != vcclSuccess ? x : y != vcclSuccess ? y : e;
-            aborter.join();
-        }
-        printf("[rank %d] host call returned %s after %.3f s; abort returned %s after %.3f s%s\n", rank,
-               result_str(r).c_str(), call_took, result_str(end).c_str(), abort_took,
-               opener.fired() ? " (the gate timer fired)" : "");
-        if (why.empty() && opener.fired()) {
-            why = "the call and the abort waited for the blocked stream until the 6 s timer opened it";
-        } else if (why.empty() && r == vcclSuccess) {
-            why = "the host call behind the blocked stream returned success though the communicator was aborted";
-        } else if (why.empty() && (call_took > 2.0 || abort_took > 2.0)) {
-            why = "call " + std::to_string(call_took) + " s, abort " + std::to_string(abort_took) + " s";
-        } else if (why.empty() && end != vcclSuccess) {
-            why = "abort failed: " + result_str(end);
-        }
-        opener.disarm();
-        gate.open();
-    }
+    std::vector<char> mine(4096, 7), theirs(4096, 0);
+    vcclResult_t r = vcclSuccess;
+    bool aborted = false;
+    std::string why = call_beside_abort(comm, &gate, s.s, "host call", [&] {
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t x = vcclSend(mine.data(), mine.size(), vcclUint8, rank, comm, s.s);
+        vcclResult_t y = vcclRecv(theirs.data(), theirs.size(), vcclUint8, rank, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        return g != vcclSuccess ? g : x != vcclSuccess ? x : y != vcclSuccess ? y : e;
+    }, &r, &aborted);
     expect_stream_goes_on(s.s, "an abort from another thread");
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -506,38 +522,9 @@ TEST(GpuFailure, AbortedFifoReceiveIntoHostMemoryLeavesTheBufferAlone) {
         vcclResult_t r = vcclSend(src.ptr(), bytes, vcclUint8, 1, comm, s.s);
         if (r != vcclSuccess) why = "the send failed: " + result_str(r);
     } else if (rank == 1) {
-        double call_took = 0, abort_took = 0;
-        vcclResult_t r = vcclSuccess, end = vcclSuccess;
-        GateTimer opener(&gate, 6000);
-        cudaError_t ce = vt_wait_flag(gate.dev, s.s);
-        if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
-        if (why.empty()) {
-            std::thread aborter([&] {
-                std::this_thread::sleep_for(std::chrono::milliseconds(200));
-                auto t0 = std::chrono::steady_clock::now();
-                end = vcclCommAbort(comm);
-                abort_took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            });
-            double t0 = MPI_Wtime();
-            r = vcclRecv(theirs.data(), bytes, vcclUint8, 0, comm, s.s);
-            call_took = MPI_Wtime() - t0;
-            aborter.join();
-            aborted = true;
-        }
-        printf("[rank 1] FIFO receive into host memory returned %s after %.3f s; abort returned %s after %.3f s%s\n",
-               result_str(r).c_str(), call_took, result_str(end).c_str(), abort_took,
-               opener.fired() ? " (the gate timer fired)" : "");
-        if (why.empty() && opener.fired()) {
-            why = "the receive (and the abort) waited for the blocked stream until the 6 s timer opened it";
-        } else if (why.empty() && r == vcclSuccess) {
-            why = "the receive behind the blocked stream returned success though the communicator was aborted";
-        } else if (why.empty() && (call_took > 2.0 || abort_took > 2.0)) {
-            why = "receive " + std::to_string(call_took) + " s, abort " + std::to_string(abort_took) + " s";
-        } else if (why.empty() && end != vcclSuccess) {
-            why = "abort failed: " + result_str(end);
-        }
-        opener.disarm();
-        gate.open();
+        vcclResult_t r = vcclSuccess;
+        why = call_beside_abort(comm, &gate, s.s, "FIFO receive into host memory",
+                                [&] { return vcclRecv(theirs.data(), bytes, vcclUint8, 0, comm, s.s); }, &r, &aborted);
         expect_stream_goes_on(s.s, "an aborted FIFO receive into host memory");
         size_t landed = 0;
         for (size_t i = 0; i < bytes; ++i) landed += theirs[i] != kUntouched;
