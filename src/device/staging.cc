@@ -2,8 +2,10 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -232,6 +234,7 @@ struct TeardownExitGuard {
         t.changed.wait_for(lock, std::chrono::milliseconds(kExitWaitMs), [&] { return t.freeing == 0; });
     }
 };
+std::atomic<int> g_hold_teardown_ms{0}; // testing::hold_teardown_ms
 bool exiting() {
     Teardowns& t = teardowns();
     std::lock_guard<std::mutex> lock(t.mutex);
@@ -260,7 +263,8 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
     static const int fork_handler = pthread_atfork(nullptr, nullptr, teardowns_after_fork_in_child);
     (void)fork_handler;
     // fn moves into the thread, so the last references it holds are dropped there, not here.
-    std::thread([ev, fn = std::move(fn), device]() mutable {
+    const int hold_ms = g_hold_teardown_ms.load();
+    std::thread([ev, fn = std::move(fn), device, hold_ms]() mutable {
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
         // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
         // (memory taken there, and an error where GPUs are in exclusive-process mode).
@@ -278,18 +282,27 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
             }
             ++t.freeing;
         }
+        if (hold_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
         fn();
         fn = nullptr; // the references it held go now, inside the count
         if (ev != nullptr) cudaEventDestroy(ev);
         std::lock_guard<std::mutex> lock(t.mutex);
         --t.freeing;
         t.changed.notify_all();
+        if (hold_ms > 0) fprintf(stderr, "vccl test hook: a teardown thread finished freeing\n");
     }).detach();
 }
+
+namespace testing {
+void hold_teardown_ms(int ms) { g_hold_teardown_ms.store(ms); }
+} // namespace testing
 
 #else // no CUDA: device memory never reaches here
 
 void StreamOrder::run_when_done(std::function<void()> fn, bool, int) { fn(); }
+namespace testing {
+void hold_teardown_ms(int) {}
+} // namespace testing
 
 StreamOrder::~StreamOrder() {}
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }

@@ -1,8 +1,7 @@
 /*
- * Interim device-memory path: an operation on device buffers is run on pinned host copies. The calling
- * thread waits for the stream, copies the input to the host, runs the host algorithm, and copies the result
- * back before returning. Correct for every collective and for send/recv, but synchronous and bounded by
- * PCIe bandwidth; the stream-ordered SM-free path replaces it.
+ * Device-memory helpers shared by the device paths: pinned host staging memory of a communicator, the order of
+ * a communicator's device work across streams (and its teardown once that work has run), stream-ordered
+ * snapshots for in-place exchanges, and copies between device buffers and pinned staging slots.
  */
 #ifndef VCCL_DEVICE_STAGING_H_
 #define VCCL_DEVICE_STAGING_H_
@@ -12,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/export.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -85,6 +85,13 @@ private:
     vcclStream_t last_ = nullptr;
     bool recorded_ = false;
 };
+
+namespace testing {
+/* Test hook (tests/gpu/exit_worker.cc, exported by libvccl.map): teardown threads started from now on hold
+ * `ms` milliseconds once they begin freeing, then say on stderr that they finished, so that a process exiting
+ * meanwhile shows whether its exit waited for them. */
+VCCL_INTERNAL_API void hold_teardown_ms(int ms);
+} // namespace testing
 
 /* In-place exchanges on device memory: a copy of `bytes` at `src` taken on `stream` (stream-ordered
  * allocation), so sends can read the outgoing data after a receive of the same batch has overwritten it.
