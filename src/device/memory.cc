@@ -1,15 +1,12 @@
 #include "device/memory.h"
 
-#if defined(__linux__)
-#include <sys/prctl.h>
-#endif
-
 #include <algorithm>
 #include <chrono>
 #include <optional>
 #include <thread>
 
 #include "config.h"
+#include "core/fine_sleeps.h"
 #include "core/status.h"
 
 #if VCCL_HAVE_CUDA
@@ -32,32 +29,6 @@ MemType mem_type_of(const void* ptr) {
     return MemType::Host;
 }
 
-#if VCCL_HAVE_CUDA
-namespace {
-
-/* The calling thread's timer slack, lowered to 1 us while it exists: Linux rounds a sleep up by the slack (50 us
- * by default), which would make every short sleep of a wait 50 us long. Put back as it was afterwards. */
-class FineSleeps {
-public:
-    FineSleeps() {
-#if defined(__linux__)
-        int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-        if (old > 1000 && prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) == 0) old_ = old;
-#endif
-    }
-    ~FineSleeps() {
-#if defined(__linux__)
-        if (old_ > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_), 0, 0, 0);
-#endif
-    }
-    FineSleeps(const FineSleeps&) = delete;
-    FineSleeps& operator=(const FineSleeps&) = delete;
-private:
-    int old_ = 0;
-};
-
-} // namespace
-#endif
 
 vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed) {
     if (stream == nullptr) return vcclSuccess;
@@ -80,7 +51,7 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::functio
         }
         // The first millisecond yields between queries. After it the thread sleeps for a 200th of the time
         // waited so far (5-50 us), so that a wait ends at most about 0.5% late (a fixed 50 us made a 1-2 ms
-        // wait up to 5% late) while a long one still costs little processor time.
+        // wait up to 5% late) while a long one still costs little processor time. FineSleeps: see its header.
         const auto waited = now - start;
         if (waited < std::chrono::milliseconds(1)) {
             std::this_thread::yield();

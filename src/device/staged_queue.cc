@@ -1,6 +1,7 @@
 #include "device/staged_queue.h"
 
 #include "config.h"
+#include "core/fine_sleeps.h"
 #include "core/log.h"
 #include "core/status.h"
 
@@ -362,6 +363,7 @@ private:
 
     void run() {
         cudaSetDevice(device_);
+        FineSleeps fine_sleeps; // the 10 us sleeps of wait_ready, not 60
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             wake_.wait(lock, [this] { return !jobs_.empty() || stopping_; });
