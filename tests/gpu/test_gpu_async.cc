@@ -496,7 +496,7 @@ TEST(GpuAsync, AbortFromAnotherThreadEndsAHostCallWaitingForTheStream) {
  * blocked stream itself (the call, and the abort behind its lock, waited for the 6 s timer), and the data then
  * landed after the error. Rank 0 sends 4 KiB from device memory (through the FIFO: its call returns at once);
  * rank 1 receives into a std::vector. Run by np2_shared_gpu_fifo.sh (the FIFO is off by default). No hook
- * shows the FIFO was taken; the library before the fix failing here (docs/RELIABILITY.md) shows it was. */
+ * shows the FIFO was taken; the library before the fix failing here (docs/RELIABILITY-DEVICE.md) shows it was. */
 TEST(GpuFailure, AbortedFifoReceiveIntoHostMemoryLeavesTheBufferAlone) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
