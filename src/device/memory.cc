@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <thread>
 
 #include "config.h"
@@ -36,7 +35,6 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::functio
     auto st = static_cast<cudaStream_t>(stream);
     const auto start = std::chrono::steady_clock::now();
     auto next_check = start + std::chrono::milliseconds(10);
-    std::optional<FineSleeps> fine_sleeps; // from the first sleep on
     for (;;) {
         cudaError_t q = cudaStreamQuery(st);
         if (q == cudaSuccess) return vcclSuccess;
@@ -50,15 +48,14 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::functio
             next_check = now + std::chrono::milliseconds(10);
         }
         // The first millisecond yields between queries. After it the thread sleeps for a 200th of the time
-        // waited so far (5-50 us), so that a wait ends at most about 0.5% late (a fixed 50 us made a 1-2 ms
-        // wait up to 5% late) while a long one still costs little processor time. FineSleeps: see its header.
+        // waited so far (5 us to 1 ms, with a fine timer slack), so that a wait ends at most about 0.5% late (a
+        // fixed 50 us made a 1-2 ms wait up to 5% late), while a long wait polls less and less often.
         const auto waited = now - start;
         if (waited < std::chrono::milliseconds(1)) {
             std::this_thread::yield();
         } else {
-            if (!fine_sleeps) fine_sleeps.emplace();
             const auto nap = std::chrono::duration_cast<std::chrono::microseconds>(waited) / 200;
-            std::this_thread::sleep_for(std::clamp(nap, std::chrono::microseconds(5), std::chrono::microseconds(50)));
+            sleep_finely(std::clamp(nap, std::chrono::microseconds(5), std::chrono::microseconds(1000)));
         }
     }
 #else

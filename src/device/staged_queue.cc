@@ -356,14 +356,13 @@ private:
                 std::this_thread::yield();
             } else {
                 if (while_waiting_) while_waiting_();
-                std::this_thread::sleep_for(std::chrono::microseconds(idle_rounds < 2000 ? 10 : 100));
+                sleep_finely(std::chrono::microseconds(idle_rounds < 2000 ? 10 : 100)); // 10 us, not 60
             }
         }
     }
 
     void run() {
         cudaSetDevice(device_);
-        FineSleeps fine_sleeps; // the 10 us sleeps of wait_ready, not 60
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
             wake_.wait(lock, [this] { return !jobs_.empty() || stopping_; });

@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -294,7 +295,8 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
 }
 
 namespace testing {
-void hold_teardown_ms(int ms) { g_hold_teardown_ms.store(ms); }
+// At most half the exit guard's wait: a hold beyond it would make the test race the exit it is meant to show safe.
+void hold_teardown_ms(int ms) { g_hold_teardown_ms.store(std::min(ms, kExitWaitMs / 2)); }
 } // namespace testing
 
 #else // no CUDA: device memory never reaches here

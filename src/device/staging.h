@@ -88,8 +88,8 @@ private:
 
 namespace testing {
 /* Test hook (tests/gpu/exit_worker.cc, exported by libvccl.map): teardown threads started from now on hold
- * `ms` milliseconds once they begin freeing, then say on stderr that they finished, so that a process exiting
- * meanwhile shows whether its exit waited for them. */
+ * `ms` milliseconds (at most 1000, half the exit's wait for them) once they begin freeing, then say on stderr that
+ * they finished, so that a process exiting meanwhile shows whether its exit waited for them. */
 VCCL_INTERNAL_API void hold_teardown_ms(int ms);
 } // namespace testing
 
