@@ -76,6 +76,10 @@ VNCCL_API(ncclResult_t, ncclGetVersion, int* version) {
     return ncclSuccess;
 }
 
+/* Not part of NCCL: lets a tool that loads "libnccl.so.2" tell this library from NVIDIA's (vccl-perf refuses to
+ * take it as its NCCL baseline, which would compare vccl with itself). Returns vcclGetVersion's number. */
+VNCCL_EXPORT int vcclNcclShimVersion(void) { return VCCL_VERSION_CODE; }
+
 VNCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
     switch (result) {
     case ncclSuccess: return "no error";

@@ -337,6 +337,15 @@ int run(int argc, char** argv, int rank, int nranks) {
     rc = validate(o, rank, nranks);
     if (rc >= 0) return rc;
     if (o.soak_seconds > 0) return run_soak(o, rank, nranks);
+    if (o.baseline == Baseline::Nccl) { // before the GPU is chosen: a wrong library is refused on any machine
+        std::string load_error;
+        NcclLoad loaded = nccl_baseline_load(o.nccl_lib, &load_error);
+        if (loaded == NcclLoad::IsVccl) {
+            if (rank == 0) fprintf(stderr, "vccl-perf: --baseline nccl: %s\n", load_error.c_str());
+            return kExitUsage;
+        }
+        if (loaded == NcclLoad::Failed) die("NCCL baseline", load_error);
+    }
 
     int device = -1;
     rc = select_device(o, rank, &device);
@@ -366,14 +375,14 @@ int run(int argc, char** argv, int rank, int nranks) {
     const char* unsupported = !baseline || compare_telemetry ? nullptr
                               : o.baseline == Baseline::Mpi ? mpi_baseline_unsupported(o)
                                                             : nccl_baseline_unsupported(o);
-    if (o.baseline == Baseline::Nccl && unsupported == nullptr &&
-        !nccl_baseline_init(o.nccl_lib, rank, nranks, &error)) {
+    if (o.baseline == Baseline::Nccl && unsupported == nullptr && !nccl_baseline_init(rank, nranks, &error)) {
         die("NCCL baseline", error);
     }
     if (rank == 0) {
         print_header(stdout, o, nranks, lines);
         if (o.baseline == Baseline::Nccl && unsupported == nullptr)
-            printf("# NCCL baseline: version code %d\n#\n", nccl_baseline_version());
+            printf("# NCCL baseline: version code %d (%s)\n#\n", nccl_baseline_version(),
+                   nccl_baseline_path().empty() ? "file unknown" : nccl_baseline_path().c_str());
         if (compare_telemetry) {
             vcclTelemetryPeer probe;
             int n = 0;

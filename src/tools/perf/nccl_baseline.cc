@@ -1,10 +1,12 @@
 /*
  * vccl-perf: --baseline nccl runs the same collective through the system's NCCL on the same device buffers
  * and stream. libnccl.so.2 is loaded at run time (--nccl-lib PATH overrides the name), so vccl-perf needs
- * no NCCL to build. NCCL's enums have the values vccl mirrors, so types and ops pass through unchanged.
+ * no NCCL to build. vccl's own NCCL shim (same SONAME) is refused: found first in the search path, it would
+ * make the baseline vccl itself, with figures identical to vccl's. NCCL's enums have the values vccl mirrors, so types and ops pass through unchanged.
  */
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -39,6 +41,7 @@ struct NcclApi {
     Result (*GroupEnd)() = nullptr;
     ncclComm_t comm = nullptr;
     int version = 0;
+    std::string path; // the file loaded, as the loader resolved it
 };
 
 NcclApi g_nccl;
@@ -73,12 +76,29 @@ Result grouped_sendrecv(const Shape& shape, const CallBuffers& cb, int rank, int
 
 } // namespace
 
-bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::string* error) {
+NcclLoad nccl_baseline_load(const std::string& lib_path, std::string* error) {
     const char* name = lib_path.empty() ? "libnccl.so.2" : lib_path.c_str();
     g_nccl.lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (g_nccl.lib == nullptr) {
         *error = std::string("cannot load ") + name + ": " + dlerror();
-        return false;
+        return NcclLoad::Failed;
+    }
+    // The file the loader chose (a name without a slash goes through the search path).
+    Dl_info info;
+    void* probe = dlsym(g_nccl.lib, "ncclGetVersion");
+    if (probe != nullptr && dladdr(probe, &info) != 0 && info.dli_fname != nullptr) {
+        char* real = realpath(info.dli_fname, nullptr);
+        g_nccl.path = real != nullptr ? real : info.dli_fname;
+        free(real);
+    }
+    // vccl's own NCCL shim has the same SONAME: taken as the baseline it would compare vccl with itself.
+    if (dlsym(g_nccl.lib, "vcclNcclShimVersion") != nullptr) {
+        *error = std::string(name) + " loaded " + (g_nccl.path.empty() ? std::string("a library") : g_nccl.path) +
+                 ", which is vccl's NCCL shim (libvccl-nccl), not NCCL: the baseline would measure vccl against "
+                 "itself. Take that directory out of LD_LIBRARY_PATH or name NVIDIA's library with --nccl-lib PATH";
+        dlclose(g_nccl.lib);
+        g_nccl.lib = nullptr;
+        return NcclLoad::IsVccl;
     }
     if (!resolve(&g_nccl.GetUniqueId, "ncclGetUniqueId", true, error) ||
         !resolve(&g_nccl.CommInitRank, "ncclCommInitRank", true, error) ||
@@ -94,9 +114,13 @@ bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::
         !resolve(&g_nccl.Send, "ncclSend", true, error) || !resolve(&g_nccl.Recv, "ncclRecv", true, error) ||
         !resolve(&g_nccl.GroupStart, "ncclGroupStart", true, error) ||
         !resolve(&g_nccl.GroupEnd, "ncclGroupEnd", true, error)) {
-        return false;
+        return NcclLoad::Failed;
     }
     g_nccl.GetVersion(&g_nccl.version);
+    return NcclLoad::Ok;
+}
+
+bool nccl_baseline_init(int rank, int nranks, std::string* error) {
     NcclUniqueId id;
     memset(&id, 0, sizeof(id));
     if (rank == 0 && g_nccl.GetUniqueId(&id) != 0) {
@@ -113,6 +137,8 @@ bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::
 }
 
 int nccl_baseline_version() { return g_nccl.version; }
+
+const std::string& nccl_baseline_path() { return g_nccl.path; }
 
 void nccl_baseline_finalize() {
     if (g_nccl.comm != nullptr) g_nccl.CommDestroy(g_nccl.comm);

@@ -172,8 +172,14 @@ int run_mpi(const Options& opts, const Shape& shape, const CallBuffers& cb, MPI_
 /* ---- nccl_baseline.cc ---- */
 
 /* Loads NCCL and creates its communicator over MPI_COMM_WORLD (collective); false with a message. */
-bool nccl_baseline_init(const std::string& lib_path, int rank, int nranks, std::string* error);
+enum class NcclLoad { Ok, Failed, IsVccl };
+/* Loads the NCCL library (lib_path, or libnccl.so.2 through the search path) and resolves its functions;
+ * IsVccl when the library found is vccl's NCCL shim. Needs no GPU. */
+NcclLoad nccl_baseline_load(const std::string& lib_path, std::string* error);
+/* Creates the NCCL communicator over MPI_COMM_WORLD (after nccl_baseline_load and the device choice). */
+bool nccl_baseline_init(int rank, int nranks, std::string* error);
 int nccl_baseline_version();
+const std::string& nccl_baseline_path(); // the file loaded (empty if unknown)
 void nccl_baseline_finalize();
 const char* nccl_baseline_unsupported(const Options& opts);
 /* One NCCL operation on `stream`; returns NCCL's result code (0: success). */
