@@ -5,8 +5,9 @@
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
  *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
  *              stream while the next piece moves (comm->side_stream);
- *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES (16K; off where ranks share a GPU) one kernel that stores into
- *              the peers' memory (device/ll_allreduce.h); up to VCCL_ALLREDUCE_SMALL_BYTES one shot (every rank
+ *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) (off where ranks share a GPU) one kernel of up to
+ *              VCCL_MAX_CTAS blocks that stores into the peers' memory (device/ll_allreduce.h); up to
+ *              VCCL_ALLREDUCE_SMALL_BYTES (where the former is off or smaller) one shot (every rank
  *              sends its whole buffer to every peer and reduces all of them: one batch of transfers and one
  *              kernel, since small transfers cost their handshakes, not their bytes); above it that
  *              reduce-scatter on nearly equal blocks, then an all-gather of the reduced blocks, both in pieces
@@ -280,17 +281,15 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
 }
 
 /* AllReduce in one kernel launch (device/ll_allreduce.h), for messages up to comm->ipc->ll_bytes(). */
-vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
+vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* recv) {
 #if VCCL_HAVE_CUDA
     LlArgs args{};
-    args.stride_words = uint32_t((bytes + 7) / 8 * 2);
     // The call's number is taken whatever happens: peers count calls too, and a call given up here must be
     // given up for them (ll_abandon), not paired with this rank's next one.
     comm->ipc->ll_next(&args);
-    void* scratch = nullptr;
-    vcclResult_t r = comm->device_scratch.get(size_t(comm->nranks) * args.stride_words * 4, op.stream, &scratch);
-    args.scratch = static_cast<uint32_t*>(scratch);
-    if (r == vcclSuccess && comm->test_fail_next_ll) {
+    args.max_blocks = comm->max_ctas;
+    vcclResult_t r = vcclSuccess;
+    if (comm->test_fail_next_ll) {
         comm->test_fail_next_ll = false;
         r = set_last_error(vcclInternalError, "low-latency allreduce failed before its launch (test hook)");
     }
@@ -301,7 +300,7 @@ vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* 
     if (r != vcclSuccess) comm->ipc->ll_abandon(args, op.stream);
     return r;
 #else
-    (void)comm, (void)op, (void)send, (void)recv, (void)bytes;
+    (void)comm, (void)op, (void)send, (void)recv;
     return set_last_error(vcclInternalError, "device allreduce in a build without CUDA");
 #endif
 }
@@ -335,7 +334,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; });
         }
         case CollType::AllReduce: {
-            if (a.count * ts <= comm->ipc->ll_bytes()) return allreduce_ll(comm, op, send, recv, a.count * ts);
+            if (a.count * ts <= comm->ipc->ll_bytes()) return allreduce_ll(comm, op, send, recv);
             if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
             int pieces = pipeline_pieces(comm, a.count * ts);
             if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces);

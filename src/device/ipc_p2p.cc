@@ -306,7 +306,7 @@ public:
         return vcclSuccess;
     }
 
-    size_t ll_bytes() const override { return ll_active_ ? ll_bytes_ : 0; }
+    size_t ll_bytes() const override { return ll_active_ ? ll_message_bytes_ : 0; }
 
     void ll_next(LlArgs* a) override {
         uint64_t call = ++ll_calls_;
@@ -317,6 +317,8 @@ public:
         a->nranks = nranks_;
         a->rank = rank_;
         a->control = ll_control_;
+        // No rank sends words to itself: the first word of this rank's own sets counts its blocks.
+        a->arrivals = reinterpret_cast<unsigned*>(ll_words(flags_, rank_, 0));
         for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
             a->outbox[r] = r == rank_ ? nullptr : ll_words(peer_flags_[r], rank_, set);
             a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
@@ -746,7 +748,7 @@ private:
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
     // Low-latency allreduce: words per (sender, set) and where they start in a rank's buffer; whether every
     // rank can take part; calls made; the control words the kernel shares with the host (abort, mismatch).
-    size_t ll_bytes_ = 0, ll_set_words_ = 0, ll_offset_ = 0;
+    size_t ll_bytes_ = 0, ll_message_bytes_ = 0, ll_set_words_ = 0, ll_offset_ = 0;
     bool ll_active_ = false;
     uint64_t ll_calls_ = 0;
     volatile int* ll_control_ = nullptr;
@@ -1157,8 +1159,11 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
                     "at most %zu bytes and %d ranks; off", ll_bytes_, nranks_, kMaxLlBytes, kMaxLlRanks);
         ll_bytes_ = 0;
     }
-    // A header word, then 4 data bytes per word; sets 256-byte aligned.
-    ll_set_words_ = ll_bytes_ > 0 ? (1 + (ll_bytes_ + 3) / 4 + 31) / 32 * 32 : 0;
+    // The largest message: what a rank stores into its peers (message x (n - 1)) stays within the setting.
+    ll_message_bytes_ = nranks_ > 1 ? ll_bytes_ / size_t(nranks_ - 1) / 8 * 8 : ll_bytes_;
+    if (ll_bytes_ > 0 && ll_message_bytes_ < 8) ll_bytes_ = ll_message_bytes_ = 0;
+    // A header word and a spare one, then 4 data bytes per word; sets 256-byte aligned.
+    ll_set_words_ = ll_bytes_ > 0 ? (kLlDataWord + (ll_message_bytes_ + 7) / 8 * 2 + 31) / 32 * 32 : 0;
     ll_offset_ = (slots_offset_ + fifo_total + 4095) / 4096 * 4096;
     const size_t ll_total = size_t(nranks_) * 2 * ll_set_words_ * sizeof(uint64_t);
 
@@ -1179,7 +1184,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
             VCCL_WARN(kLogDevice, "rank %d: cannot allocate %zu bytes of FIFO slots and low-latency words: staging "
                       "FIFO and low-latency allreduce off", rank_, fifo_total + ll_total);
             fifo_slots_ = fifo_slot_bytes_ = fifo_slot_stride_ = 0;
-            ll_bytes_ = ll_set_words_ = 0;
+            ll_bytes_ = ll_message_bytes_ = ll_set_words_ = 0;
             allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_)) == cudaSuccess;
         }
     }
@@ -1192,7 +1197,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         } else {
             cudaGetLastError();
             VCCL_WARN(kLogDevice, "rank %d: cannot set up the low-latency allreduce: off", rank_);
-            ll_bytes_ = 0;
+            ll_bytes_ = ll_message_bytes_ = 0;
         }
     }
     if (allocated && cudaMemset(flags_, 0, flag_bytes) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&

@@ -972,17 +972,14 @@ size_t ll_bytes() {
 }
 
 
-TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
-    vcclComm_t comm = make_comm(CommKind::Mpi);
-    ASSERT_ALL_RANKS(comm != nullptr);
+/* Rank 0 alone calls an allreduce of `count` floats on comm (low-latency path), the others never do: abort
+ * must release its kernel. Returns what went wrong on this rank. */
+std::string abort_releases_lone_call(vcclComm_t comm, size_t count) {
     Stream s;
-    DevBuf buf(64);
+    DevBuf buf(count * 4);
     std::string why;
     if (world_rank() == 0) { // the others never call
-        vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+        vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
         if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         if (why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
@@ -997,7 +994,83 @@ TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
     if (took > 3.0 && why.empty()) why = "abort took " + std::to_string(took) + " s";
     expect_stream_goes_on(s.s, "abort");
     MPI_Barrier(MPI_COMM_WORLD);
+    return why;
+}
+
+/* An allreduce of `count` floats (different on each rank) on comm: the call returns, the stream goes on,
+ * vcclCommGetAsyncError reports vcclRemoteError; then comm is aborted. Returns what went wrong on this rank. */
+std::string mismatch_reported(vcclComm_t comm, size_t count) {
+    Stream s;
+    DevBuf buf(count * 4);
+    std::string why;
+    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
+    if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
+    expect_stream_goes_on(s.s, "an allreduce whose counts differ between ranks");
+    vcclResult_t async = vcclSuccess;
+    if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
+        if (why.empty()) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclCommAbort(comm);
+    return why;
+}
+
+TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    vcclComm_t comm = make_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    std::string why = abort_releases_lone_call(comm, 16);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* The low-latency allreduce on messages of many thread blocks (each block owns a range of the message and waits
+ * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: every type, op, in and out of place, counts
+ * that split unevenly over the blocks (VCCL_MAX_CTAS 3 and 32), against the reference; then a call that only rank 0
+ * makes, whose 32 blocks all wait, released by abort; then counts that differ between ranks, reported. */
+TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency allreduce is off for this suite";
+    Stream s;
+    Sweep sweep;
+    for (const char* ctas : {"3", "32"}) {
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}, {"VCCL_MAX_CTAS", ctas}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        // With n ranks the path takes messages up to 2 MiB / (n - 1).
+        const size_t limit = (size_t(2) << 20) / size_t(world_size() - 1) / 8 * 8;
+        ASSERT_ALL_RANKS_WHY(vccl::testing::ll_bytes(comm) == (long long)limit, "VCCL_ALLREDUCE_LL_BYTES=2M not taken");
+        for (vcclDataType_t t : kTypes) {
+            for (vcclRedOp_t op : kOps) {
+                // 262139 8-byte elements: just under 2 MiB
+                for (size_t count : {size_t(1), size_t(7), size_t(1031), size_t(65537), size_t(262139)}) {
+                    if (count * type_size(t) > limit) continue;
+                    for (bool in_place : {false, true}) {
+                        std::ostringstream label;
+                        label << "VCCL_MAX_CTAS " << ctas << ": AllReduce " << type_name(t) << " " << op_name(op)
+                              << " count " << count << (in_place ? " in place" : " out of place");
+                        sweep.run(label.str(), [&] {
+                            return run_reduction(comm, s.s, Red::AllReduce, t, op, count, in_place, 0);
+                        });
+                    }
+                }
+            }
+        }
+        vcclCommDestroy(comm);
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+
+    vcclComm_t lone = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(lone != nullptr);
+    const size_t floats = size_t(vccl::testing::ll_bytes(lone)) / 4;
+    std::string why = abort_releases_lone_call(lone, std::min<size_t>(400000, floats)); // 1.6 MB with 2 ranks: 32 blocks
+    EXPECT_ALL_RANKS_WHY(why.empty(), "lone call: " + why);
+
+    vcclComm_t mismatched = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(mismatched != nullptr);
+    why = mismatch_reported(mismatched, floats / size_t(world_size()) * size_t(world_rank() + 1)); // all on this path
+    EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched counts: " + why);
 }
 
 /* The kernel's words start after the staging FIFO's slots, whose size may differ between ranks: then it must be
@@ -1064,18 +1137,7 @@ TEST(GpuLl, MismatchedCountsAreReportedWithoutBlocking) {
     if (ll_bytes() < 64 * size_t(world_size())) GTEST_SKIP() << "needs a larger VCCL_ALLREDUCE_LL_BYTES"; // same on every rank
     vcclComm_t comm = make_comm(CommKind::Mpi);
     ASSERT_ALL_RANKS(comm != nullptr);
-    Stream s;
-    DevBuf buf(count * 4);
-    std::string why;
-    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
-    if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
-    expect_stream_goes_on(s.s, "an allreduce whose counts differ between ranks");
-    vcclResult_t async = vcclSuccess;
-    if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
-        if (why.empty()) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
-    }
-    MPI_Barrier(MPI_COMM_WORLD);
-    vcclCommAbort(comm);
+    std::string why = mismatch_reported(comm, count);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
