@@ -2,11 +2,13 @@
  * Collectives on device buffers among GPUs of one host, built from batches of direct transfers (copy
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
  *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
+ *   AllGather and ReduceScatter up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes per rank, as AllReduce below:
+ *              one low-latency kernel;
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
  *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
  *              stream while the next piece moves (comm->side_stream);
  *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) (off where ranks share a GPU) one kernel of up to
- *              VCCL_MAX_CTAS blocks that stores into the peers' memory (device/ll_allreduce.h); up to
+ *              VCCL_MAX_CTAS blocks that stores into the peers' memory (device/ll_collectives.h); up to
  *              VCCL_ALLREDUCE_SMALL_BYTES (where the former is off or smaller) one shot (every rank
  *              sends its whole buffer to every peer and reduces all of them: one batch of transfers and one
  *              kernel, since small transfers cost their handshakes, not their bytes); above it that
@@ -26,7 +28,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "device/ipc_p2p.h"
-#include "device/ll_allreduce.h"
+#include "device/ll_collectives.h"
 #include "device/reduce_kernels.h"
 #include "device/side_stream.h"
 
@@ -280,8 +282,9 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
     return reduce(comm, op, op.stream, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
-/* AllReduce in one kernel launch (device/ll_allreduce.h), for messages up to comm->ipc->ll_bytes(). */
-vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* recv) {
+/* A collective in one kernel launch (device/ll_collectives.h), for what a rank sends each peer up to
+ * comm->ipc->ll_bytes(). */
+vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send, char* recv) {
 #if VCCL_HAVE_CUDA
     LlArgs args{};
     // The call's number is taken whatever happens: peers count calls too, and a call given up here must be
@@ -291,17 +294,18 @@ vcclResult_t allreduce_ll(vcclComm* comm, const Op& op, const char* send, char* 
     vcclResult_t r = vcclSuccess;
     if (comm->test_fail_next_ll) {
         comm->test_fail_next_ll = false;
-        r = set_last_error(vcclInternalError, "low-latency allreduce failed before its launch (test hook)");
+        r = set_last_error(vcclInternalError, "low-latency %s failed before its launch (test hook)",
+                           coll_name(op.coll.coll));
     }
     if (r == vcclSuccess) {
-        r = ll_allreduce(args, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
-        if (r != vcclSuccess) set_last_error(r, "low-latency allreduce kernel launch failed");
+        r = ll_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
+        if (r != vcclSuccess) set_last_error(r, "low-latency %s kernel launch failed", coll_name(op.coll.coll));
     }
     if (r != vcclSuccess) comm->ipc->ll_abandon(args, op.stream);
     return r;
 #else
-    (void)comm, (void)op, (void)send, (void)recv;
-    return set_last_error(vcclInternalError, "device allreduce in a build without CUDA");
+    (void)comm, (void)op, (void)kind, (void)send, (void)recv;
+    return set_last_error(vcclInternalError, "device collective in a build without CUDA");
 #endif
 }
 
@@ -317,6 +321,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         if (a.count == 0) return vcclSuccess;
         switch (a.coll) {
         case CollType::ReduceScatter: {
+            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::ReduceScatter, send, recv);
             int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));
             if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
             const size_t count = a.count;
@@ -334,7 +339,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; });
         }
         case CollType::AllReduce: {
-            if (a.count * ts <= comm->ipc->ll_bytes()) return allreduce_ll(comm, op, send, recv);
+            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::AllReduce, send, recv);
             if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
             int pieces = pipeline_pieces(comm, a.count * ts);
             if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces);
@@ -351,6 +356,9 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             }
             return run_batch(comm, ops);
         }
+        case CollType::AllGather:
+            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::AllGather, send, recv);
+            break; // a batch of transfers, below
         case CollType::Reduce: {
             size_t bytes = a.count * ts;
             if (rank != a.root) return run_batch(comm, {p2p_op(op, OpKind::Send, send, nullptr, bytes, a.root)});

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "core/export.h"
-#include "device/ll_allreduce.h"
+#include "device/ll_collectives.h"
 #include "device/registrations.h"
 #include "vccl.h"
 
@@ -157,11 +157,11 @@ public:
      * them would wait for the blocked stream). */
     virtual int release_waits(int64_t wait_ms) = 0;
 
-    /* Low-latency allreduce (device/ll_allreduce.h): the largest message it takes, 0 when it is off or not
-     * possible (not every rank of the communicator on this host and mapped, VCCL_ALLREDUCE_LL_BYTES differs);
-     * equal on every rank. */
+    /* Low-latency collectives (device/ll_collectives.h): the largest message a rank sends each peer, 0 when they
+     * are off or not possible (not every rank of the communicator on this host and mapped,
+     * VCCL_ALLREDUCE_LL_BYTES differs); equal on every rank. */
     virtual size_t ll_bytes() const = 0;
-    /* Sequence number and pointers of the next low-latency allreduce; the caller adds scratch. */
+    /* Sequence number and pointers of the next low-latency collective; the caller adds max_blocks. */
     virtual void ll_next(LlArgs* args) = 0;
     /* The call that ll_next described will not launch (a host-side failure): its peers are told through their
      * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. The
@@ -200,7 +200,7 @@ VCCL_INTERNAL_API long long direct_sends(vcclComm_t comm);
 VCCL_INTERNAL_API long long ipc_block_reopens(vcclComm_t comm);
 /* Test hook: IpcP2p::evictions of comm's rank; -1 for a bad comm. */
 VCCL_INTERNAL_API long long ipc_evictions(vcclComm_t comm);
-/* Test hook: IpcP2p::ll_bytes of comm (0: the low-latency allreduce is off there); -1 for a bad comm. */
+/* Test hook: IpcP2p::ll_bytes of comm (0: the low-latency collectives are off there); -1 for a bad comm. */
 VCCL_INTERNAL_API long long ll_bytes(vcclComm_t comm);
 } // namespace testing
 

@@ -1025,8 +1025,9 @@ TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
-/* The low-latency allreduce on messages of many thread blocks (each block owns a range of the message and waits
- * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: every type, op, in and out of place, counts
+/* The low-latency collectives on messages of many thread blocks (each block owns a range of the message and waits
+ * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter (every op) and AllGather,
+ * every type, in and out of place, counts
  * that split unevenly over the blocks (VCCL_MAX_CTAS 3 and 32), against the reference; then a call that only rank 0
  * makes, whose 32 blocks all wait, released by abort; then counts that differ between ranks, reported. */
 TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
@@ -1041,19 +1042,24 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
         // With n ranks the path takes messages up to 2 MiB / (n - 1).
         const size_t limit = (size_t(2) << 20) / size_t(world_size() - 1) / 8 * 8;
         ASSERT_ALL_RANKS_WHY(vccl::testing::ll_bytes(comm) == (long long)limit, "VCCL_ALLREDUCE_LL_BYTES=2M not taken");
+        // 262139 8-byte elements: just under 2 MiB
+        const size_t counts[] = {1, 7, 1031, 65537, 262139};
         for (vcclDataType_t t : kTypes) {
-            for (vcclRedOp_t op : kOps) {
-                // 262139 8-byte elements: just under 2 MiB
-                for (size_t count : {size_t(1), size_t(7), size_t(1031), size_t(65537), size_t(262139)}) {
-                    if (count * type_size(t) > limit) continue;
-                    for (bool in_place : {false, true}) {
-                        std::ostringstream label;
-                        label << "VCCL_MAX_CTAS " << ctas << ": AllReduce " << type_name(t) << " " << op_name(op)
-                              << " count " << count << (in_place ? " in place" : " out of place");
-                        sweep.run(label.str(), [&] {
-                            return run_reduction(comm, s.s, Red::AllReduce, t, op, count, in_place, 0);
-                        });
+            for (size_t count : counts) {
+                if (count * type_size(t) > limit) continue;
+                for (bool in_place : {false, true}) {
+                    std::ostringstream where;
+                    where << "VCCL_MAX_CTAS " << ctas << ": " << type_name(t) << " count " << count
+                          << (in_place ? " in place" : " out of place");
+                    for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
+                        for (vcclRedOp_t op : kOps) {
+                            sweep.run(std::string(red_name(coll)) + " " + op_name(op) + " " + where.str(), [&] {
+                                return run_reduction(comm, s.s, coll, t, op, count, in_place, 0);
+                            });
+                        }
                     }
+                    sweep.run("AllGather " + where.str(),
+                              [&] { return run_move(comm, s.s, Move::AllGather, t, count, in_place, 0); });
                 }
             }
         }

@@ -1,0 +1,76 @@
+/*
+ * Low-latency collectives (AllReduce, ReduceScatter, AllGather) for small and medium messages among the GPUs of
+ * one host, in one kernel launch and no host round trip: each rank's kernel stores what each peer needs of its
+ * input (all of it; for ReduceScatter the peer's block) straight into that peer's GPU memory (the IPC-mapped
+ * buffer of device/ipc_p2p.h) as 8-byte words that carry 4 data bytes and the call's sequence number, waits until
+ * every peer's words of this call have arrived in its own memory, and reduces them in rank order (every rank gets
+ * the same bits) or, for AllGather, places them. A word is stored and loaded whole, so the sequence number proves
+ * its data bytes arrived: no fence and no separate flag. Two words (8 data bytes) go in one 16-byte access. The
+ * words cost twice the bytes on NVLink, which small and medium messages can afford: they are bound by latency (a
+ * copy-engine transfer costs handshakes across the GPUs). Several thread blocks share a call (at most
+ * LlArgs::max_blocks, from VCCL_MAX_CTAS), each on its own range of the message, without waiting for one
+ * another; each writes its range straight from the words into the output (no scratch buffer).
+ *
+ * Each sender has two sets of words in each receiver's buffer, used by calls of odd and even sequence numbers
+ * (counted over all three collectives, which every rank makes in the same order):
+ * a rank's call k + 2 can only start after its call k + 1, which waited for every peer's call k + 1 words, which
+ * peers wrote after their call k had read everything: no set is overwritten while it is read. That needs every
+ * pair of ranks to exchange words in every call, so rooted collectives (Broadcast, Reduce) cannot take this path.
+ * Word 0 of a set says the sender's byte count: a receiver whose count differs reports the sender (mismatched
+ * calls) and does not wait for its words. Word 1 is unused (data units stay 16-byte aligned); data from word 2.
+ * A kernel that waits for a peer that never calls is released by the communicator's abort flag (vcclCommAbort,
+ * vcclCommDestroy), with output that is not valid.
+ *
+ * These launch kernels: they are for collectives, not for send/recv, which stay SM-free.
+ */
+#ifndef VCCL_DEVICE_LL_COLLECTIVES_H_
+#define VCCL_DEVICE_LL_COLLECTIVES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "vccl.h"
+
+namespace vccl {
+
+constexpr int kMaxLlRanks = 64;
+/* The largest VCCL_ALLREDUCE_LL_BYTES. With n ranks a message takes the path up to VCCL_ALLREDUCE_LL_BYTES / (n - 1)
+ * bytes (what a rank stores into its peers stays within the setting); its words take 2x its size per sender and
+ * word set (two sets) in every rank's memory: about 4 x the setting x n / (n - 1) of device memory per rank. */
+constexpr size_t kMaxLlBytes = 8u << 20;
+constexpr size_t kLlDataWord = 2; // index of a set's first data word
+
+/* Control words in pinned host memory shared with the kernels: abort (host), a peer whose count differed
+ * (rank + 1, kernel), the sequence number of the last call that stopped waiting (kernel). */
+enum LlControl { kLlAbort = 0, kLlMismatch = 1, kLlDone = 2, kLlControlWords = 3 };
+
+/* The byte count a rank that gave up a call writes into its peers' header words (larger than any call). */
+constexpr uint32_t kLlAbandonedBytes = 0xFFFFFFFFu;
+
+/* The number the words of call `call` (1, 2, ...) carry: never 0 (the words' initial value), and different
+ * for any two calls less than 2^32 - 1 apart. */
+inline uint32_t ll_seq(uint64_t call) { return uint32_t((call - 1) % 0xFFFFFFFFull) + 1; }
+
+struct LlArgs {
+    uint64_t* outbox[kMaxLlRanks];        // peer r's words from this rank, in r's memory (this call's set)
+    const uint64_t* inbox[kMaxLlRanks];   // this rank's words from peer r, in its own memory (this call's set)
+    volatile int* control;                // kLlControlWords, host memory mapped for the device
+    unsigned* arrivals;                   // device word of this rank's own (0 between calls): blocks done waiting
+    int max_blocks;                       // thread blocks at most (VCCL_MAX_CTAS)
+    int nranks;
+    int rank;
+    uint32_t seq;                         // this call's sequence number, never 0
+};
+
+enum class LlKind { AllReduce, ReduceScatter, AllGather };
+
+/* Enqueues the collective on `stream`, with NCCL's meaning of `count`: AllReduce's elements, ReduceScatter's
+ * elements per rank (its output), AllGather's elements per rank (its input). What a rank sends each peer,
+ * count x size of `type`, is at most the message size the word sets were made for (IpcP2p::ll_bytes). `op` is
+ * not used by AllGather. */
+vcclResult_t ll_collective(const LlArgs& args, LlKind kind, const void* in, void* out, size_t count,
+                           vcclDataType_t type, vcclRedOp_t op, vcclStream_t stream);
+
+} // namespace vccl
+
+#endif
