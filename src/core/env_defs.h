@@ -28,7 +28,8 @@ VCCL_ENV_DEF(kChunkSize, "VCCL_CHUNK_SIZE", Size, "1M",
              "Bytes per pipelined chunk in ring and chain algorithms")
 VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
              "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose; "
-             "device buffers of one host: one shot (each rank reduces every rank's whole buffer)")
+             "device buffers of one host: one shot (each rank reduces every rank's whole buffer) where the kernel of "
+             "VCCL_ALLREDUCE_LL_BYTES does not take them")
 VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
              "Primary network device per local rank: comma list of NAME[:PORT] (e.g. mlx5_0:1,mlx5_1:1 or eth0), "
              "local rank i takes entry i mod length; default: the NIC closest to the rank's GPU (vccl-info -t)")
@@ -99,12 +100,13 @@ VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
 VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "2M",
-             "Allreduce on device buffers of one host up to this size divided by (ranks - 1) (at most 8M) runs in one "
-             "kernel of up to VCCL_MAX_CTAS thread blocks that stores into every peer's GPU memory and reduces there, "
-             "with no host round trip; costs about 4x this size x ranks / (ranks - 1) of device memory per rank; "
-             "needs every rank of the communicator on this host and the same value on every rank, and is off where "
-             "ranks share a GPU. 0: off (copy-engine transfers and a reduction kernel instead; on 2x H200 512 KiB took "
-             "10 us this way, 42 us without, and 2 MiB 29 us against 47)")
+             "AllReduce, ReduceScatter and AllGather on device buffers of one host where what a rank sends each peer "
+             "(the message; ReduceScatter's and AllGather's per-rank block) is at most this size divided by (ranks - 1) "
+             "(at most 8M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that stores into every peer's GPU "
+             "memory and reduces or places there, with no host round trip; costs about 4x this size x ranks / (ranks - "
+             "1) of device memory per rank; needs every rank of the communicator on this host and the same value on "
+             "every rank, and is off where ranks share a GPU. 0: off (copy-engine transfers and a reduction kernel "
+             "instead; on 2x H200 a 512 KiB allreduce took 10 us this way, 42 us without, and 2 MiB 29 us against 47)")
 VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",
              "Device AllReduce (above VCCL_ALLREDUCE_SMALL_BYTES) and ReduceScatter among GPUs of one host on at "
              "least twice this many bytes run in pieces, the reduction kernel of one piece on a second stream while "
