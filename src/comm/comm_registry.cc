@@ -46,7 +46,7 @@ void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string&
 void comm_note_failed_peer(vcclComm* comm, int who) {
     comm_set_async_error(comm, vcclRemoteError,
                          "rank " + std::to_string(who) + " gave up or rejected a direct device transfer or "
-                         "low-latency allreduce with this rank after it was set up (its call failed, e.g. on "
+                         "low-latency collective with this rank after it was set up (its call failed, e.g. on "
                          "mismatched sizes or counts); the data of that operation is not valid");
 }
 

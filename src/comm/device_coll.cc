@@ -282,6 +282,20 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
     return reduce(comm, op, op.stream, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
+/* Whether op takes the low-latency kernel (device/ll_collectives.h): AllReduce, ReduceScatter and AllGather whose
+ * message to each peer (count elements) is at most comm->ipc->ll_bytes(). The same on every rank of a correct
+ * program (the setting is agreed, the counts are the call's). */
+bool takes_ll(const vcclComm* comm, const Op& op, LlKind* kind) {
+    const CollArgs& a = op.coll;
+    if (a.count == 0 || a.count * dtype_size(a.dtype) > comm->ipc->ll_bytes()) return false;
+    switch (a.coll) {
+    case CollType::AllReduce: *kind = LlKind::AllReduce; return true;
+    case CollType::ReduceScatter: *kind = LlKind::ReduceScatter; return true;
+    case CollType::AllGather: *kind = LlKind::AllGather; return true;
+    default: return false;
+    }
+}
+
 /* A collective in one kernel launch (device/ll_collectives.h), for what a rank sends each peer up to
  * comm->ipc->ll_bytes(). */
 vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send, char* recv) {
@@ -290,18 +304,19 @@ vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send,
     // The call's number is taken whatever happens: peers count calls too, and a call given up here must be
     // given up for them (ll_abandon), not paired with this rank's next one.
     comm->ipc->ll_next(&args);
-    args.max_blocks = comm->max_ctas;
     vcclResult_t r = vcclSuccess;
     if (comm->test_fail_next_ll) {
         comm->test_fail_next_ll = false;
         r = set_last_error(vcclInternalError, "low-latency %s failed before its launch (test hook)",
                            coll_name(op.coll.coll));
     }
+    args.max_blocks = std::min(args.max_blocks, comm->max_ctas);
     if (r == vcclSuccess) {
         r = ll_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
         if (r != vcclSuccess) set_last_error(r, "low-latency %s kernel launch failed", coll_name(op.coll.coll));
     }
-    if (r != vcclSuccess) comm->ipc->ll_abandon(args, op.stream);
+    if (r == vcclSuccess) comm->ipc->ll_launched(args);
+    else comm->ipc->ll_abandon(args, op.stream);
     return r;
 #else
     (void)comm, (void)op, (void)kind, (void)send, (void)recv;
@@ -311,6 +326,18 @@ vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send,
 
 } // namespace
 
+void device_coll_give_up(vcclComm* comm, const Op& op) {
+#if VCCL_HAVE_CUDA
+    LlKind kind;
+    if (op.kind != OpKind::Collective || !device_coll_direct_possible(comm, op) || !takes_ll(comm, op, &kind)) return;
+    LlArgs args{};
+    comm->ipc->ll_next(&args);
+    comm->ipc->ll_abandon(args, op.stream);
+#else
+    (void)comm, (void)op;
+#endif
+}
+
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
     {
         const CollArgs& a = op.coll;
@@ -319,9 +346,10 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         char* recv = static_cast<char*>(a.recvbuf);
         int rank = comm->rank, n = comm->nranks;
         if (a.count == 0) return vcclSuccess;
+        LlKind kind;
+        if (takes_ll(comm, op, &kind)) return run_ll(comm, op, kind, send, recv);
         switch (a.coll) {
         case CollType::ReduceScatter: {
-            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::ReduceScatter, send, recv);
             int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));
             if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
             const size_t count = a.count;
@@ -339,7 +367,6 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; });
         }
         case CollType::AllReduce: {
-            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::AllReduce, send, recv);
             if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
             int pieces = pipeline_pieces(comm, a.count * ts);
             if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces);
@@ -356,9 +383,6 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             }
             return run_batch(comm, ops);
         }
-        case CollType::AllGather:
-            if (a.count * ts <= comm->ipc->ll_bytes()) return run_ll(comm, op, LlKind::AllGather, send, recv);
-            break; // a batch of transfers, below
         case CollType::Reduce: {
             size_t bytes = a.count * ts;
             if (rank != a.root) return run_batch(comm, {p2p_op(op, OpKind::Send, send, nullptr, bytes, a.root)});

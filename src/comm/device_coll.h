@@ -10,6 +10,10 @@ namespace vccl {
  * all mapped (and, in a build without CUDA, never). Symmetric across ranks. */
 bool device_coll_direct_possible(const vcclComm* comm, const Op& op);
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op);
+/* op, which the direct path would have run, will not run on this rank (an earlier part of its call failed): if
+ * it is a low-latency collective, its call number is taken and the peers are told (IpcP2p::ll_abandon), so that
+ * this rank's next such call does not pair with the peers' kernels of this one. */
+void device_coll_give_up(vcclComm* comm, const Op& op);
 
 } // namespace vccl
 

@@ -203,8 +203,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->staged_queue->wait_idle();
     }
+    size_t started = 0; // ops of *run this call ran or began to run
     for (const Op& op : *run) {
         if (status != vcclSuccess) break;
+        ++started;
         if (op.kind != OpKind::Collective) {
             p2p.push_back(&op);
         } else if (queue != nullptr) {
@@ -222,6 +224,11 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     }
     if (status == vcclSuccess && !p2p.empty()) {
         status = queue != nullptr ? submit_p2p_staged(comm, queue, p2p) : run_p2p_batch(comm, p2p);
+    }
+    // Collectives left out after a failure: those the low-latency kernel would have run still take their call
+    // numbers and tell the peers, whose kernels would otherwise wait for them, or pair with this rank's next one.
+    if (status != vcclSuccess && queue == nullptr) {
+        for (size_t i = started; i < run->size(); ++i) device_coll_give_up(comm, (*run)[i]);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
     vcclResult_t ordered = vcclSuccess;

@@ -62,6 +62,7 @@ public:
     size_t ll_bytes() const override { return 0; }
     void ll_next(LlArgs*) override {}
     void ll_abandon(const LlArgs&, void*) override {}
+    void ll_launched(const LlArgs&) override {}
     vcclResult_t flush() override { return vcclSuccess; }
     void test_fail_next(bool) override {}
     uint64_t direct_sends() const override { return 0; }
@@ -79,7 +80,7 @@ struct PeerInfo {
     int32_t device;
     uint32_t fifo_slots;      // staging FIFO geometry (0: none); a FIFO is used only between equal ones
     uint32_t fifo_slot_bytes;
-    uint32_t ll_bytes;        // low-latency allreduce (0: none); used only when equal on every rank,
+    uint32_t ll_bytes;        // low-latency collectives (0: none); used only when equal on every rank,
     uint32_t ll_offset;       // and so is where its words start (after the FIFO slots, whose size may differ)
     char uuid[16];            // of the GPU: ranks sharing one take turns, which the low-latency kernel cannot
     char handle[64];
@@ -317,6 +318,7 @@ public:
         a->nranks = nranks_;
         a->rank = rank_;
         a->control = ll_control_;
+        a->max_blocks = sm_count_;
         // No rank sends words to itself: the first word of this rank's own sets counts its blocks.
         a->arrivals = reinterpret_cast<unsigned*>(ll_words(flags_, rank_, 0));
         for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
@@ -324,6 +326,8 @@ public:
             a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
         }
     }
+
+    void ll_launched(const LlArgs& a) override { ll_launched_seq_ = a.seq; }
 
     void ll_abandon(const LlArgs& a, void* stream) override {
         // Each peer's header word of this call gets the sequence number with an impossible byte count: its
@@ -347,7 +351,7 @@ public:
         bool told = tell_on(static_cast<CUstream>(stream));
         CUstream cs = told ? nullptr : notify_stream();
         if (cs != nullptr) told = tell_on(cs);
-        VCCL_WARN(kLogDevice, "rank %d: gave up low-latency allreduce call %u before its kernel ran; %s", rank_, a.seq,
+        VCCL_WARN(kLogDevice, "rank %d: gave up low-latency collective call %u before its kernel ran; %s", rank_, a.seq,
                   !told ? "could not tell the peers (their kernels wait until they abort)"
                   : cs  ? "told the peers (outside the call's stream, which refused the writes)"
                         : "told the peers on the call's stream");
@@ -746,11 +750,13 @@ private:
     // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
     // sent and received and the last FREE (credit) and FULL waits enqueued.
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
-    // Low-latency allreduce: words per (sender, set) and where they start in a rank's buffer; whether every
+    // Low-latency collectives: words per (sender, set) and where they start in a rank's buffer; whether every
     // rank can take part; calls made; the control words the kernel shares with the host (abort, mismatch).
     size_t ll_bytes_ = 0, ll_message_bytes_ = 0, ll_set_words_ = 0, ll_offset_ = 0;
     bool ll_active_ = false;
     uint64_t ll_calls_ = 0;
+    uint32_t ll_launched_seq_ = 0; // number of the last call whose kernel was enqueued (0: none)
+    int sm_count_ = 1;             // the GPU's multiprocessors: the most blocks a low-latency kernel takes
     volatile int* ll_control_ = nullptr;
     /* The words `sender` writes for set `set` in the buffer of its receiver at `base` (as mapped here). */
     uint64_t* ll_words(uint32_t* base, int sender, size_t set) const {
@@ -890,11 +896,12 @@ int CudaIpcP2p::release_waits(int64_t wait_ms) {
     const uint64_t until = now_ns() + uint64_t(wait_ms) * 1000000ull;
     int released = release_flag_waits(wait_ms);
     if (ll_control_ != nullptr) {
-        // A low-latency allreduce kernel still waiting for a peer gets what is left of the same time (at least
+        // A low-latency kernel still waiting for a peer gets what is left of the same time (at least
         // 100 ms: it may have been queued behind a wait released just now), then sees the abort flag within
         // microseconds (its output is then not valid).
         const uint64_t ll_until = std::max<uint64_t>(until, now_ns() + 100000000ull);
-        while (ll_calls_ > 0 && uint32_t(ll_control_[kLlDone]) != ll_seq(ll_calls_) && now_ns() < ll_until &&
+        // The last call whose kernel runs: a later number given up on the host never writes kLlDone.
+        while (ll_launched_seq_ != 0 && uint32_t(ll_control_[kLlDone]) != ll_launched_seq_ && now_ns() < ll_until &&
                wait_ms > 0) {
             std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
@@ -1155,7 +1162,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     // On by default: where it cannot be used, only a value the user set is worth a warning.
     const LogLevel ll_level = env::is_set(env::kAllreduceLlBytes) ? LogLevel::Warn : LogLevel::Info;
     if (ll_bytes_ > kMaxLlBytes || nranks_ > kMaxLlRanks) {
-        VCCL_LOG(ll_level, kLogDevice, "VCCL_ALLREDUCE_LL_BYTES=%zu with %d ranks: the low-latency allreduce takes "
+        VCCL_LOG(ll_level, kLogDevice, "VCCL_ALLREDUCE_LL_BYTES=%zu with %d ranks: the low-latency collectives take "
                     "at most %zu bytes and %d ranks; off", ll_bytes_, nranks_, kMaxLlBytes, kMaxLlRanks);
         ll_bytes_ = 0;
     }
@@ -1178,11 +1185,15 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     auto whole_blocks = [](size_t bytes) { return (bytes + kIpcBlock - 1) / kIpcBlock * kIpcBlock; };
     bool allocated = false;
     if (driver().ok && cudaGetDevice(&device_) == cudaSuccess) {
+        if (cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_) != cudaSuccess || sm_count_ < 1) {
+            cudaGetLastError();
+            sm_count_ = 1;
+        }
         allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(ll_offset_ + ll_total)) == cudaSuccess;
         if (!allocated && fifo_total + ll_total > 0) { // no room for the slots: flags only
             cudaGetLastError();
             VCCL_WARN(kLogDevice, "rank %d: cannot allocate %zu bytes of FIFO slots and low-latency words: staging "
-                      "FIFO and low-latency allreduce off", rank_, fifo_total + ll_total);
+                      "FIFO and low-latency collectives off", rank_, fifo_total + ll_total);
             fifo_slots_ = fifo_slot_bytes_ = fifo_slot_stride_ = 0;
             ll_bytes_ = ll_message_bytes_ = ll_set_words_ = 0;
             allocated = cudaMalloc(reinterpret_cast<void**>(&flags_), whole_blocks(slots_offset_)) == cudaSuccess;
@@ -1196,7 +1207,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
             ll_control_ = static_cast<volatile int*>(control); // one address for host and device (UVA)
         } else {
             cudaGetLastError();
-            VCCL_WARN(kLogDevice, "rank %d: cannot set up the low-latency allreduce: off", rank_);
+            VCCL_WARN(kLogDevice, "rank %d: cannot set up the low-latency collectives: off", rank_);
             ll_bytes_ = ll_message_bytes_ = 0;
         }
     }
@@ -1281,7 +1292,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         for (int q = 0; q < nranks_ && ll_active_; ++q) ll_active_ = opened[size_t(r) * nranks_ + q] != 0;
     }
     if (mine.ll_bytes > 0 && !ll_active_) {
-        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency allreduce off: not every rank is on this host with its "
+        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency collectives off: not every rank is on this host with its "
                     "buffer mapped by every other, or VCCL_ALLREDUCE_LL_BYTES or the staging FIFO's size "
                     "(VCCL_P2P_FIFO_*) differs between ranks", rank_);
     }
@@ -1291,7 +1302,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     }
     if (ll_active_ && shared_gpu && !g_ll_on_shared_gpu.load()) {
         ll_active_ = false;
-        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency allreduce off: ranks of this communicator share a GPU, "
+        VCCL_LOG(ll_level, kLogDevice, "rank %d: low-latency collectives off: ranks of this communicator share a GPU, "
                     "where its waiting kernels would take turns by time slices (about 2 ms per call)", rank_);
     }
     VCCL_INFO(kLogDevice, "rank %d: direct GPU send/recv with %d of %d ranks (device %d); staging FIFO (%zu slots of "

@@ -161,12 +161,16 @@ public:
      * are off or not possible (not every rank of the communicator on this host and mapped,
      * VCCL_ALLREDUCE_LL_BYTES differs); equal on every rank. */
     virtual size_t ll_bytes() const = 0;
-    /* Sequence number and pointers of the next low-latency collective; the caller adds max_blocks. */
+    /* Sequence number and pointers of the next low-latency collective; max_blocks is the GPU's multiprocessor
+     * count (blocks that spin must all be resident), which the caller may lower. */
     virtual void ll_next(LlArgs* args) = 0;
     /* The call that ll_next described will not launch (a host-side failure): its peers are told through their
      * header words, so their kernels report a mismatch instead of waiting or pairing with a later call. The
      * words are written on `stream`, the call's own, after this rank's earlier work there (see the .cc). */
     virtual void ll_abandon(const LlArgs& args, void* stream) = 0;
+    /* The call that ll_next described was enqueued: destroy waits for its kernel (kLlDone), not for a later
+     * number that was given up and will never run. */
+    virtual void ll_launched(const LlArgs& args) = 0;
 
     /* Direct sends enqueued so far (post_send), for tests that check which path a transfer took. */
     virtual uint64_t direct_sends() const = 0;
@@ -186,10 +190,10 @@ public:
 namespace testing {
 /* Test hook reachable from tests/gpu (exported by libvccl.map): see IpcP2p::test_fail_next. */
 VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
-/* Test hook: communicators created after it use the low-latency allreduce even where ranks share a GPU
+/* Test hook: communicators created after it use the low-latency collectives even where ranks share a GPU
  * (where it is otherwise off: each waiting kernel holds the GPU for a time slice, ~2 ms per call). */
 VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
-/* Test hook: the next low-latency allreduce of comm fails before its launch (see IpcP2p::ll_abandon). */
+/* Test hook: the next low-latency collective of comm fails before its launch (see IpcP2p::ll_abandon). */
 VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
 /* Test hook: the next send/recv batch of comm with direct-path peers fails right after its descriptor exchange
  * (as a timeout there would), before anything is enqueued (see run_p2p_direct_part). */

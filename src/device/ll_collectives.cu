@@ -85,8 +85,8 @@ template <LlKind Kind> __device__ __forceinline__ const char* sent_to(const void
 }
 
 /* Steps 1 and 2 of every kind: this block's units into every peer's memory (block 0 also the header word with the
- * byte count), then every peer's header (each block reads it): a peer whose count differs is reported and not
- * waited for (skip). False when the communicator was aborted while waiting. */
+ * kind and byte count), then every peer's header (each block reads it): a peer whose header differs is reported
+ * and not waited for (skip). False when the communicator was aborted while waiting. */
 template <LlKind Kind>
 __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, uint32_t u0, uint32_t u1, int* skip,
                                int* aborted) {
@@ -104,9 +104,10 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
             store_pair(a.outbox[p] + kLlDataWord + 2 * size_t(u), tag | (d & 0xFFFFFFFFull), tag | (d >> 32));
         }
     }
+    const uint32_t header = (uint32_t(Kind) << 28) | bytes; // LlKind: never kLlAbandonedBytes
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         for (int p = 0; p < a.nranks; ++p) {
-            if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p]) = tag | bytes;
+            if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p]) = tag | header;
         }
     }
     for (int p = threadIdx.x; p < kMaxLlRanks; p += blockDim.x) {
@@ -116,7 +117,7 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
             if (!wait_header(a.inbox[p], a.seq, a.control, &b)) {
                 *aborted = 1;
                 s = 1;
-            } else if (b != bytes) {
+            } else if (b != header) {
                 a.control[kLlMismatch] = p + 1;
                 s = 1;
             }

@@ -16,8 +16,8 @@
  * a rank's call k + 2 can only start after its call k + 1, which waited for every peer's call k + 1 words, which
  * peers wrote after their call k had read everything: no set is overwritten while it is read. That needs every
  * pair of ranks to exchange words in every call, so rooted collectives (Broadcast, Reduce) cannot take this path.
- * Word 0 of a set says the sender's byte count: a receiver whose count differs reports the sender (mismatched
- * calls) and does not wait for its words. Word 1 is unused (data units stay 16-byte aligned); data from word 2.
+ * Word 0 of a set says the sender's collective and byte count: a receiver whose differ reports the sender
+ * (mismatched calls) and does not wait for its words. Word 1 is unused (data units stay 16-byte aligned); data from word 2.
  * A kernel that waits for a peer that never calls is released by the communicator's abort flag (vcclCommAbort,
  * vcclCommDestroy), with output that is not valid.
  *
@@ -38,6 +38,7 @@ constexpr int kMaxLlRanks = 64;
  * bytes (what a rank stores into its peers stays within the setting); its words take 2x its size per sender and
  * word set (two sets) in every rank's memory: about 4 x the setting x n / (n - 1) of device memory per rank. */
 constexpr size_t kMaxLlBytes = 8u << 20;
+static_assert(kMaxLlBytes < (size_t(1) << 24), "the header word keeps the collective's kind above bit 27");
 constexpr size_t kLlDataWord = 2; // index of a set's first data word
 
 /* Control words in pinned host memory shared with the kernels: abort (host), a peer whose count differed
@@ -62,7 +63,9 @@ struct LlArgs {
     uint32_t seq;                         // this call's sequence number, never 0
 };
 
-enum class LlKind { AllReduce, ReduceScatter, AllGather };
+/* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^24), so that ranks
+ * calling different collectives of the same size report a mismatch instead of taking each other's words. */
+enum class LlKind : uint32_t { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
 
 /* Enqueues the collective on `stream`, with NCCL's meaning of `count`: AllReduce's elements, ReduceScatter's
  * elements per rank (its output), AllGather's elements per rank (its input). What a rank sends each peer,

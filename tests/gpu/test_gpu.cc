@@ -997,15 +997,14 @@ std::string abort_releases_lone_call(vcclComm_t comm, size_t count) {
     return why;
 }
 
-/* An allreduce of `count` floats (different on each rank) on comm: the call returns, the stream goes on,
- * vcclCommGetAsyncError reports vcclRemoteError; then comm is aborted. Returns what went wrong on this rank. */
-std::string mismatch_reported(vcclComm_t comm, size_t count) {
+/* A call that does not match the peers' (`call` enqueues it on the stream it is given): it returns, the stream
+ * goes on, vcclCommGetAsyncError reports vcclRemoteError; then comm is aborted. Returns what went wrong here. */
+template <typename Call> std::string mismatch_reported(vcclComm_t comm, const char* what, Call&& call) {
     Stream s;
-    DevBuf buf(count * 4);
     std::string why;
-    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
+    vcclResult_t r = call(s.s);
     if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
-    expect_stream_goes_on(s.s, "an allreduce whose counts differ between ranks");
+    expect_stream_goes_on(s.s, what);
     vcclResult_t async = vcclSuccess;
     if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
         if (why.empty()) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
@@ -1013,6 +1012,14 @@ std::string mismatch_reported(vcclComm_t comm, size_t count) {
     MPI_Barrier(MPI_COMM_WORLD);
     vcclCommAbort(comm);
     return why;
+}
+
+/* An allreduce of `count` floats, a count that differs between ranks. */
+std::string mismatch_reported(vcclComm_t comm, size_t count) {
+    DevBuf buf(count * 4);
+    return mismatch_reported(comm, "an allreduce whose counts differ between ranks", [&](cudaStream_t st) {
+        return vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, st);
+    });
 }
 
 TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
@@ -1063,7 +1070,39 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
                 }
             }
         }
-        vcclCommDestroy(comm);
+        // Calls k and k + 2 use the same word set: different data in each, so that words left from an earlier
+        // call cannot pass for this one's.
+        for (size_t count : {size_t(1031), limit / 4 - 1}) {
+            for (int call = 0; call < 4; ++call) {
+                std::ostringstream label;
+                label << "VCCL_MAX_CTAS " << ctas << ": call " << call << " of 4, AllReduce int32 count " << count;
+                sweep.run(label.str(), [&]() -> std::string {
+                    std::vector<char> in(count * 4);
+                    for (size_t i = 0; i < count; ++i)
+                        store_int(in.data(), i, vcclInt32, int64_t(world_rank() + 1) * (call + 1) + int64_t(i % 1000));
+                    DevBuf buf(in.size());
+                    buf.upload(in);
+                    vcclResult_t rc = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclInt32, vcclSum, comm, s.s);
+                    if (rc != vcclSuccess) return "call failed: " + result_str(rc);
+                    if (cudaStreamSynchronize(s.s) != cudaSuccess) return "stream failed";
+                    std::vector<char> got = buf.download();
+                    const int64_t n = world_size(), ranks_sum = n * (n + 1) / 2;
+                    for (size_t i = 0; i < count; ++i) {
+                        int64_t want = ranks_sum * (call + 1) + n * int64_t(i % 1000);
+                        if (load(got.data(), i, vcclInt32) != double(want)) return "element " + std::to_string(i) + " wrong";
+                    }
+                    return "";
+                });
+            }
+        }
+        // Destroy waits for the last kernel to stop waiting (kLlDone, written by the last of its blocks).
+        double t0 = MPI_Wtime();
+        vcclResult_t end = vcclCommDestroy(comm);
+        double took = MPI_Wtime() - t0;
+        sweep.run(std::string("VCCL_MAX_CTAS ") + ctas + ": destroy", [&]() -> std::string {
+            if (end != vcclSuccess) return "destroy failed: " + result_str(end);
+            return took > 3.0 ? "destroy took " + std::to_string(took) + " s" : "";
+        });
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 
@@ -1077,6 +1116,17 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
     ASSERT_ALL_RANKS(mismatched != nullptr);
     why = mismatch_reported(mismatched, floats / size_t(world_size()) * size_t(world_rank() + 1)); // all on this path
     EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched counts: " + why);
+
+    // Different collectives of the same size: the header word carries the kind, so this is a mismatch too.
+    vcclComm_t kinds = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(kinds != nullptr);
+    const size_t per_rank = 1024;
+    DevBuf in(per_rank * 4), out(per_rank * 4 * size_t(world_size()));
+    why = mismatch_reported(kinds, "an allgather on one rank against an allreduce of the same size", [&](cudaStream_t st) {
+        return world_rank() == 0 ? vcclAllGather(in.ptr(), out.ptr(), per_rank, vcclFloat32, kinds, st)
+                                 : vcclAllReduce(in.ptr(), out.ptr(), per_rank, vcclFloat32, vcclSum, kinds, st);
+    });
+    EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched collectives: " + why);
 }
 
 /* The kernel's words start after the staging FIFO's slots, whose size may differ between ranks: then it must be
@@ -1108,23 +1158,26 @@ TEST(GpuLl, DifferentFifoSizesTurnItOffEverywhere) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
-/* A call that fails on one rank before its kernel is launched (host side) must not leave the others' kernels
- * waiting, nor pair them with that rank's next call: they are told and report it. */
-TEST(GpuLl, CallGivenUpOnTheHostTellsThePeers) {
-    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+/* `calls` low-latency allreduces in one group, of which rank 0's first fails before its launch (host side): the
+ * others' kernels must neither wait for rank 0 nor pair with its next call. Rank 0 then leaves the rest of the
+ * group out, which must be given up too (their kernels waited for it), the peers are told and report it, and
+ * destroy must not wait for kernels that never ran (it waited VCCL_OP_TIMEOUT_MS for the last call's number,
+ * given up). Returns what went wrong on this rank. */
+std::string given_up_on_the_host(int calls) {
     vcclComm_t comm = make_comm(CommKind::Mpi);
-    ASSERT_ALL_RANKS(comm != nullptr);
+    if (comm == nullptr) return "no communicator";
     Stream s;
-    DevBuf buf(64);
+    std::vector<std::unique_ptr<DevBuf>> bufs;
+    for (int c = 0; c < calls; ++c) bufs.push_back(std::make_unique<DevBuf>(64));
     std::string why;
     const bool failing = world_rank() == 0;
     if (failing && vccl::testing::fail_next_ll(comm) != vcclSuccess) why = "test hook refused";
-    vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+    vcclGroupStart();
+    for (auto& b : bufs) vcclAllReduce(b->ptr(), b->ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+    vcclResult_t r = vcclGroupEnd();
     if (failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
     if (!failing && r != vcclSuccess && why.empty()) why = "the call failed on the host: " + result_str(r);
-    expect_stream_goes_on(s.s, "a low-latency allreduce that another rank gave up");
+    expect_stream_goes_on(s.s, "low-latency allreduces that another rank gave up");
     if (!failing && why.empty()) {
         vcclResult_t async = vcclSuccess;
         if (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError) {
@@ -1132,7 +1185,27 @@ TEST(GpuLl, CallGivenUpOnTheHostTellsThePeers) {
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    vcclCommAbort(comm);
+    double t0 = MPI_Wtime();
+    vcclResult_t end = vcclCommDestroy(comm);
+    double took = MPI_Wtime() - t0;
+    if (end != vcclSuccess && why.empty()) why = "destroy failed: " + result_str(end);
+    if (took > 3.0 && why.empty()) why = "destroy took " + std::to_string(took) + " s";
+    return why;
+}
+
+TEST(GpuLl, CallGivenUpOnTheHostTellsThePeers) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    std::string why = given_up_on_the_host(1);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+TEST(GpuLl, GroupGivenUpOnTheHostTellsThePeersOfEveryCall) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    std::string why = given_up_on_the_host(2);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
