@@ -1,4 +1,4 @@
-/* The low-latency allreduce kernel (device/ll_collectives.h): up to LlArgs::max_blocks thread blocks per call. */
+/* The low-latency collective kernels (device/ll_collectives.h): up to LlArgs::max_blocks thread blocks per call. */
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -40,15 +40,15 @@ __device__ bool wait_pair(const uint64_t* p, uint32_t seq, volatile int* control
     return true;
 }
 
-/* Waits for a peer's header word (its byte count) of this call. */
-__device__ bool wait_header(const uint64_t* p, uint32_t seq, volatile int* control, uint32_t* bytes) {
+/* Waits for a peer's header word of this call (its collective and byte count, send_and_check). */
+__device__ bool wait_header(const uint64_t* p, uint32_t seq, volatile int* control, uint32_t* header) {
     const volatile uint64_t* vp = p;
     uint64_t x = *vp;
     for (unsigned spins = 1; uint32_t(x >> 32) != seq; ++spins) {
         if ((spins & 255u) == 0 && control[kLlAbort] != 0) return false;
         x = *vp;
     }
-    *bytes = uint32_t(x);
+    *header = uint32_t(x);
     return true;
 }
 
