@@ -177,6 +177,12 @@ long long ll_bytes(vcclComm_t comm) {
     return comm->ipc ? static_cast<long long>(comm->ipc->ll_bytes()) : 0;
 }
 
+long long chunked_calls(vcclComm_t comm) {
+    if (check_comm(comm, "chunked_calls") != vcclSuccess) return -1;
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    return static_cast<long long>(comm->chunked_calls);
+}
+
 long long ipc_block_reopens(vcclComm_t comm) {
     if (check_comm(comm, "ipc_block_reopens") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);

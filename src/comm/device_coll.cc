@@ -3,12 +3,14 @@
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
  *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
  *   AllGather and ReduceScatter up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes per rank, as AllReduce below:
- *              one low-latency kernel;
+ *              one low-latency kernel; ReduceScatter above it up to VCCL_ALLREDUCE_KERNEL_BYTES per rank (a
+ *              multiple of 16 bytes) one chunked kernel (device/chunked_collectives.h);
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
  *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
  *              stream while the next piece moves (comm->side_stream);
  *   AllReduce: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) (off where ranks share a GPU) one kernel of up to
- *              VCCL_MAX_CTAS blocks that stores into the peers' memory (device/ll_collectives.h); up to
+ *              VCCL_MAX_CTAS blocks that stores into the peers' memory (device/ll_collectives.h), above it up
+ *              to VCCL_ALLREDUCE_KERNEL_BYTES the chunked kernel in the same memory; up to
  *              VCCL_ALLREDUCE_SMALL_BYTES (where the former is off or smaller) one shot (every rank
  *              sends its whole buffer to every peer and reduces all of them: one batch of transfers and one
  *              kernel, since small transfers cost their handshakes, not their bytes); above it that
@@ -27,6 +29,7 @@
 #include "config.h"
 #include "core/dtype.h"
 #include "core/status.h"
+#include "device/chunked_collectives.h"
 #include "device/ipc_p2p.h"
 #include "device/ll_collectives.h"
 #include "device/reduce_kernels.h"
@@ -282,44 +285,66 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
     return reduce(comm, op, op.stream, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
-/* Whether op takes the low-latency kernel (device/ll_collectives.h): AllReduce, ReduceScatter and AllGather whose
- * message to each peer (count elements) is at most comm->ipc->ll_bytes(). The same on every rank of a correct
- * program (the setting is agreed, the counts are the call's). */
-bool takes_ll(const vcclComm* comm, const Op& op, LlKind* kind) {
+/* Whether op runs in one kernel: the low-latency one (device/ll_collectives.h) for AllReduce, ReduceScatter and
+ * AllGather whose message to each peer (count elements) is at most comm->ipc->ll_bytes(), else, for AllReduce and
+ * ReduceScatter, the chunked one (device/chunked_collectives.h, *chunked) up to VCCL_ALLREDUCE_KERNEL_BYTES; an
+ * AllGather above the first limit is a batch of copy-engine transfers (1.4x NCCL's speed from 8 MiB on 2x H100,
+ * docs/PERFORMANCE.md, where SM stores through the chunked kernel were slower). The same on every rank of a correct
+ * program: the settings are agreed and the decision goes by the call's sizes only, never by its buffers' addresses
+ * (ranks taking different paths would wait for each other until they abort). */
+bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunked) {
     const CollArgs& a = op.coll;
-    if (a.count == 0 || a.count * dtype_size(a.dtype) > comm->ipc->ll_bytes()) return false;
     switch (a.coll) {
-    case CollType::AllReduce: *kind = LlKind::AllReduce; return true;
-    case CollType::ReduceScatter: *kind = LlKind::ReduceScatter; return true;
-    case CollType::AllGather: *kind = LlKind::AllGather; return true;
+    case CollType::AllReduce: *kind = LlKind::AllReduce; break;
+    case CollType::ReduceScatter: *kind = LlKind::ReduceScatter; break;
+    case CollType::AllGather: *kind = LlKind::AllGather; break;
     default: return false;
     }
+    const size_t bytes = a.count * dtype_size(a.dtype);
+    if (a.count == 0) return false;
+    if (bytes <= comm->ipc->ll_bytes()) {
+        *chunked = false;
+        return true;
+    }
+    // ReduceScatter's blocks of other ranks start at multiples of the per-rank size: a multiple of 16 keeps the
+    // kernel's 16-byte accesses aligned for all of them.
+    if (*kind == LlKind::AllGather || bytes > std::min(comm->settings.kernel_bytes, kMaxChunkedBytes) ||
+        !comm->ipc->chunked_possible() || (*kind == LlKind::ReduceScatter && bytes % 16 != 0)) {
+        return false;
+    }
+    *chunked = true;
+    return true;
 }
 
-/* A collective in one kernel launch (device/ll_collectives.h), for what a rank sends each peer up to
- * comm->ipc->ll_bytes(). */
-vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send, char* recv) {
+/* A collective in one kernel launch (device/ll_collectives.h or device/chunked_collectives.h). */
+vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked, const char* send, char* recv) {
 #if VCCL_HAVE_CUDA
     LlArgs args{};
     // The call's number is taken whatever happens: peers count calls too, and a call given up here must be
     // given up for them (ll_abandon), not paired with this rank's next one.
     comm->ipc->ll_next(&args);
+    const char* what = chunked ? "chunked" : "low-latency";
     vcclResult_t r = vcclSuccess;
     if (comm->test_fail_next_ll) {
         comm->test_fail_next_ll = false;
-        r = set_last_error(vcclInternalError, "low-latency %s failed before its launch (test hook)",
+        r = set_last_error(vcclInternalError, "%s %s failed before its launch (test hook)", what,
                            coll_name(op.coll.coll));
     }
     args.max_blocks = std::min(args.max_blocks, comm->max_ctas);
     if (r == vcclSuccess) {
-        r = ll_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
-        if (r != vcclSuccess) set_last_error(r, "low-latency %s kernel launch failed", coll_name(op.coll.coll));
+        r = chunked ? chunked_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream)
+                    : ll_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);
+        if (r != vcclSuccess) set_last_error(r, "%s %s kernel launch failed", what, coll_name(op.coll.coll));
     }
-    if (r == vcclSuccess) comm->ipc->ll_launched(args);
-    else comm->ipc->ll_abandon(args, op.stream);
+    if (r == vcclSuccess) {
+        comm->ipc->ll_launched(args);
+        if (chunked) ++comm->chunked_calls;
+    } else {
+        comm->ipc->ll_abandon(args, op.stream);
+    }
     return r;
 #else
-    (void)comm, (void)op, (void)kind, (void)send, (void)recv;
+    (void)comm, (void)op, (void)kind, (void)chunked, (void)send, (void)recv;
     return set_last_error(vcclInternalError, "device collective in a build without CUDA");
 #endif
 }
@@ -329,7 +354,10 @@ vcclResult_t run_ll(vcclComm* comm, const Op& op, LlKind kind, const char* send,
 void device_coll_give_up(vcclComm* comm, const Op& op) {
 #if VCCL_HAVE_CUDA
     LlKind kind;
-    if (op.kind != OpKind::Collective || !device_coll_direct_possible(comm, op) || !takes_ll(comm, op, &kind)) return;
+    bool chunked = false;
+    if (op.kind != OpKind::Collective || !device_coll_direct_possible(comm, op) || !takes_kernel(comm, op, &kind, &chunked)) {
+        return;
+    }
     LlArgs args{};
     comm->ipc->ll_next(&args);
     comm->ipc->ll_abandon(args, op.stream);
@@ -347,7 +375,8 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         int rank = comm->rank, n = comm->nranks;
         if (a.count == 0) return vcclSuccess;
         LlKind kind;
-        if (takes_ll(comm, op, &kind)) return run_ll(comm, op, kind, send, recv);
+        bool chunked = false;
+        if (takes_kernel(comm, op, &kind, &chunked)) return run_kernel(comm, op, kind, chunked, send, recv);
         switch (a.coll) {
         case CollType::ReduceScatter: {
             int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));

@@ -107,6 +107,15 @@ VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "2M",
              "1) of device memory per rank; needs every rank of the communicator on this host and the same value on "
              "every rank, and is off where ranks share a GPU. 0: off (copy-engine transfers and a reduction kernel "
              "instead; on 2x H200 a 512 KiB allreduce took 10 us this way, 42 us without, and 2 MiB 29 us against 47)")
+VCCL_ENV_DEF(kAllreduceKernelBytes, "VCCL_ALLREDUCE_KERNEL_BYTES", Size, "8M",
+             "AllReduce and ReduceScatter on device buffers of one host whose message (what a rank sends each peer: "
+             "AllReduce's buffer, ReduceScatter's per-rank block) is above the VCCL_ALLREDUCE_LL_BYTES kernel's limit "
+             "and at most this size (at most 128M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that moves "
+             "the data in chunks through the memory of the VCCL_ALLREDUCE_LL_BYTES kernel (no more device memory; off "
+             "where that kernel is off); ReduceScatter needs a per-rank size that is a multiple of 16 bytes. On 2x H200 "
+             "a 4 MiB allreduce took 31 us this way and 55 us without, 8 MiB 55 against 67; from 16 MiB the copy "
+             "engines were faster. 0: off (copy-engine transfers and a reduction kernel). Rank 0's value is used on "
+             "every rank")
 VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",
              "Device AllReduce (above VCCL_ALLREDUCE_SMALL_BYTES) and ReduceScatter among GPUs of one host on at "
              "least twice this many bytes run in pieces, the reduction kernel of one piece on a second stream while "

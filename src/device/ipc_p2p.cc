@@ -60,6 +60,7 @@ public:
     int failed_peer_polled() override { return -1; }
     int device() const override { return -1; }
     size_t ll_bytes() const override { return 0; }
+    bool chunked_possible() const override { return false; }
     void ll_next(LlArgs*) override {}
     void ll_abandon(const LlArgs&, void*) override {}
     void ll_launched(const LlArgs&) override {}
@@ -308,6 +309,7 @@ public:
     }
 
     size_t ll_bytes() const override { return ll_active_ ? ll_message_bytes_ : 0; }
+    bool chunked_possible() const override { return ll_active_ && chunk_layout_.slots >= 2; }
 
     void ll_next(LlArgs* a) override {
         uint64_t call = ++ll_calls_;
@@ -325,6 +327,9 @@ public:
             a->outbox[r] = r == rank_ ? nullptr : ll_words(peer_flags_[r], rank_, set);
             a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
         }
+        a->chunk_slots = chunk_layout_.slots;
+        a->chunk_bytes = chunk_layout_.chunk_bytes;
+        a->chunk_data_word = chunk_layout_.data_word;
     }
 
     void ll_launched(const LlArgs& a) override { ll_launched_seq_ = a.seq; }
@@ -753,6 +758,7 @@ private:
     // Low-latency collectives: words per (sender, set) and where they start in a rank's buffer; whether every
     // rank can take part; calls made; the control words the kernel shares with the host (abort, mismatch).
     size_t ll_bytes_ = 0, ll_message_bytes_ = 0, ll_set_words_ = 0, ll_offset_ = 0;
+    ChunkLayout chunk_layout_; // the chunked collectives' view of a set (from ll_set_words_)
     bool ll_active_ = false;
     uint64_t ll_calls_ = 0;
     uint32_t ll_launched_seq_ = 0; // number of the last call whose kernel was enqueued (0: none)
@@ -1172,6 +1178,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     // A header word and a spare one, then 4 data bytes per word; sets 256-byte aligned.
     ll_set_words_ = ll_bytes_ > 0 ? (kLlDataWord + (ll_message_bytes_ + 7) / 8 * 2 + 31) / 32 * 32 : 0;
     ll_offset_ = (slots_offset_ + fifo_total + 4095) / 4096 * 4096;
+    chunk_layout_ = chunk_layout(ll_set_words_);
     const size_t ll_total = size_t(nranks_) * 2 * ll_set_words_ * sizeof(uint64_t);
 
     // Every rank takes part in both exchanges below, whatever it could set up: they are collective.

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "core/export.h"
+#include "device/chunked_collectives.h"
 #include "device/ll_collectives.h"
 #include "device/registrations.h"
 #include "vccl.h"
@@ -161,6 +162,9 @@ public:
      * are off or not possible (not every rank of the communicator on this host and mapped,
      * VCCL_ALLREDUCE_LL_BYTES differs); equal on every rank. */
     virtual size_t ll_bytes() const = 0;
+    /* Chunked collectives (device/chunked_collectives.h), in the same word sets: whether they are possible (the
+     * low-latency collectives are on and a set holds at least two chunks); equal on every rank. */
+    virtual bool chunked_possible() const = 0;
     /* Sequence number and pointers of the next low-latency collective; max_blocks is the GPU's multiprocessor
      * count (blocks that spin must all be resident), which the caller may lower. */
     virtual void ll_next(LlArgs* args) = 0;
@@ -206,6 +210,8 @@ VCCL_INTERNAL_API long long ipc_block_reopens(vcclComm_t comm);
 VCCL_INTERNAL_API long long ipc_evictions(vcclComm_t comm);
 /* Test hook: IpcP2p::ll_bytes of comm (0: the low-latency collectives are off there); -1 for a bad comm. */
 VCCL_INTERNAL_API long long ll_bytes(vcclComm_t comm);
+/* Test hook: calls of comm that took the chunked kernel (device/chunked_collectives.h); -1 for a bad comm. */
+VCCL_INTERNAL_API long long chunked_calls(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

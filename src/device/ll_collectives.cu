@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "device/ll_collectives.h"
+#include "device/ll_sync.cuh"
 #include "device/reduce_ops.cuh"
 
 namespace vccl {
@@ -26,29 +27,37 @@ __device__ __forceinline__ void load_pair(const uint64_t* p, uint64_t* lo, uint6
     asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];" : "=l"(*lo), "=l"(*hi) : "l"(p) : "memory");
 }
 
-/* Waits until both words of the unit at p carry `seq`, then gives its 8 data bytes; false when the
- * communicator was aborted first. */
-__device__ bool wait_pair(const uint64_t* p, uint32_t seq, volatile int* control, uint64_t* data) {
-    uint64_t lo, hi;
-    load_pair(p, &lo, &hi);
-    for (unsigned spins = 1; uint32_t(lo >> 32) != seq || uint32_t(hi >> 32) != seq; ++spins) {
-        // The abort flag is in host memory (a PCIe read): looked at now and then.
-        if ((spins & 255u) == 0 && control[kLlAbort] != 0) return false;
-        load_pair(p, &lo, &hi);
-    }
-    *data = (lo & 0xFFFFFFFFull) | (hi << 32);
-    return true;
-}
+/* Units a thread keeps in flight. Loads issued back to back overlap their latency; a thread that loaded one unit
+ * and waited for it before loading the next kept one 16-byte load per thread in flight, so the kernel was bound by
+ * memory latency (about 70 GB/s at 2 MiB on 32 blocks), not by NVLink or HBM. The same holds for the input loads
+ * ahead of the stores to the peers. */
+constexpr int kLlBatch = 4;
 
-/* Waits for a peer's header word of this call (its collective and byte count, send_and_check). */
-__device__ bool wait_header(const uint64_t* p, uint32_t seq, volatile int* control, uint32_t* header) {
-    const volatile uint64_t* vp = p;
-    uint64_t x = *vp;
-    for (unsigned spins = 1; uint32_t(x >> 32) != seq; ++spins) {
-        if ((spins & 255u) == 0 && control[kLlAbort] != 0) return false;
-        x = *vp;
+/* Waits until both words of each of the batch's units carry `seq` (units b, b + stride, ... below u1; the words
+ * of unit u at words + 2u), then gives their 8 data bytes (0 for units past u1); false when the communicator was
+ * aborted first. All the batch's loads are issued before the first is looked at. */
+__device__ __forceinline__ bool wait_units(const uint64_t* words, uint32_t b, uint32_t stride, uint32_t u1, uint32_t seq,
+                           volatile int* control, uint64_t* data) {
+    uint64_t lo[kLlBatch], hi[kLlBatch];
+    const uint64_t arrived = uint64_t(seq) << 32; // what a unit past u1 pretends to hold
+#pragma unroll
+    for (int j = 0; j < kLlBatch; ++j) {
+        const uint32_t u = b + j * stride;
+        if (u < u1) {
+            load_pair(words + 2 * size_t(u), &lo[j], &hi[j]);
+        } else {
+            lo[j] = hi[j] = arrived;
+        }
     }
-    *header = uint32_t(x);
+#pragma unroll
+    for (int j = 0; j < kLlBatch; ++j) {
+        for (unsigned spins = 1; uint32_t(lo[j] >> 32) != seq || uint32_t(hi[j] >> 32) != seq; ++spins) {
+            // The abort flag is in host memory (a PCIe read): looked at now and then.
+            if ((spins & 255u) == 0 && control[kLlAbort] != 0) return false;
+            load_pair(words + 2 * size_t(b + j * stride), &lo[j], &hi[j]);
+        }
+        data[j] = (lo[j] & 0xFFFFFFFFull) | (hi[j] << 32);
+    }
     return true;
 }
 
@@ -59,6 +68,16 @@ __device__ __forceinline__ uint64_t input_unit(const void* in, uint32_t u, uint3
     uint64_t v = 0;
     for (uint32_t b = 0; b < 8 && 8 * u + b < bytes; ++b) v |= uint64_t(src[8 * u + b]) << (8 * b);
     return v;
+}
+
+/* The input units of a batch (units b, b + stride, ... below u1; 0 past it), all loads issued first. */
+__device__ __forceinline__ void input_units(const void* in, uint32_t b, uint32_t stride, uint32_t u1, uint32_t bytes,
+                                            bool aligned, uint64_t* data) {
+#pragma unroll
+    for (int j = 0; j < kLlBatch; ++j) {
+        const uint32_t u = b + j * stride;
+        data[j] = u < u1 ? input_unit(in, u, bytes, aligned) : 0;
+    }
 }
 
 /* Element k of the T-typed elements a unit holds, as the accumulation type. */
@@ -92,54 +111,29 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
                                int* aborted) {
     const uint64_t tag = uint64_t(a.seq) << 32;
     const bool in_aligned = aligned8(in);
-    for (uint32_t u = u0 + threadIdx.x; u < u1; u += blockDim.x) {
-        // The same unit goes to every peer, except ReduceScatter's: block p of the input to peer p.
-        uint64_t d = Kind == LlKind::ReduceScatter ? 0 : input_unit(in, u, bytes, in_aligned);
+    for (uint32_t b = u0 + threadIdx.x; b < u1; b += kLlBatch * blockDim.x) {
+        // The same units go to every peer, except ReduceScatter's: block p of the input to peer p.
+        uint64_t d[kLlBatch];
+        if (Kind != LlKind::ReduceScatter) input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
         for (int p = 0; p < a.nranks; ++p) {
             if (p == a.rank) continue;
             if (Kind == LlKind::ReduceScatter) {
                 const char* src = sent_to<Kind>(in, p, bytes);
-                d = input_unit(src, u, bytes, aligned8(src));
+                input_units(src, b, blockDim.x, u1, bytes, aligned8(src), d);
             }
-            store_pair(a.outbox[p] + kLlDataWord + 2 * size_t(u), tag | (d & 0xFFFFFFFFull), tag | (d >> 32));
+#pragma unroll
+            for (int j = 0; j < kLlBatch; ++j) {
+                const uint32_t u = b + j * blockDim.x;
+                if (u < u1) {
+                    store_pair(a.outbox[p] + kLlDataWord + 2 * size_t(u), tag | (d[j] & 0xFFFFFFFFull),
+                               tag | (d[j] >> 32));
+                }
+            }
         }
     }
     const uint32_t header = (uint32_t(Kind) << 28) | bytes; // LlKind: never kLlAbandonedBytes
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        for (int p = 0; p < a.nranks; ++p) {
-            if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p]) = tag | header;
-        }
-    }
-    for (int p = threadIdx.x; p < kMaxLlRanks; p += blockDim.x) {
-        int s = 0;
-        if (p < a.nranks && p != a.rank) {
-            uint32_t b = 0;
-            if (!wait_header(a.inbox[p], a.seq, a.control, &b)) {
-                *aborted = 1;
-                s = 1;
-            } else if (b != header) {
-                a.control[kLlMismatch] = p + 1;
-                s = 1;
-            }
-        }
-        skip[p] = s;
-    }
-    __syncthreads();
-    return *aborted == 0;
-}
-
-/* After the block's last wait: the last block to get here tells the host (kLlDone) through a counter in this rank's
- * own device memory; destroy need not abort the kernel once every block is here. A block that gave up on an abort
- * counts too, so the counter is back to 0 for the next call, which follows on the stream. */
-__device__ __forceinline__ void arrive(const LlArgs& a) {
-    __syncthreads(); // every thread of the block is done waiting
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(a.arrivals, 1u) == gridDim.x - 1) {
-            *a.arrivals = 0;
-            a.control[kLlDone] = int(a.seq);
-        }
-    }
+    publish_header(a, header);
+    return check_headers(a, header, skip, aborted);
 }
 
 /* AllReduce and ReduceScatter. Each block sends its range of units and then, unit by unit, waits for the peers'
@@ -159,34 +153,42 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
     bool gave_up = !send_and_check<Kind>(a, in, bytes, u0, u1, skip, &aborted);
     const char* own = sent_to<Kind>(in, a.rank, bytes);
     const bool own_aligned = aligned8(own);
-    for (uint32_t u = u0 + threadIdx.x; u < u1 && !gave_up; u += blockDim.x) {
-        A acc[kPerUnit];
+    for (uint32_t b = u0 + threadIdx.x; b < u1 && !gave_up; b += kLlBatch * blockDim.x) {
+        A acc[kLlBatch][kPerUnit];
         bool first = true;
         for (int r = 0; r < a.nranks; ++r) {
-            uint64_t d = 0;
+            uint64_t d[kLlBatch];
             if (r == a.rank) {
-                d = input_unit(own, u, bytes, own_aligned);
+                input_units(own, b, blockDim.x, u1, bytes, own_aligned, d);
             } else if (skip[r]) {
                 continue;
-            } else if (!wait_pair(a.inbox[r] + kLlDataWord + 2 * size_t(u), a.seq, a.control, &d)) {
+            } else if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
                 gave_up = true;
                 break;
             }
 #pragma unroll
-            for (int k = 0; k < kPerUnit; ++k) {
-                const A e = unit_element<T>(d, k);
-                acc[k] = first ? e : combine<A, Op>(acc[k], e);
+            for (int j = 0; j < kLlBatch; ++j) {
+#pragma unroll
+                for (int k = 0; k < kPerUnit; ++k) {
+                    const A e = unit_element<T>(d[j], k);
+                    acc[j][k] = first ? e : combine<A, Op>(acc[j][k], e);
+                }
             }
             first = false;
         }
         if (gave_up) break;
-        const size_t base = size_t(u) * kPerUnit;
 #pragma unroll
-        for (int k = 0; k < kPerUnit; ++k) {
-            if (base + k >= count) break;
-            A v = acc[k];
-            if (Op == vcclAvg) v = v / A(a.nranks);
-            store<T>(out, base + k, v);
+        for (int j = 0; j < kLlBatch; ++j) {
+            // A unit past u1 is the next block's: it stores it.
+            if (b + j * blockDim.x >= u1) break;
+            const size_t base = size_t(b + j * blockDim.x) * kPerUnit;
+#pragma unroll
+            for (int k = 0; k < kPerUnit; ++k) {
+                if (base + k >= count) break;
+                A v = acc[j][k];
+                if (Op == vcclAvg) v = v / A(a.nranks);
+                store<T>(out, base + k, v);
+            }
         }
     }
     arrive(a);
@@ -214,16 +216,25 @@ __global__ void __launch_bounds__(kLlThreads) ll_allgather_kernel(LlArgs a, cons
     char* const outp = static_cast<char*>(out);
     char* const mine = outp + size_t(a.rank) * bytes;
     const bool copy_own = mine != in, in_aligned = aligned8(in);
-    for (uint32_t u = u0 + threadIdx.x; u < u1 && !gave_up; u += blockDim.x) {
-        if (copy_own) write_unit(mine, u, bytes, input_unit(in, u, bytes, in_aligned));
+    for (uint32_t b = u0 + threadIdx.x; b < u1 && !gave_up; b += kLlBatch * blockDim.x) {
+        uint64_t d[kLlBatch];
+        if (copy_own) {
+            input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
+#pragma unroll
+            for (int j = 0; j < kLlBatch; ++j) {
+                if (b + j * blockDim.x < u1) write_unit(mine, b + j * blockDim.x, bytes, d[j]);
+            }
+        }
         for (int r = 0; r < a.nranks; ++r) {
             if (r == a.rank || skip[r]) continue;
-            uint64_t d = 0;
-            if (!wait_pair(a.inbox[r] + kLlDataWord + 2 * size_t(u), a.seq, a.control, &d)) {
+            if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
                 gave_up = true;
                 break;
             }
-            write_unit(outp + size_t(r) * bytes, u, bytes, d);
+#pragma unroll
+            for (int j = 0; j < kLlBatch; ++j) {
+                if (b + j * blockDim.x < u1) write_unit(outp + size_t(r) * bytes, b + j * blockDim.x, bytes, d[j]);
+            }
         }
     }
     arrive(a);
@@ -262,19 +273,7 @@ vcclResult_t ll_collective(const LlArgs& a, LlKind kind, const void* in, void* o
         err = launch_kernel(ll_allgather_kernel, grid_for(a, bytes), kLlThreads, s, a, in, out, bytes);
         return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
     }
-    switch (type) {
-    case vcclInt8: err = launch_reduce<int8_t>(a, kind, in, out, count, op, s); break;
-    case vcclUint8: err = launch_reduce<uint8_t>(a, kind, in, out, count, op, s); break;
-    case vcclInt32: err = launch_reduce<int32_t>(a, kind, in, out, count, op, s); break;
-    case vcclUint32: err = launch_reduce<uint32_t>(a, kind, in, out, count, op, s); break;
-    case vcclInt64: err = launch_reduce<int64_t>(a, kind, in, out, count, op, s); break;
-    case vcclUint64: err = launch_reduce<uint64_t>(a, kind, in, out, count, op, s); break;
-    case vcclFloat16: err = launch_reduce<__half>(a, kind, in, out, count, op, s); break;
-    case vcclBfloat16: err = launch_reduce<__nv_bfloat16>(a, kind, in, out, count, op, s); break;
-    case vcclFloat32: err = launch_reduce<float>(a, kind, in, out, count, op, s); break;
-    case vcclFloat64: err = launch_reduce<double>(a, kind, in, out, count, op, s); break;
-    default: return vcclInvalidArgument;
-    }
+    err = for_type(type, [&](auto t) { return launch_reduce<decltype(t)>(a, kind, in, out, count, op, s); });
     return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
 }
 

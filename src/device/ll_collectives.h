@@ -38,7 +38,10 @@ constexpr int kMaxLlRanks = 64;
  * bytes (what a rank stores into its peers stays within the setting); its words take 2x its size per sender and
  * word set (two sets) in every rank's memory: about 4 x the setting x n / (n - 1) of device memory per rank. */
 constexpr size_t kMaxLlBytes = 8u << 20;
-static_assert(kMaxLlBytes < (size_t(1) << 24), "the header word keeps the collective's kind above bit 27");
+/* The header word is kind << 28 | bytes: the kinds of ll_collectives (LlKind) and of chunked_collectives
+ * (kChunkedKind | LlKind) both fit in the top 4 bits, bytes below (kLlAbandonedBytes is kind 15). */
+constexpr size_t kMaxHeaderBytes = (size_t(1) << 28) - 1;
+static_assert(kMaxLlBytes <= kMaxHeaderBytes, "the header word keeps the collective's kind above bit 27");
 constexpr size_t kLlDataWord = 2; // index of a set's first data word
 
 /* Control words in pinned host memory shared with the kernels: abort (host), a peer whose count differed
@@ -61,6 +64,10 @@ struct LlArgs {
     int nranks;
     int rank;
     uint32_t seq;                         // this call's sequence number, never 0
+    // The chunked collectives' view of the same sets (device/chunked_collectives.h; slots 0: they are off).
+    uint32_t chunk_slots;
+    uint32_t chunk_bytes;
+    uint32_t chunk_data_word;             // first word of slot 0's data
 };
 
 /* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^24), so that ranks

@@ -66,6 +66,24 @@ template <typename Launch> cudaError_t for_op(vcclRedOp_t op, Launch&& launch) {
     }
 }
 
+/* Returns launch(T()) for the run-time datatype (only the value's type matters), so each kernel is instantiated per
+ * type; cudaErrorInvalidValue for a type that is not reduced (the API checked the type before). */
+template <typename Launch> cudaError_t for_type(vcclDataType_t type, Launch&& launch) {
+    switch (type) {
+    case vcclInt8: return launch(int8_t());
+    case vcclUint8: return launch(uint8_t());
+    case vcclInt32: return launch(int32_t());
+    case vcclUint32: return launch(uint32_t());
+    case vcclInt64: return launch(int64_t());
+    case vcclUint64: return launch(uint64_t());
+    case vcclFloat16: return launch(__half());
+    case vcclBfloat16: return launch(__nv_bfloat16());
+    case vcclFloat32: return launch(float());
+    case vcclFloat64: return launch(double());
+    default: return cudaErrorInvalidValue;
+    }
+}
+
 } // namespace
 } // namespace vccl
 

@@ -7,4 +7,4 @@ VTEST_GPU_SHARE=${VTEST_GPU_SHARE:-1}
 VCCL_ALLREDUCE_LL_BYTES=${VCCL_ALLREDUCE_LL_BYTES:-16K}
 export VTEST_GPU_SHARE VCCL_ALLREDUCE_LL_BYTES
 exec "$(dirname "$0")/run-gpu-test.sh" "${VTEST_NP:-2}" "${top_builddir:-.}/tests/gpu/test_gpu" \
-    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuStreamOrder.AllReduce*:*GpuMove*AllGather*' "$@"
+    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuChunked*:GpuStreamOrder.AllReduce*:*GpuMove*AllGather*' "$@"

@@ -1032,6 +1032,78 @@ TEST(GpuLl, AbortReleasesKernelWaitingForAbsentPeer) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* An allreduce of `count` int32 in place whose data differs with `salt` (calls that reuse a word set must not take
+ * an earlier call's data): element i of rank r is (r + 1) x salt + i mod 1000. Empty when right. */
+std::string salted_allreduce(vcclComm_t comm, cudaStream_t s, size_t count, int salt) {
+    std::vector<char> in(count * 4);
+    for (size_t i = 0; i < count; ++i) store_int(in.data(), i, vcclInt32, int64_t(world_rank() + 1) * salt + int64_t(i % 1000));
+    DevBuf buf(in.size());
+    buf.upload(in);
+    vcclResult_t rc = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclInt32, vcclSum, comm, s);
+    if (rc != vcclSuccess) return "call failed: " + result_str(rc);
+    if (cudaStreamSynchronize(s) != cudaSuccess) return "stream failed";
+    std::vector<char> got = buf.download();
+    const int64_t n = world_size(), ranks_sum = n * (n + 1) / 2;
+    for (size_t i = 0; i < count; ++i) {
+        int64_t want = ranks_sum * salt + n * int64_t(i % 1000);
+        if (load(got.data(), i, vcclInt32) != double(want)) {
+            return "element " + std::to_string(i) + ": got " + std::to_string(load(got.data(), i, vcclInt32)) +
+                   ", want " + std::to_string(want);
+        }
+    }
+    return "";
+}
+
+/* A float32 allreduce of `count` elements whose input and output start `in_offset` and `out_offset` bytes past a
+ * 256-byte boundary (the kernels' byte-wise path where they are not 16-byte aligned). Empty when right. */
+std::string misaligned_allreduce(vcclComm_t comm, cudaStream_t s, size_t count, size_t in_offset, size_t out_offset) {
+    std::vector<char> in(count * 4);
+    for (size_t i = 0; i < count; ++i) store_int(in.data(), i, vcclFloat32, red_input(world_rank(), i, vcclFloat32, vcclSum));
+    DevBuf send(in.size() + in_offset), recv(in.size() + out_offset);
+    std::vector<char> padded(in_offset, 0);
+    padded.insert(padded.end(), in.begin(), in.end());
+    send.upload(padded);
+    vcclResult_t rc = vcclAllReduce(send.ptr() + in_offset, recv.ptr() + out_offset, count, vcclFloat32, vcclSum, comm, s);
+    if (rc != vcclSuccess) return "call failed: " + result_str(rc);
+    if (cudaStreamSynchronize(s) != cudaSuccess) return "stream failed";
+    if (!recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> got = recv.download();
+    std::string why;
+    for (size_t i = 0; i < count; ++i) {
+        if (!element_ok(got.data() + out_offset, i, vcclFloat32, red_expected(world_size(), i, vcclFloat32, vcclSum), &why)) return why;
+    }
+    return "";
+}
+
+/* AllReduce and ReduceScatter with every op, then AllGather, of `count` elements of t, in and out of place, against
+ * the reference; case labels start with `prefix`. */
+void sweep_collectives(Sweep& sweep, vcclComm_t comm, cudaStream_t s, const std::string& prefix, vcclDataType_t t,
+                       size_t count) {
+    for (bool in_place : {false, true}) {
+        std::ostringstream where;
+        where << prefix << ": " << type_name(t) << " count " << count << (in_place ? " in place" : " out of place");
+        for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
+            for (vcclRedOp_t op : kOps) {
+                sweep.run(std::string(red_name(coll)) + " " + op_name(op) + " " + where.str(),
+                          [&] { return run_reduction(comm, s, coll, t, op, count, in_place, 0); });
+            }
+        }
+        sweep.run("AllGather " + where.str(), [&] { return run_move(comm, s, Move::AllGather, t, count, in_place, 0); });
+    }
+}
+
+/* Destroys comm: it waits for the last kernel to stop waiting (kLlDone, written by the last of its blocks), which
+ * must not take long. */
+void destroy_promptly(Sweep& sweep, vcclComm_t comm, const std::string& prefix) {
+    double t0 = MPI_Wtime();
+    vcclResult_t end = vcclCommDestroy(comm);
+    double took = MPI_Wtime() - t0;
+    sweep.run(prefix + ": destroy", [&]() -> std::string {
+        if (end != vcclSuccess) return "destroy failed: " + result_str(end);
+        return took > 3.0 ? "destroy took " + std::to_string(took) + " s" : "";
+    });
+}
+
 /* The low-latency collectives on messages of many thread blocks (each block owns a range of the message and waits
  * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter (every op) and AllGather,
  * every type, in and out of place, counts
@@ -1051,58 +1123,21 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
         ASSERT_ALL_RANKS_WHY(vccl::testing::ll_bytes(comm) == (long long)limit, "VCCL_ALLREDUCE_LL_BYTES=2M not taken");
         // 262139 8-byte elements: just under 2 MiB
         const size_t counts[] = {1, 7, 1031, 65537, 262139};
+        const std::string prefix = std::string("VCCL_MAX_CTAS ") + ctas;
         for (vcclDataType_t t : kTypes) {
             for (size_t count : counts) {
-                if (count * type_size(t) > limit) continue;
-                for (bool in_place : {false, true}) {
-                    std::ostringstream where;
-                    where << "VCCL_MAX_CTAS " << ctas << ": " << type_name(t) << " count " << count
-                          << (in_place ? " in place" : " out of place");
-                    for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
-                        for (vcclRedOp_t op : kOps) {
-                            sweep.run(std::string(red_name(coll)) + " " + op_name(op) + " " + where.str(), [&] {
-                                return run_reduction(comm, s.s, coll, t, op, count, in_place, 0);
-                            });
-                        }
-                    }
-                    sweep.run("AllGather " + where.str(),
-                              [&] { return run_move(comm, s.s, Move::AllGather, t, count, in_place, 0); });
-                }
+                if (count * type_size(t) <= limit) sweep_collectives(sweep, comm, s.s, prefix, t, count);
             }
         }
         // Calls k and k + 2 use the same word set: different data in each, so that words left from an earlier
         // call cannot pass for this one's.
         for (size_t count : {size_t(1031), limit / 4 - 1}) {
             for (int call = 0; call < 4; ++call) {
-                std::ostringstream label;
-                label << "VCCL_MAX_CTAS " << ctas << ": call " << call << " of 4, AllReduce int32 count " << count;
-                sweep.run(label.str(), [&]() -> std::string {
-                    std::vector<char> in(count * 4);
-                    for (size_t i = 0; i < count; ++i)
-                        store_int(in.data(), i, vcclInt32, int64_t(world_rank() + 1) * (call + 1) + int64_t(i % 1000));
-                    DevBuf buf(in.size());
-                    buf.upload(in);
-                    vcclResult_t rc = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclInt32, vcclSum, comm, s.s);
-                    if (rc != vcclSuccess) return "call failed: " + result_str(rc);
-                    if (cudaStreamSynchronize(s.s) != cudaSuccess) return "stream failed";
-                    std::vector<char> got = buf.download();
-                    const int64_t n = world_size(), ranks_sum = n * (n + 1) / 2;
-                    for (size_t i = 0; i < count; ++i) {
-                        int64_t want = ranks_sum * (call + 1) + n * int64_t(i % 1000);
-                        if (load(got.data(), i, vcclInt32) != double(want)) return "element " + std::to_string(i) + " wrong";
-                    }
-                    return "";
-                });
+                sweep.run(prefix + ": call " + std::to_string(call) + " of 4, AllReduce int32 count " + std::to_string(count),
+                          [&] { return salted_allreduce(comm, s.s, count, call + 1); });
             }
         }
-        // Destroy waits for the last kernel to stop waiting (kLlDone, written by the last of its blocks).
-        double t0 = MPI_Wtime();
-        vcclResult_t end = vcclCommDestroy(comm);
-        double took = MPI_Wtime() - t0;
-        sweep.run(std::string("VCCL_MAX_CTAS ") + ctas + ": destroy", [&]() -> std::string {
-            if (end != vcclSuccess) return "destroy failed: " + result_str(end);
-            return took > 3.0 ? "destroy took " + std::to_string(took) + " s" : "";
-        });
+        destroy_promptly(sweep, comm, prefix);
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 
@@ -1127,6 +1162,115 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
                                  : vcclAllReduce(in.ptr(), out.ptr(), per_rank, vcclFloat32, vcclSum, kinds, st);
     });
     EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched collectives: " + why);
+}
+
+/* The chunked collectives (device/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
+ * limit, up to VCCL_ALLREDUCE_KERNEL_BYTES, in chunks through the same word sets), with small sets
+ * (VCCL_ALLREDUCE_LL_BYTES 64K: 8 KiB chunks, slots reused many times in a call) and the default 2M (64 KiB chunks),
+ * VCCL_MAX_CTAS 3, 32 and different on every rank: AllReduce and ReduceScatter every op, every type, in and out of
+ * place, sizes just above the limit, odd ones (a last chunk that is not whole vectors; ReduceScatter then takes the
+ * copy path) and a few MiB, against the reference, with AllGather of the same sizes between them (copy path);
+ * misaligned buffers; calls alternating with low-latency ones on the same sets; destroy; then a call only rank 0
+ * makes, released by abort; counts that differ between ranks, and one rank on the low-latency kernel against the
+ * others on this one, reported. Ranks sharing a GPU take turns on it (every wait costs a time slice): there only the
+ * small sets and sizes. */
+TEST(GpuChunked, MatchTheReferenceAndFailCleanly) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
+    Stream s;
+    Sweep sweep;
+    const std::string mixed = std::to_string(5 + 9 * world_rank()); // grids that differ between ranks
+    const char* share = getenv("VTEST_GPU_SHARE");
+    const bool shared_gpu = share != nullptr && atoi(share) != 0;
+    const std::pair<const char*, const char*> configs[] = {{"64K", "3"}, {"2M", "32"}, {"64K", mixed.c_str()}};
+    for (const auto& config : configs) {
+        if (shared_gpu && strcmp(config.first, "64K") != 0) continue;
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", config.first}, {"VCCL_MAX_CTAS", config.second}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        const size_t limit = size_t(vccl::testing::ll_bytes(comm));
+        ASSERT_ALL_RANKS_WHY(limit > 0, std::string("VCCL_ALLREDUCE_LL_BYTES=") + config.first + " not taken");
+        const std::string where0 = std::string("VCCL_ALLREDUCE_LL_BYTES ") + config.first + " VCCL_MAX_CTAS " + config.second;
+        const long long chunked_before = vccl::testing::chunked_calls(comm);
+        for (vcclDataType_t t : kTypes) {
+            const size_t ts = type_size(t);
+            // Just above the limit with a tail of 3 elements (AllReduce's last chunk is not whole vectors; ReduceScatter
+            // takes the copy path), and 3 x the limit + 48 bytes (ReduceScatter's chunked kernel too).
+            std::vector<size_t> counts = {limit / ts + 3, (3 * limit + 48) / ts};
+            if (!shared_gpu && (t == vcclInt8 || t == vcclFloat32 || t == vcclFloat64)) {
+                counts.push_back((size_t(5) << 20) / ts + 16 / ts);
+            }
+            for (size_t count : counts) sweep_collectives(sweep, comm, s.s, where0, t, count);
+        }
+        const size_t floats = limit / 4 + 1001;
+        for (auto offsets : {std::pair<size_t, size_t>{4, 4}, {0, 8}, {12, 0}, {1, 3}}) {
+            sweep.run(where0 + ": float32 allreduce with input at +" + std::to_string(offsets.first) + ", output at +" +
+                          std::to_string(offsets.second),
+                      [&] { return misaligned_allreduce(comm, s.s, floats, offsets.first, offsets.second); });
+        }
+        // Low-latency and chunked calls in turn, so that each reuses a set the other kind left.
+        for (int call = 0; call < 6; ++call) {
+            const size_t count = call % 3 == 1 ? limit / 4 - 3 : limit / 2 + 7; // int32: at the limit and twice it
+            sweep.run(where0 + ": call " + std::to_string(call) + " of 6, int32 count " + std::to_string(count),
+                      [&] { return salted_allreduce(comm, s.s, count, call + 1); });
+        }
+        const long long chunked = vccl::testing::chunked_calls(comm) - chunked_before;
+        sweep.run(where0 + ": chunked kernel calls", [&]() -> std::string { // AllReduce alone makes 200 or more
+            return chunked >= 200 ? "" : "only " + std::to_string(chunked) + " calls took the chunked kernel";
+        });
+        destroy_promptly(sweep, comm, where0);
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+
+    vcclComm_t lone = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(lone != nullptr);
+    const size_t floats = size_t(vccl::testing::ll_bytes(lone)) / 4 * 8; // chunked, many chunks per block
+    std::string why = abort_releases_lone_call(lone, floats);
+    EXPECT_ALL_RANKS_WHY(why.empty(), "lone call: " + why);
+
+    vcclComm_t mismatched = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(mismatched != nullptr);
+    why = mismatch_reported(mismatched, floats + size_t(world_rank()) * 4096);
+    EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched counts: " + why);
+
+    vcclComm_t kinds = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"}});
+    ASSERT_ALL_RANKS(kinds != nullptr);
+    why = mismatch_reported(kinds, world_rank() == 0 ? size_t(64) : floats); // rank 0 on the low-latency kernel
+    EXPECT_ALL_RANKS_WHY(why.empty(), "low-latency against chunked: " + why);
+}
+
+/* The chunked kernel's data lands where the low-latency kernel's words of the call after next will: words are
+ * trusted by their high half (the call's number), so the chunked kernel clears what it received. Call 1 (chunked)
+ * sends int32 3s, whose 8-byte words all read as call 3's (3 << 32 | 3); call 2 is any kernel call; call 3 is a
+ * low-latency allreduce on the same set, which took those words for its peers' data before the clearing. */
+TEST(GpuChunked, LeavesNoWordsThatPassForALaterCall) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
+    Stream s;
+    std::string why;
+    for (int round = 0; round < 3 && why.empty(); ++round) {
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}}); // call numbers start at 1
+        ASSERT_ALL_RANKS(comm != nullptr);
+        const size_t limit = size_t(vccl::testing::ll_bytes(comm));
+        const size_t big = 2 * limit / 4 + 64, small = limit / 4 - 64;
+        std::vector<char> threes(big * 4);
+        for (size_t i = 0; i < big; ++i) store_int(threes.data(), i, vcclInt32, 3);
+        DevBuf buf(threes.size());
+        buf.upload(threes);
+        vcclResult_t rc = vcclAllReduce(buf.ptr(), buf.ptr(), big, vcclInt32, vcclSum, comm, s.s);
+        if (rc == vcclSuccess) rc = vcclAllReduce(buf.ptr(), buf.ptr(), 16, vcclInt32, vcclSum, comm, s.s);
+        if (rc != vcclSuccess) why = "call failed: " + result_str(rc);
+        if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
+        std::vector<char> got = buf.download();
+        for (size_t i = 16; i < big && why.empty(); ++i) {
+            if (load(got.data(), i, vcclInt32) != 3.0 * world_size()) why = "call 1: element " + std::to_string(i) + " wrong";
+        }
+        if (vccl::testing::chunked_calls(comm) != 1 && why.empty()) why = "call 1 did not take the chunked kernel";
+        if (why.empty()) why = salted_allreduce(comm, s.s, small, 5 + round); // call 3
+        vcclCommDestroy(comm);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 /* The kernel's words start after the staging FIFO's slots, whose size may differ between ranks: then it must be
@@ -1163,17 +1307,17 @@ TEST(GpuLl, DifferentFifoSizesTurnItOffEverywhere) {
  * group out, which must be given up too (their kernels waited for it), the peers are told and report it, and
  * destroy must not wait for kernels that never ran (it waited VCCL_OP_TIMEOUT_MS for the last call's number,
  * given up). Returns what went wrong on this rank. */
-std::string given_up_on_the_host(int calls) {
+std::string given_up_on_the_host(int calls, size_t count = 16) {
     vcclComm_t comm = make_comm(CommKind::Mpi);
     if (comm == nullptr) return "no communicator";
     Stream s;
     std::vector<std::unique_ptr<DevBuf>> bufs;
-    for (int c = 0; c < calls; ++c) bufs.push_back(std::make_unique<DevBuf>(64));
+    for (int c = 0; c < calls; ++c) bufs.push_back(std::make_unique<DevBuf>(count * 4));
     std::string why;
     const bool failing = world_rank() == 0;
     if (failing && vccl::testing::fail_next_ll(comm) != vcclSuccess) why = "test hook refused";
     vcclGroupStart();
-    for (auto& b : bufs) vcclAllReduce(b->ptr(), b->ptr(), 16, vcclFloat32, vcclSum, comm, s.s);
+    for (auto& b : bufs) vcclAllReduce(b->ptr(), b->ptr(), count, vcclFloat32, vcclSum, comm, s.s);
     vcclResult_t r = vcclGroupEnd();
     if (failing && r == vcclSuccess && why.empty()) why = "the failing call returned success";
     if (!failing && r != vcclSuccess && why.empty()) why = "the call failed on the host: " + result_str(r);
@@ -1206,6 +1350,15 @@ TEST(GpuLl, GroupGivenUpOnTheHostTellsThePeersOfEveryCall) {
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
     std::string why = given_up_on_the_host(2);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* As above with allreduces on the chunked kernel (above VCCL_ALLREDUCE_LL_BYTES). */
+TEST(GpuChunked, GroupGivenUpOnTheHostTellsThePeersOfEveryCall) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() < 64) GTEST_SKIP() << "needs VCCL_ALLREDUCE_LL_BYTES >= 64";
+    std::string why = given_up_on_the_host(2, ll_bytes() / 4 * 3 + 5);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
