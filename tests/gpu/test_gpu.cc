@@ -1166,7 +1166,7 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
 
 /* The chunked collectives (device/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
  * limit, up to VCCL_ALLREDUCE_KERNEL_BYTES, in chunks through the same word sets), with small sets
- * (VCCL_ALLREDUCE_LL_BYTES 64K: 8 KiB chunks, slots reused many times in a call) and the default 2M (64 KiB chunks),
+ * (VCCL_ALLREDUCE_LL_BYTES 64K: 8 slots of 16 KiB, reused within a call) and the default 2M (64 KiB chunks),
  * VCCL_MAX_CTAS 3, 32 and different on every rank: AllReduce and ReduceScatter every op, every type, in and out of
  * place, sizes just above the limit, odd ones (a last chunk that is not whole vectors; ReduceScatter then takes the
  * copy path) and a few MiB, against the reference, with AllGather of the same sizes between them (copy path);
