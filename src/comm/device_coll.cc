@@ -316,6 +316,21 @@ bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunke
     return true;
 }
 
+#if VCCL_HAVE_CUDA
+/* This rank gives up kernel call args.seq on the host: the peers are told (ll_abandon) and report it. The
+ * communicator is then failed here too, for good: this rank's next kernel call would store into the word set of the
+ * call before this one, which a peer's kernel may still be reading (the peers waited for nothing from this rank in
+ * the call given up, and the chunked kernel's last chunks are not credited back), and would corrupt that call's
+ * result or hang. The peers refuse their later calls once they see the mismatch; this rank refuses its own. */
+void abandon_kernel_call(vcclComm* comm, const LlArgs& args, vcclStream_t stream, const std::string& why) {
+    comm->ipc->ll_abandon(args, stream);
+    comm_set_async_error(comm, vcclInvalidUsage,
+                         "this rank gave up its collective call " + std::to_string(args.seq) +
+                             " on one kernel before the kernel ran (" + why +
+                             "); its peers were told; abort or destroy the communicator");
+}
+#endif
+
 /* A collective in one kernel launch (device/ll_collectives.h or device/chunked_collectives.h). */
 vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked, const char* send, char* recv) {
 #if VCCL_HAVE_CUDA
@@ -340,7 +355,7 @@ vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked,
         comm->ipc->ll_launched(args);
         if (chunked) ++comm->chunked_calls;
     } else {
-        comm->ipc->ll_abandon(args, op.stream);
+        abandon_kernel_call(comm, args, op.stream, last_error_message());
     }
     return r;
 #else
@@ -360,7 +375,7 @@ void device_coll_give_up(vcclComm* comm, const Op& op) {
     }
     LlArgs args{};
     comm->ipc->ll_next(&args);
-    comm->ipc->ll_abandon(args, op.stream);
+    abandon_kernel_call(comm, args, op.stream, "an earlier operation of its call or group failed");
 #else
     (void)comm, (void)op;
 #endif

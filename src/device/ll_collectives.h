@@ -70,7 +70,7 @@ struct LlArgs {
     uint32_t chunk_data_word;             // first word of slot 0's data
 };
 
-/* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^24), so that ranks
+/* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^28), so that ranks
  * calling different collectives of the same size report a mismatch instead of taking each other's words. */
 enum class LlKind : uint32_t { AllReduce = 0, ReduceScatter = 1, AllGather = 2 };
 
