@@ -300,8 +300,8 @@ bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunke
     case CollType::AllGather: *kind = LlKind::AllGather; break;
     default: return false;
     }
-    const size_t bytes = a.count * dtype_size(a.dtype);
     if (a.count == 0) return false;
+    const size_t bytes = a.count * dtype_size(a.dtype);
     if (bytes <= comm->ipc->ll_bytes()) {
         *chunked = false;
         return true;

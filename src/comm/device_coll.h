@@ -11,8 +11,9 @@ namespace vccl {
 bool device_coll_direct_possible(const vcclComm* comm, const Op& op);
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op);
 /* op, which the direct path would have run, will not run on this rank (an earlier part of its call failed): if
- * it is a low-latency collective, its call number is taken and the peers are told (IpcP2p::ll_abandon), so that
- * this rank's next such call does not pair with the peers' kernels of this one. */
+ * it would have run in one kernel (low-latency or chunked), its call number is taken, the peers are told
+ * (IpcP2p::ll_abandon) so that they neither wait for it nor pair it with a later call, and the communicator
+ * fails here too (device_coll.cc, abandon_kernel_call). */
 void device_coll_give_up(vcclComm* comm, const Op& op);
 
 } // namespace vccl

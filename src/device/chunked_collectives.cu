@@ -128,10 +128,7 @@ __device__ __forceinline__ uint32_t chunk_len(const LlArgs& a, size_t bytes, uin
 template <typename T> __device__ __forceinline__ typename Acc<T>::type vec_element(const uint4& v, int k) {
     constexpr int kPerHalf = 8 / sizeof(T);
     const uint64_t half = k < kPerHalf ? (uint64_t(v.y) << 32 | v.x) : (uint64_t(v.w) << 32 | v.z);
-    const uint64_t bits = half >> (8 * sizeof(T) * (k % kPerHalf));
-    T x;
-    memcpy(&x, &bits, sizeof(T)); // little-endian: the low bytes
-    return load<T>(&x, 0);
+    return unit_element<T>(half, k % kPerHalf);
 }
 
 template <size_t N> struct BitsOf;
@@ -154,9 +151,7 @@ template <typename T> __device__ __forceinline__ typename Acc<T>::type load_elem
             bits = B(bits | (B(byte) << (8 * k)));
         }
     }
-    T x;
-    memcpy(&x, &bits, sizeof(T));
-    return load<T>(&x, 0);
+    return unit_element<T>(bits, 0);
 }
 
 /* Stores v as one element at p (this rank's output), likewise. */

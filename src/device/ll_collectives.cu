@@ -80,14 +80,6 @@ __device__ __forceinline__ void input_units(const void* in, uint32_t b, uint32_t
     }
 }
 
-/* Element k of the T-typed elements a unit holds, as the accumulation type. */
-template <typename T> __device__ __forceinline__ typename Acc<T>::type unit_element(uint64_t unit, int k) {
-    uint64_t bits = unit >> (8 * sizeof(T) * k);
-    T v;
-    memcpy(&v, &bits, sizeof(T)); // little-endian: the low bytes
-    return load<T>(&v, 0);
-}
-
 /* This block's range of the message's units: each block owns whole 8-byte units (no element, at most 8 bytes,
  * straddles two blocks). */
 __device__ __forceinline__ void block_units(uint32_t units, uint32_t* u0, uint32_t* u1) {

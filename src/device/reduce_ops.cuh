@@ -7,6 +7,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -31,6 +33,15 @@ template <typename T> __device__ void store(void* p, size_t i, typename Acc<T>::
 template <> __device__ void store<__half>(void* p, size_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
 template <> __device__ void store<__nv_bfloat16>(void* p, size_t i, float v) {
     static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+}
+
+/* Element k of the T-typed elements packed in a 64-bit word (little-endian: element 0 in the low bytes), as the
+ * accumulation type. */
+template <typename T> __device__ __forceinline__ typename Acc<T>::type unit_element(uint64_t unit, int k) {
+    uint64_t bits = unit >> (8 * sizeof(T) * k);
+    T v;
+    memcpy(&v, &bits, sizeof(T)); // the low bytes
+    return load<T>(&v, 0);
 }
 
 template <typename A, int Op> __device__ A combine(A a, A b) {

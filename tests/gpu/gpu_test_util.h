@@ -73,6 +73,12 @@ struct Sweep {
 
 inline std::string cuda_str(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
+/* VTEST_GPU_SHARE=1: every rank on GPU 0. */
+inline bool gpu_shared() {
+    const char* share = getenv("VTEST_GPU_SHARE");
+    return share != nullptr && atoi(share) != 0;
+}
+
 /* Picks this rank's GPU once (before any communicator exists). */
 inline int my_device() {
     static int device = -1;
@@ -84,8 +90,7 @@ inline int my_device() {
     MPI_Comm_free(&local);
     int count = 0;
     if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) count = 1;
-    const char* share = getenv("VTEST_GPU_SHARE");
-    device = share != nullptr && atoi(share) != 0 ? 0 : local_rank % count;
+    device = gpu_shared() ? 0 : local_rank % count;
     cudaSetDevice(device);
     return device;
 }
@@ -99,9 +104,7 @@ inline vcclComm_t gpu_comm() {
         // Ranks sharing a GPU (VTEST_GPU_SHARE) test the low-latency allreduce too where VCCL_ALLREDUCE_LL_BYTES
         // asks for it (np2_shared_gpu_ll.sh), though it is slow there; elsewhere the default leaves it off on a
         // shared GPU, and the one-shot algorithm is tested.
-        const char* share = getenv("VTEST_GPU_SHARE");
-        vccl::testing::allow_ll_on_shared_gpu(share != nullptr && atoi(share) != 0 &&
-                                              getenv("VCCL_ALLREDUCE_LL_BYTES") != nullptr);
+        vccl::testing::allow_ll_on_shared_gpu(gpu_shared() && getenv("VCCL_ALLREDUCE_LL_BYTES") != nullptr);
         comm = make_comm(CommKind::Mpi);
         if (comm != nullptr) on_finalize([] { vcclCommDestroy(comm); });
     }

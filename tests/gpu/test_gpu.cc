@@ -1181,8 +1181,7 @@ TEST(GpuChunked, MatchTheReferenceAndFailCleanly) {
     Stream s;
     Sweep sweep;
     const std::string mixed = std::to_string(5 + 9 * world_rank()); // grids that differ between ranks
-    const char* share = getenv("VTEST_GPU_SHARE");
-    const bool shared_gpu = share != nullptr && atoi(share) != 0;
+    const bool shared_gpu = gpu_shared();
     const std::pair<const char*, const char*> configs[] = {{"64K", "3"}, {"2M", "32"}, {"64K", mixed.c_str()}};
     for (const auto& config : configs) {
         if (shared_gpu && strcmp(config.first, "64K") != 0) continue;
