@@ -14,9 +14,34 @@ namespace vccl {
 
 namespace {
 
-constexpr int kThreads = 512;
-/* 16-byte vectors a thread keeps in flight: loads issued back to back overlap their latency. */
-constexpr int kBatch = 4;
+/* A block with more than 2 chunks of a call is two groups of warps that work at once: senders store this rank's
+ * chunks into the peers' slots while reducers reduce the chunks that have arrived. One group doing both in turn
+ * leaves each step's latency (loads, the system fence before a flag, the wait for the peer's flag) exposed; two
+ * groups overlap them. A block with fewer chunks is one group of kReduceThreads doing both (launch_reduce says why).
+ * Named barriers (1 and 2) order each group within itself; the block-wide barrier (0) comes only before and after. */
+constexpr int kSendThreads = 256;
+constexpr int kReduceThreads = 512;
+constexpr int kThreads = kSendThreads + kReduceThreads;
+/* 16-byte vectors a sender thread keeps in flight: loads issued back to back overlap their latency. */
+constexpr int kSendBatch = 8;
+/* Likewise a reducer thread: 4, or fewer where a vector's accumulators take more than 4 registers (fp16, bf16 and
+ * 8-bit types), so that the block's 768 threads keep to their 80 registers without spilling. */
+template <typename T> __host__ __device__ constexpr int reduce_batch() {
+    return (16 / sizeof(T)) * ((sizeof(typename Acc<T>::type) + 3) / 4) <= 4 ? 4 : 2;
+}
+
+/* One group of the block: threads [first, first + count), barrier `barrier`, and its own abort flag. */
+struct Group {
+    int first;
+    int count;
+    int barrier;
+    volatile int* aborted;
+    __device__ __forceinline__ int tid() const { return int(threadIdx.x) - first; }
+    __device__ __forceinline__ bool leader() const { return int(threadIdx.x) == first; }
+    __device__ __forceinline__ void sync() const {
+        asm volatile("bar.sync %0, %1;" ::"r"(barrier), "r"(count) : "memory");
+    }
+};
 
 __device__ __forceinline__ uint64_t* flag_word(uint64_t* set, uint32_t slot) { return set + kLlDataWord + slot; }
 __device__ __forceinline__ uint64_t* credit_word(uint64_t* set, const LlArgs& a, uint32_t slot) {
@@ -33,57 +58,61 @@ __device__ __forceinline__ uint4 load_local(const char* p) { return *reinterpret
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-/* Copies `len` bytes of this rank's input to a peer's slot, every thread of the block: 16-byte vectors when the
- * input is 16-byte aligned (slots always are; user buffers nearly always), else byte by byte. */
-__device__ __forceinline__ void copy_chunk(char* dst, const char* src, uint32_t len) {
+/* Copies `len` bytes of this rank's input to a peer's slot, every thread of the sender group: 16-byte vectors when
+ * the input is 16-byte aligned (slots always are; user buffers nearly always), else byte by byte. */
+template <int Threads>
+__device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char* src, uint32_t len) {
     const uint32_t vecs = aligned16(dst) && aligned16(src) ? len / 16 : 0;
-    for (uint32_t v0 = threadIdx.x; v0 < vecs; v0 += kBatch * kThreads) {
-        uint4 x[kBatch];
+    for (uint32_t v0 = g.tid(); v0 < vecs; v0 += kSendBatch * Threads) {
+        uint4 x[kSendBatch];
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const uint32_t v = v0 + j * kThreads;
+        for (int j = 0; j < kSendBatch; ++j) {
+            const uint32_t v = v0 + j * Threads;
             if (v < vecs) x[j] = load_local(src + 16 * size_t(v));
         }
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const uint32_t v = v0 + j * kThreads;
+        for (int j = 0; j < kSendBatch; ++j) {
+            const uint32_t v = v0 + j * Threads;
             if (v < vecs) *reinterpret_cast<uint4*>(dst + 16 * size_t(v)) = x[j];
         }
     }
-    for (uint32_t b = 16 * vecs + threadIdx.x; b < len; b += kThreads) dst[b] = src[b];
+    for (uint32_t b = 16 * vecs + g.tid(); b < len; b += Threads) dst[b] = src[b];
 }
 
-/* Thread 0 waits for each peer's word (flag or credit) of slot `slot` to reach `at_least` for this call; the block
- * learns the outcome after a barrier. False when the communicator was aborted. */
+/* The group's leader waits for each peer's word (flag or credit) of a slot to reach `at_least` for this call; the
+ * group learns the outcome after its barrier. False when the communicator was aborted. */
 template <typename Word>
-__device__ __forceinline__ bool wait_peers(const LlArgs& a, const int* skip, int* aborted, Word word, uint32_t at_least) {
-    if (threadIdx.x == 0) {
-        for (int p = 0; p < a.nranks && *aborted == 0; ++p) {
+__device__ __forceinline__ bool wait_peers(const Group& g, const LlArgs& a, const int* skip, Word word, uint32_t at_least) {
+    if (g.leader()) {
+        for (int p = 0; p < a.nranks && *g.aborted == 0; ++p) {
             if (p == a.rank || skip[p]) continue;
-            if (!wait_word(word(p), a.seq, at_least, a.control)) *aborted = 1;
+            if (!wait_word(word(p), a.seq, at_least, a.control)) *g.aborted = 1;
         }
         __threadfence(); // what the peers stored before the words is read after them
     }
-    __syncthreads();
-    return *aborted == 0;
+    g.sync();
+    return *g.aborted == 0;
 }
 
-/* Sends chunk i to every peer that is not skipped: src(p) is the chunk's first byte in this rank's input for peer p.
- * Waits for the slot's credit first when it held an earlier chunk of this call. */
-template <typename Src>
-__device__ bool send_chunk(const LlArgs& a, const int* skip, int* aborted, uint32_t i, uint32_t len, Src src) {
+/* Sender group: sends chunk i to every peer that is not skipped; src(p) is the chunk's first byte in this rank's
+ * input for peer p. Waits for the slot's credit first when it held an earlier chunk of this call. Then tells the
+ * block's reducers (*sent) that the chunk's input has been read: in place, they overwrite it. */
+template <int Threads, typename Src>
+__device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, Src src,
+                           volatile uint32_t* sent) {
     const uint32_t slot = i % a.chunk_slots;
     if (i >= a.chunk_slots &&
-        !wait_peers(a, skip, aborted, [&](int p) { return credit_word(const_cast<uint64_t*>(a.inbox[p]), a, slot); },
+        !wait_peers(g, a, skip, [&](int p) { return credit_word(const_cast<uint64_t*>(a.inbox[p]), a, slot); },
                     i - a.chunk_slots + 1)) {
         return false;
     }
     for (int p = 0; p < a.nranks; ++p) {
-        if (p != a.rank && !skip[p]) copy_chunk(slot_data(a.outbox[p], a, slot), src(p), len);
+        if (p != a.rank && !skip[p]) copy_chunk<Threads>(g, slot_data(a.outbox[p], a, slot), src(p), len);
     }
-    __syncthreads(); // every thread's stores are issued
-    if (threadIdx.x == 0) {
-        __threadfence_system(); // and visible to the peers before the flag
+    g.sync(); // every thread's stores are issued (so its loads are done)
+    if (g.leader()) {
+        *sent = i + 1;
+        __threadfence_system(); // the stores are visible to the peers before the flag
         for (int p = 0; p < a.nranks; ++p) {
             if (p != a.rank && !skip[p]) store_word(flag_word(a.outbox[p], slot), (uint64_t(a.seq) << 32) | (i + 1));
         }
@@ -91,30 +120,47 @@ __device__ bool send_chunk(const LlArgs& a, const int* skip, int* aborted, uint3
     return true;
 }
 
-/* After the block has read chunk i from every peer's slot: the slot may take the peer's next chunk. */
-__device__ __forceinline__ void give_credits(const LlArgs& a, const int* skip, uint32_t i) {
-    __syncthreads(); // every thread has used what it loaded
-    if (threadIdx.x != 0) return;
+/* Reducer group, before it writes chunk i of its output: the block's senders have read chunk i of the input (they
+ * go through the same chunks in the same order). False when the senders gave up (abort). */
+__device__ __forceinline__ bool wait_sent(const Group& g, const LlArgs& a, volatile uint32_t* sent,
+                                          volatile int* senders_aborted, uint32_t i) {
+    if (g.leader()) {
+        for (unsigned spins = 1; *sent < i + 1; ++spins) {
+            if (*senders_aborted != 0 || ((spins & 255u) == 0 && a.control[kLlAbort] != 0)) {
+                *g.aborted = 1;
+                break;
+            }
+        }
+    }
+    g.sync();
+    return *g.aborted == 0;
+}
+
+/* After the reducers have read chunk i from every peer's slot: the slot may take the peer's next chunk. */
+__device__ __forceinline__ void give_credits(const Group& g, const LlArgs& a, const int* skip, uint32_t i) {
+    g.sync(); // every thread has used what it loaded
+    if (!g.leader()) return;
     const uint32_t slot = i % a.chunk_slots;
     for (int p = 0; p < a.nranks; ++p) {
         if (p != a.rank && !skip[p]) store_word(credit_word(a.outbox[p], a, slot), (uint64_t(a.seq) << 32) | (i + 1));
     }
 }
 
-/* After the block has read chunk i, the last chunk of this call in its slot: the slot's data is cleared in this
+/* After the reducers have read chunk i, the last chunk of this call in its slot: the slot's data is cleared in this
  * rank's own memory. The low-latency kernel (ll_collectives.h) takes the same set two calls later and trusts a word
  * whose high half is its call's number; left here, the user's bytes could pass for one (an int32 array of small
  * numbers would). Zero is no call's number. The peer writes this set again only after this rank's next call has
  * sent it data, which the stream orders after this kernel. */
-__device__ void clear_slot_if_last(const LlArgs& a, const int* skip, uint32_t i, uint32_t chunks, uint32_t len) {
+__device__ void clear_slot_if_last(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t chunks,
+                                   uint32_t len) {
     if (i + a.chunk_slots < chunks) return;
     // Chunks of the slot before the last were whole; slots have room for whole 16-byte vectors.
     const uint32_t vecs = i >= a.chunk_slots ? a.chunk_bytes / 16 : (len + 15) / 16;
-    __syncthreads(); // every thread has read the slot
+    g.sync(); // every thread has read the slot
     for (int p = 0; p < a.nranks; ++p) {
         if (p == a.rank || skip[p]) continue;
         uint4* d = reinterpret_cast<uint4*>(slot_data(const_cast<uint64_t*>(a.inbox[p]), a, i % a.chunk_slots));
-        for (uint32_t v = threadIdx.x; v < vecs; v += kThreads) d[v] = make_uint4(0, 0, 0, 0);
+        for (uint32_t v = g.tid(); v < vecs; v += kReduceThreads) d[v] = make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -171,27 +217,28 @@ template <typename T> __device__ __forceinline__ void store_element(char* p, typ
 /* Reduces chunk i (len bytes) of this rank's part in rank order: its own from `own`, each peer's from its slot;
  * writes it to `dst`. `dst` may be `own` (in place): each vector is read and written by one thread, reads first. */
 template <typename T, int Op>
-__device__ void reduce_chunk(const LlArgs& a, const int* skip, uint32_t i, uint32_t len, const char* own, char* dst) {
+__device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, const char* own, char* dst) {
     using A = typename Acc<T>::type;
     constexpr int kPer = 16 / sizeof(T);
+    constexpr int kReduceBatch = reduce_batch<T>();
     const uint32_t slot = i % a.chunk_slots;
     // 16-byte vectors where this rank's input and output allow them (the slots always do), else element by element.
     const uint32_t vecs = aligned16(own) && aligned16(dst) ? len / 16 : 0;
-    for (uint32_t v0 = threadIdx.x; v0 < vecs; v0 += kBatch * kThreads) {
-        A acc[kBatch][kPer];
+    for (uint32_t v0 = g.tid(); v0 < vecs; v0 += kReduceBatch * kReduceThreads) {
+        A acc[kReduceBatch][kPer];
         bool first = true;
         for (int r = 0; r < a.nranks; ++r) {
             if (r != a.rank && skip[r]) continue;
             const char* src = r == a.rank ? own : slot_data(const_cast<uint64_t*>(a.inbox[r]), a, slot);
-            uint4 x[kBatch];
+            uint4 x[kReduceBatch];
 #pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
-                const uint32_t v = v0 + j * kThreads;
+            for (int j = 0; j < kReduceBatch; ++j) {
+                const uint32_t v = v0 + j * kReduceThreads;
                 if (v < vecs) x[j] = r == a.rank ? load_local(src + 16 * size_t(v)) : load_peer(src + 16 * size_t(v));
                 else x[j] = make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int j = 0; j < kBatch; ++j) {
+            for (int j = 0; j < kReduceBatch; ++j) {
 #pragma unroll
                 for (int k = 0; k < kPer; ++k) {
                     const A e = vec_element<T>(x[j], k);
@@ -201,8 +248,8 @@ __device__ void reduce_chunk(const LlArgs& a, const int* skip, uint32_t i, uint3
             first = false;
         }
 #pragma unroll
-        for (int j = 0; j < kBatch; ++j) {
-            const uint32_t v = v0 + j * kThreads;
+        for (int j = 0; j < kReduceBatch; ++j) {
+            const uint32_t v = v0 + j * kReduceThreads;
             if (v >= vecs) break;
             T out[kPer];
 #pragma unroll
@@ -219,7 +266,7 @@ __device__ void reduce_chunk(const LlArgs& a, const int* skip, uint32_t i, uint3
     // Past the vectors (the message's last chunk may end in fewer than 16 bytes, or the buffers are not 16-byte
     // aligned): whole elements, one per thread.
     const uint32_t elems = (len - 16 * vecs) / sizeof(T);
-    for (uint32_t e = threadIdx.x; e < elems; e += kThreads) {
+    for (uint32_t e = g.tid(); e < elems; e += kReduceThreads) {
         const size_t at = 16 * size_t(vecs) + size_t(e) * sizeof(T);
         A acc = A(0);
         bool first = true;
@@ -236,29 +283,64 @@ __device__ void reduce_chunk(const LlArgs& a, const int* skip, uint32_t i, uint3
 }
 
 /* AllReduce and ReduceScatter: `bytes` is what a rank sends each peer (AllReduce: the whole input; ReduceScatter:
- * the peer's block of it) and what it writes (its output). */
-template <typename T, int Op, LlKind Kind>
-__global__ void __launch_bounds__(kThreads) chunked_reduce_kernel(LlArgs a, const char* in, char* out, size_t bytes) {
+ * the peer's block of it) and what it writes (its output). Split: a block of senders and reducers (kThreads), each
+ * group taking chunks blockIdx.x, blockIdx.x + gridDim.x, ... in that order; else one group of kReduceThreads that
+ * sends a chunk, then reduces it. */
+template <typename T, int Op, LlKind Kind, bool Split>
+__global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
+    chunked_reduce_kernel(LlArgs a, const char* in, char* out, size_t bytes) {
     __shared__ int skip[kMaxLlRanks];
     __shared__ int aborted;
-    if (threadIdx.x == 0) aborted = 0;
+    __shared__ volatile int group_aborted[2];
+    __shared__ volatile uint32_t sent;
+    if (threadIdx.x == 0) {
+        aborted = 0;
+        sent = 0;
+    }
     __syncthreads();
     const uint32_t header = ((kChunkedKind | uint32_t(Kind)) << 28) | uint32_t(bytes);
     publish_header(a, header);
-    bool ok = check_headers(a, header, skip, &aborted);
+    const bool ok = check_headers(a, header, skip, &aborted);
+    if (threadIdx.x == 0) group_aborted[0] = group_aborted[1] = ok ? 0 : 1;
+    __syncthreads();
     const size_t block_of = Kind == LlKind::ReduceScatter ? bytes : 0; // offset of peer p's part: p x block_of
     const char* own = in + size_t(a.rank) * block_of;
     const uint32_t chunks = uint32_t((bytes + a.chunk_bytes - 1) / a.chunk_bytes);
-    for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+    auto send_one = [&](const Group& g, uint32_t i, auto threads) {
+        const size_t at = size_t(i) * a.chunk_bytes;
+        return send_chunk<decltype(threads)::value>(g, a, skip, i, chunk_len(a, bytes, i),
+                                                    [&](int p) { return in + size_t(p) * block_of + at; }, &sent);
+    };
+    auto reduce_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
         const uint32_t len = chunk_len(a, bytes, i);
-        ok = send_chunk(a, skip, &aborted, i, len, [&](int p) { return in + size_t(p) * block_of + at; }) &&
-             wait_peers(a, skip, &aborted,
-                        [&](int p) { return flag_word(const_cast<uint64_t*>(a.inbox[p]), i % a.chunk_slots); }, i + 1);
-        if (!ok) break;
-        reduce_chunk<T, Op>(a, skip, i, len, own + at, out + at);
-        clear_slot_if_last(a, skip, i, chunks, len);
-        give_credits(a, skip, i);
+        if (!wait_peers(g, a, skip,
+                        [&](int p) { return flag_word(const_cast<uint64_t*>(a.inbox[p]), i % a.chunk_slots); }, i + 1) ||
+            (Split && !wait_sent(g, a, &sent, &group_aborted[0], i))) {
+            return false;
+        }
+        reduce_chunk<T, Op>(g, a, skip, i, len, own + at, out + at);
+        clear_slot_if_last(g, a, skip, i, chunks, len);
+        give_credits(g, a, skip, i);
+        return true;
+    };
+    using SendThreads = std::integral_constant<int, kSendThreads>;
+    using ReduceThreads = std::integral_constant<int, kReduceThreads>;
+    if (!Split) {
+        const Group g{0, kReduceThreads, 1, &group_aborted[0]};
+        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+            if (!send_one(g, i, ReduceThreads()) || !reduce_one(g, i)) break;
+        }
+    } else if (threadIdx.x < kSendThreads) {
+        const Group g{0, kSendThreads, 1, &group_aborted[0]};
+        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+            if (!send_one(g, i, SendThreads())) break;
+        }
+    } else {
+        const Group g{kSendThreads, kReduceThreads, 2, &group_aborted[1]};
+        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+            if (!reduce_one(g, i)) break;
+        }
     }
     arrive(a);
 }
@@ -268,17 +350,30 @@ int grid_for(const LlArgs& a, size_t bytes) {
     return int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, a.max_blocks)), chunks)));
 }
 
+/* Split or not: a block splits when it has more than 2 chunks of the call. With 2 (a 4 MiB message in 64 KiB chunks
+ * on 32 blocks) its senders have little to run ahead with: 2x H200, run173, the one-group kernel of before (30e100c)
+ * took a 4 MiB allreduce in 30.2 us, split 32.7; 8 MiB 54.8, split 49.4. The choice is each rank's own: the peers
+ * see the same flags and credits either way. */
 template <typename T>
 cudaError_t launch_reduce(const LlArgs& a, LlKind kind, const char* in, char* out, size_t bytes, vcclRedOp_t op,
                           cudaStream_t s) {
     const int blocks = grid_for(a, bytes);
+    const size_t chunks = (bytes + a.chunk_bytes - 1) / a.chunk_bytes;
+    const bool split = chunks > 2 * size_t(blocks);
     return for_op(op, [&](auto o) {
         constexpr int kOp = decltype(o)::value;
-        return kind == LlKind::ReduceScatter
-                   ? launch_kernel(chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter>, blocks, kThreads, s, a, in,
-                                   out, bytes)
-                   : launch_kernel(chunked_reduce_kernel<T, kOp, LlKind::AllReduce>, blocks, kThreads, s, a, in, out,
-                                   bytes);
+        auto launch = [&](auto kernel_kind, auto split_kernel) {
+            constexpr LlKind kKind = decltype(kernel_kind)::value;
+            constexpr bool kSplit = decltype(split_kernel)::value;
+            return launch_kernel(chunked_reduce_kernel<T, kOp, kKind, kSplit>, blocks,
+                                 kSplit ? kThreads : kReduceThreads, s, a, in, out, bytes);
+        };
+        using Rs = std::integral_constant<LlKind, LlKind::ReduceScatter>;
+        using Ar = std::integral_constant<LlKind, LlKind::AllReduce>;
+        using Yes = std::true_type;
+        using No = std::false_type;
+        if (kind == LlKind::ReduceScatter) return split ? launch(Rs(), Yes()) : launch(Rs(), No());
+        return split ? launch(Ar(), Yes()) : launch(Ar(), No());
     });
 }
 
