@@ -113,7 +113,7 @@ VCCL_ENV_DEF(kAllreduceKernelBytes, "VCCL_ALLREDUCE_KERNEL_BYTES", Size, "8M",
              "and at most this size (at most 128M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that moves "
              "the data in chunks through the memory of the VCCL_ALLREDUCE_LL_BYTES kernel (no more device memory; off "
              "where that kernel is off); ReduceScatter needs a per-rank size that is a multiple of 16 bytes. On 2x H200 "
-             "a 4 MiB allreduce took 32 us this way and 54 us without, 8 MiB 50 against 69; at 16-32 MiB the kernel "
+             "a 4 MiB allreduce took 31 us this way and 54 us without, 8 MiB 50 against 69; at 16-32 MiB the kernel "
              "is as fast as the copy engines or faster alone, but beside a GEMM it takes more from it and finishes "
              "later. 0: off (copy-engine transfers and a reduction kernel). Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",

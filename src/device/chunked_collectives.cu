@@ -14,20 +14,20 @@ namespace vccl {
 
 namespace {
 
-/* A block with more than 2 chunks of a call is two groups of warps that work at once: senders store this rank's
- * chunks into the peers' slots while reducers reduce the chunks that have arrived. One group doing both in turn
- * leaves each step's latency (loads, the system fence before a flag, the wait for the peer's flag) exposed; two
- * groups overlap them. A block with fewer chunks is one group of kReduceThreads doing both (launch_reduce says why).
+/* Where a call has more than 2 chunks per block, each block is two groups of warps that work at once: senders store
+ * this rank's chunks into the peers' slots while reducers reduce the chunks that have arrived. One group doing both
+ * in turn leaves each step's latency (loads, the system fence before a flag, the wait for the peer's flag) exposed;
+ * two groups overlap them. Otherwise a block is one group of kReduceThreads doing both (launch_reduce says why).
  * Named barriers (1 and 2) order each group within itself; the block-wide barrier (0) comes only before and after. */
 constexpr int kSendThreads = 256;
 constexpr int kReduceThreads = 512;
 constexpr int kThreads = kSendThreads + kReduceThreads;
-/* 16-byte vectors a sender thread keeps in flight: loads issued back to back overlap their latency. */
-constexpr int kSendBatch = 8;
-/* Likewise a reducer thread: 4, or fewer where a vector's accumulators take more than 4 registers (fp16, bf16 and
- * 8-bit types), so that the block's 768 threads keep to their 80 registers without spilling. */
-template <typename T> __host__ __device__ constexpr int reduce_batch() {
-    return (16 / sizeof(T)) * ((sizeof(typename Acc<T>::type) + 3) / 4) <= 4 ? 4 : 2;
+/* 16-byte vectors a thread keeps in flight: loads issued back to back overlap their latency. Copying, 8 in a group
+ * of 256 senders, 4 in one of 512 threads. Reducing, 4; in a split block, whose 768 threads have 80 registers each,
+ * 2 where a vector's accumulators take more than 4 registers (fp16, bf16, 8-bit types), so that nothing spills. */
+template <int Threads> __host__ __device__ constexpr int copy_batch() { return Threads == kSendThreads ? 8 : 4; }
+template <typename T, bool Split> __host__ __device__ constexpr int reduce_batch() {
+    return !Split || (16 / sizeof(T)) * ((sizeof(typename Acc<T>::type) + 3) / 4) <= 4 ? 4 : 2;
 }
 
 /* One group of the block: threads [first, first + count), barrier `barrier`, and its own abort flag. */
@@ -63,6 +63,7 @@ __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_c
 template <int Threads>
 __device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char* src, uint32_t len) {
     const uint32_t vecs = aligned16(dst) && aligned16(src) ? len / 16 : 0;
+    constexpr int kSendBatch = copy_batch<Threads>();
     for (uint32_t v0 = g.tid(); v0 < vecs; v0 += kSendBatch * Threads) {
         uint4 x[kSendBatch];
 #pragma unroll
@@ -79,15 +80,23 @@ __device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char
     for (uint32_t b = 16 * vecs + g.tid(); b < len; b += Threads) dst[b] = src[b];
 }
 
-/* The group's leader waits for each peer's word (flag or credit) of a slot to reach `at_least` for this call; the
- * group learns the outcome after its barrier. False when the communicator was aborted. */
-template <typename Word>
-__device__ __forceinline__ bool wait_peers(const Group& g, const LlArgs& a, const int* skip, Word word, uint32_t at_least) {
+struct NothingMore {
+    __device__ bool operator()() const { return true; }
+};
+
+/* The group's leader waits for each peer's word (flag or credit) of a slot to reach `at_least` for this call, then
+ * for `more` (false: aborted); the group learns the outcome after one barrier. False when the communicator was
+ * aborted. The group's abort flag is written only by the leader before the barrier and read by the others only after
+ * it, so every thread of the group takes the same way out. */
+template <typename Word, typename More = NothingMore>
+__device__ __forceinline__ bool wait_peers(const Group& g, const LlArgs& a, const int* skip, Word word, uint32_t at_least,
+                                           More more = More()) {
     if (g.leader()) {
         for (int p = 0; p < a.nranks && *g.aborted == 0; ++p) {
             if (p == a.rank || skip[p]) continue;
             if (!wait_word(word(p), a.seq, at_least, a.control)) *g.aborted = 1;
         }
+        if (*g.aborted == 0 && !more()) *g.aborted = 1;
         __threadfence(); // what the peers stored before the words is read after them
     }
     g.sync();
@@ -111,6 +120,7 @@ __device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uin
     }
     g.sync(); // every thread's stores are issued (so its loads are done)
     if (g.leader()) {
+        __threadfence_block(); // the group's loads of the chunk come before the reducers hear of them
         *sent = i + 1;
         __threadfence_system(); // the stores are visible to the peers before the flag
         for (int p = 0; p < a.nranks; ++p) {
@@ -120,20 +130,16 @@ __device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uin
     return true;
 }
 
-/* Reducer group, before it writes chunk i of its output: the block's senders have read chunk i of the input (they
- * go through the same chunks in the same order). False when the senders gave up (abort). */
-__device__ __forceinline__ bool wait_sent(const Group& g, const LlArgs& a, volatile uint32_t* sent,
-                                          volatile int* senders_aborted, uint32_t i) {
-    if (g.leader()) {
-        for (unsigned spins = 1; *sent < i + 1; ++spins) {
-            if (*senders_aborted != 0 || ((spins & 255u) == 0 && a.control[kLlAbort] != 0)) {
-                *g.aborted = 1;
-                break;
-            }
-        }
+/* The reducers' leader, before its group writes chunk i of the output: the block's senders have read chunk i of the
+ * input (they go through the same chunks in the same order). False when the senders gave up (abort). Called inside
+ * wait_peers, before its barrier. */
+__device__ __forceinline__ bool senders_past(const LlArgs& a, volatile uint32_t* sent, volatile int* senders_aborted,
+                                             uint32_t i) {
+    for (unsigned spins = 1; *sent < i + 1; ++spins) {
+        if (*senders_aborted != 0 || ((spins & 255u) == 0 && a.control[kLlAbort] != 0)) return false;
     }
-    g.sync();
-    return *g.aborted == 0;
+    __threadfence_block(); // the senders' loads of the chunk come before the group's stores
+    return true;
 }
 
 /* After the reducers have read chunk i from every peer's slot: the slot may take the peer's next chunk. */
@@ -216,11 +222,11 @@ template <typename T> __device__ __forceinline__ void store_element(char* p, typ
 
 /* Reduces chunk i (len bytes) of this rank's part in rank order: its own from `own`, each peer's from its slot;
  * writes it to `dst`. `dst` may be `own` (in place): each vector is read and written by one thread, reads first. */
-template <typename T, int Op>
+template <typename T, int Op, bool Split>
 __device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, const char* own, char* dst) {
     using A = typename Acc<T>::type;
     constexpr int kPer = 16 / sizeof(T);
-    constexpr int kReduceBatch = reduce_batch<T>();
+    constexpr int kReduceBatch = reduce_batch<T, Split>();
     const uint32_t slot = i % a.chunk_slots;
     // 16-byte vectors where this rank's input and output allow them (the slots always do), else element by element.
     const uint32_t vecs = aligned16(own) && aligned16(dst) ? len / 16 : 0;
@@ -314,12 +320,12 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     auto reduce_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
         const uint32_t len = chunk_len(a, bytes, i);
-        if (!wait_peers(g, a, skip,
-                        [&](int p) { return flag_word(const_cast<uint64_t*>(a.inbox[p]), i % a.chunk_slots); }, i + 1) ||
-            (Split && !wait_sent(g, a, &sent, &group_aborted[0], i))) {
+        auto flag = [&](int p) { return flag_word(const_cast<uint64_t*>(a.inbox[p]), i % a.chunk_slots); };
+        if (!(Split ? wait_peers(g, a, skip, flag, i + 1, [&] { return senders_past(a, &sent, &group_aborted[0], i); })
+                    : wait_peers(g, a, skip, flag, i + 1))) {
             return false;
         }
-        reduce_chunk<T, Op>(g, a, skip, i, len, own + at, out + at);
+        reduce_chunk<T, Op, Split>(g, a, skip, i, len, own + at, out + at);
         clear_slot_if_last(g, a, skip, i, chunks, len);
         give_credits(g, a, skip, i);
         return true;
@@ -350,8 +356,8 @@ int grid_for(const LlArgs& a, size_t bytes) {
     return int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, a.max_blocks)), chunks)));
 }
 
-/* Split or not: a block splits when it has more than 2 chunks of the call. With 2 (a 4 MiB message in 64 KiB chunks
- * on 32 blocks) its senders have little to run ahead with: 2x H200, run173, the one-group kernel of before (30e100c)
+/* Split or not: the blocks split when the call has more than 2 chunks per block (so a block may split with 2 of its
+ * own). With 2 (a 4 MiB message in 64 KiB chunks on 32 blocks) the senders have little to run ahead with: 2x H200, run173, the one-group kernel of before (30e100c)
  * took a 4 MiB allreduce in 30.2 us, split 32.7; 8 MiB 54.8, split 49.4. The choice is each rank's own: the peers
  * see the same flags and credits either way. */
 template <typename T>

@@ -4,8 +4,8 @@
  * (16-byte stores, not words that carry half data and half sequence number) in chunks, each announced by one flag
  * word. The low-latency words cost twice the bytes on NVLink, which is what bounds them from a few MiB on; the
  * copy-engine path pays handshakes across the GPUs per phase and a separate reduction kernel. Measured on 2x H200
- * (docs/PERFORMANCE.md, run171 and run174): a 4 MiB allreduce 31.5 us (copy engines 54.0, NCCL 33.2), 8 MiB 49.8
- * (70.9, 47.2); at 16-32 MiB the kernel matches or beats the copy engines alone, but beside a GEMM it keeps less of
+ * (docs/PERFORMANCE.md, run171 and run175): a 4 MiB allreduce 30.5 us (copy engines 54.0, NCCL 33.0), 8 MiB 49.6
+ * (70.9, 47.1); at 16-32 MiB the kernel matches or beats the copy engines alone, but beside a GEMM it keeps less of
  * the GEMM and ends later (run172), hence VCCL_ALLREDUCE_KERNEL_BYTES 8M.
  * AllGather has no reduction to do: the copy engines are faster for it at every size above the low-latency limit.
  *
@@ -26,13 +26,13 @@
  * VCCL_MAX_CTAS, another SM count) still pair up. Every block of a call must be resident on its GPU at once to be
  * sure of progress; a grid is at most VCCL_MAX_CTAS <= the SM count blocks of 768 (or 512) threads.
  *
- * Where a block has more than 2 chunks of a call, it is two groups of warps at work at once: 256 sender threads
- * store its chunks into the peers' slots while 512 reducer threads reduce the chunks that have arrived, so that one
- * chunk's latencies (the loads, the system fence before its flag, the wait for the peer's flag) overlap another's.
- * A reducer writes chunk i of the output only after the block's senders have read chunk i of the input (in place
- * they are the same bytes). With fewer chunks the block is one group of 512 threads that sends a chunk, then reduces
- * it (2x H200, run173: 4 MiB allreduce 30.2 us that way, 32.7 split; 8 MiB 54.8 against 49.4 split). Each rank
- * chooses for itself; the flags and credits are the same. No wait goes back to a chunk of a higher index, on either
+ * Where a call has more than 2 chunks per block, each block is two groups of warps at work at once: 256 sender
+ * threads store its chunks into the peers' slots while 512 reducer threads reduce the chunks that have arrived, so
+ * that one chunk's latencies (the loads, the system fence before its flag, the wait for the peer's flag) overlap
+ * another's. A reducer writes chunk i of the output only after the block's senders have read chunk i of the input
+ * (in place they are the same bytes). Otherwise a block is one group of 512 threads that sends a chunk, then reduces
+ * it, as before the split (2x H200, run173: 4 MiB allreduce 30.2 us that way, 32.7 split; 8 MiB 54.8 against 49.4
+ * split). Each rank chooses for itself; the flags and credits are the same. No wait goes back to a chunk of a higher index, on either
  * rank, so the lowest chunk not yet done can always move on.
  *
  * Set reuse across calls is the low-latency kernels' argument (ll_collectives.h): sets alternate with calls, and
