@@ -139,6 +139,16 @@ vcclResult_t fail_next_ll(vcclComm_t comm) {
     return vcclSuccess;
 }
 
+/* Test hook (tests/gpu): this rank's next chunked collective moves only its first `chunks` chunks (each block its
+ * share of them) and then its kernel ends, as if a peer had stopped in the middle of a call: the other ranks wait
+ * for the rest until an abort. */
+vcclResult_t stop_next_chunked(vcclComm_t comm, unsigned chunks) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "stop_next_chunked"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    comm->test_chunked_stop = chunks;
+    return vcclSuccess;
+}
+
 /* Test hook (tests/gpu): this rank's next send/recv batch with direct-path peers fails once the descriptors
  * have been exchanged both ways, before anything is enqueued, as a timeout of the exchange would. */
 vcclResult_t fail_next_exchange(vcclComm_t comm) {

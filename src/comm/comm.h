@@ -43,6 +43,7 @@ struct vcclComm {
     std::mutex op_mutex;        // one operation at a time drives the transport
     std::atomic<uint64_t> op_count{0}; // operations started (idle progress watches it)
     bool test_fail_next_ll = false;    // vccl::testing::fail_next_ll (under op_mutex)
+    uint32_t test_chunked_stop = 0;    // vccl::testing::stop_next_chunked (under op_mutex)
     uint64_t chunked_calls = 0;        // calls the chunked kernel took (vccl::testing::chunked_calls; under op_mutex)
     bool test_fail_next_exchange = false; // vccl::testing::fail_next_exchange (under op_mutex)
     std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them

@@ -346,6 +346,10 @@ vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked,
                            coll_name(op.coll.coll));
     }
     args.max_blocks = std::min(args.max_blocks, comm->max_ctas);
+    if (chunked && comm->test_chunked_stop != 0) {
+        args.chunk_stop = comm->test_chunked_stop;
+        comm->test_chunked_stop = 0;
+    }
     if (r == vcclSuccess) {
         r = chunked ? chunked_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream)
                     : ll_collective(args, kind, send, recv, op.coll.count, op.coll.dtype, op.coll.op, op.stream);

@@ -312,6 +312,8 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     const size_t block_of = Kind == LlKind::ReduceScatter ? bytes : 0; // offset of peer p's part: p x block_of
     const char* own = in + size_t(a.rank) * block_of;
     const uint32_t chunks = uint32_t((bytes + a.chunk_bytes - 1) / a.chunk_bytes);
+    // Chunks this rank moves: all, but for the test hook that stops a call in the middle (testing::stop_next_chunked).
+    const uint32_t moved = a.chunk_stop != 0 && a.chunk_stop < chunks ? a.chunk_stop : chunks;
     auto send_one = [&](const Group& g, uint32_t i, auto threads) {
         const size_t at = size_t(i) * a.chunk_bytes;
         return send_chunk<decltype(threads)::value>(g, a, skip, i, chunk_len(a, bytes, i),
@@ -334,17 +336,17 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     using ReduceThreads = std::integral_constant<int, kReduceThreads>;
     if (!Split) {
         const Group g{0, kReduceThreads, 1, &group_aborted[0]};
-        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+        for (uint32_t i = blockIdx.x; i < moved && ok; i += gridDim.x) {
             if (!send_one(g, i, ReduceThreads()) || !reduce_one(g, i)) break;
         }
     } else if (threadIdx.x < kSendThreads) {
         const Group g{0, kSendThreads, 1, &group_aborted[0]};
-        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+        for (uint32_t i = blockIdx.x; i < moved && ok; i += gridDim.x) {
             if (!send_one(g, i, SendThreads())) break;
         }
     } else {
         const Group g{kSendThreads, kReduceThreads, 2, &group_aborted[1]};
-        for (uint32_t i = blockIdx.x; i < chunks && ok; i += gridDim.x) {
+        for (uint32_t i = blockIdx.x; i < moved && ok; i += gridDim.x) {
             if (!reduce_one(g, i)) break;
         }
     }

@@ -199,6 +199,8 @@ VCCL_INTERNAL_API vcclResult_t fail_next_direct(vcclComm_t comm, int send);
 VCCL_INTERNAL_API void allow_ll_on_shared_gpu(int allow);
 /* Test hook: the next low-latency collective of comm fails before its launch (see IpcP2p::ll_abandon). */
 VCCL_INTERNAL_API vcclResult_t fail_next_ll(vcclComm_t comm);
+/* Test hook: the next chunked collective of comm moves only its first `chunks` chunks, then its kernel ends. */
+VCCL_INTERNAL_API vcclResult_t stop_next_chunked(vcclComm_t comm, unsigned chunks);
 /* Test hook: the next send/recv batch of comm with direct-path peers fails right after its descriptor exchange
  * (as a timeout there would), before anything is enqueued (see run_p2p_direct_part). */
 VCCL_INTERNAL_API vcclResult_t fail_next_exchange(vcclComm_t comm);

@@ -68,6 +68,7 @@ struct LlArgs {
     uint32_t chunk_slots;
     uint32_t chunk_bytes;
     uint32_t chunk_data_word;             // first word of slot 0's data
+    uint32_t chunk_stop;                  // test hook (testing::stop_next_chunked): chunks moved, then stop; 0: all
 };
 
 /* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^28), so that ranks

@@ -27,6 +27,7 @@ namespace testing {
 vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
 void allow_ll_on_shared_gpu(int allow);                 // likewise
 vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
+vcclResult_t stop_next_chunked(vcclComm_t comm, unsigned chunks); // likewise
 vcclResult_t fail_next_exchange(vcclComm_t comm);       // likewise
 long long direct_sends(vcclComm_t comm);                // likewise
 long long ipc_block_reopens(vcclComm_t comm);           // likewise

@@ -1238,6 +1238,49 @@ TEST(GpuChunked, MatchTheReferenceAndFailCleanly) {
     EXPECT_ALL_RANKS_WHY(why.empty(), "low-latency against chunked: " + why);
 }
 
+/* A rank that stops in the middle of a chunked call (test hook: its kernel moves its first chunks, then ends): the
+ * others' kernels wait for the rest, in the middle of their chunks, until vcclCommAbort ends them within seconds and
+ * the streams go on. Twice: many chunks per block (1 MiB, so the blocks split into senders and reducers) and few
+ * (just above the low-latency limit: one group per block with 2 ranks). The abort case of MatchTheReference... ends
+ * in the header wait, before any chunk moves. */
+TEST(GpuChunked, AbortInTheMiddleOfACallEndsTheKernel) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
+    const bool stops = world_rank() == world_size() - 1;
+    std::string why;
+    for (int many = 1; many >= 0; --many) { // both cases on every rank, whatever failed: each is collective
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"}, {"VCCL_MAX_CTAS", "3"}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        const size_t limit = size_t(vccl::testing::ll_bytes(comm));
+        const size_t floats = many ? (size_t(1) << 20) / 4 : limit / 4 + 3;
+        const std::string where = std::string(many ? "1 MiB" : "just above the limit") + ", " +
+                                  (stops ? "the rank that stops" : "a rank left waiting") + ": ";
+        Stream s;
+        DevBuf buf(floats * 4);
+        if (stops && vccl::testing::stop_next_chunked(comm, many ? 4 : 2) != vcclSuccess && why.empty()) {
+            why = where + "hook refused";
+        }
+        const long long before = vccl::testing::chunked_calls(comm);
+        vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), floats, vcclFloat32, vcclSum, comm, s.s);
+        if (r != vcclSuccess && why.empty()) why = where + "the call failed on the host: " + result_str(r);
+        if (vccl::testing::chunked_calls(comm) != before + 1 && why.empty()) why = where + "the chunked kernel not taken";
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        if (!stops && why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
+            why = where + "the stream was not waiting for the chunks that never came";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = MPI_Wtime();
+        const vcclResult_t end = vcclCommAbort(comm);
+        const double took = MPI_Wtime() - t0;
+        if (end != vcclSuccess && why.empty()) why = where + "abort failed: " + result_str(end);
+        if (took > 3.0 && why.empty()) why = where + "abort took " + std::to_string(took) + " s";
+        expect_stream_goes_on(s.s, "an abort in the middle of a chunked call");
+        MPI_Barrier(MPI_COMM_WORLD);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The chunked kernel's data lands where the low-latency kernel's words of the call after next will: words are
  * trusted by their high half (the call's number), so the chunked kernel clears what it received. Call 1 (chunked)
  * sends int32 3s, whose 8-byte words all read as call 3's (3 << 32 | 3); call 2 is any kernel call; call 3 is a
