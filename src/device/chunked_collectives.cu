@@ -314,10 +314,11 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     const uint32_t chunks = uint32_t((bytes + a.chunk_bytes - 1) / a.chunk_bytes);
     // Chunks this rank moves: all, but for the test hook that stops a call in the middle (testing::stop_next_chunked).
     const uint32_t moved = a.chunk_stop != 0 && a.chunk_stop < chunks ? a.chunk_stop : chunks;
-    auto send_one = [&](const Group& g, uint32_t i, auto threads) {
+    constexpr int kSenders = Split ? kSendThreads : kReduceThreads; // threads that send (and copy)
+    auto send_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
-        return send_chunk<decltype(threads)::value>(g, a, skip, i, chunk_len(a, bytes, i),
-                                                    [&](int p) { return in + size_t(p) * block_of + at; }, &sent);
+        return send_chunk<kSenders>(g, a, skip, i, chunk_len(a, bytes, i),
+                                    [&](int p) { return in + size_t(p) * block_of + at; }, &sent);
     };
     auto reduce_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
@@ -332,17 +333,15 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
         give_credits(g, a, skip, i);
         return true;
     };
-    using SendThreads = std::integral_constant<int, kSendThreads>;
-    using ReduceThreads = std::integral_constant<int, kReduceThreads>;
     if (!Split) {
         const Group g{0, kReduceThreads, 1, &group_aborted[0]};
         for (uint32_t i = blockIdx.x; i < moved && ok; i += gridDim.x) {
-            if (!send_one(g, i, ReduceThreads()) || !reduce_one(g, i)) break;
+            if (!send_one(g, i) || !reduce_one(g, i)) break;
         }
     } else if (threadIdx.x < kSendThreads) {
         const Group g{0, kSendThreads, 1, &group_aborted[0]};
         for (uint32_t i = blockIdx.x; i < moved && ok; i += gridDim.x) {
-            if (!send_one(g, i, SendThreads())) break;
+            if (!send_one(g, i)) break;
         }
     } else {
         const Group g{kSendThreads, kReduceThreads, 2, &group_aborted[1]};
@@ -353,35 +352,27 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     arrive(a);
 }
 
-int grid_for(const LlArgs& a, size_t bytes) {
-    const size_t chunks = (bytes + a.chunk_bytes - 1) / a.chunk_bytes;
-    return int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, a.max_blocks)), chunks)));
-}
-
 /* Split or not: the blocks split when the call has more than 2 chunks per block (so a block may split with 2 of its
- * own). With 2 (a 4 MiB message in 64 KiB chunks on 32 blocks) the senders have little to run ahead with: 2x H200, run173, the one-group kernel of before (30e100c)
- * took a 4 MiB allreduce in 30.2 us, split 32.7; 8 MiB 54.8, split 49.4. The choice is each rank's own: the peers
- * see the same flags and credits either way. */
+ * own). With 2 (a 4 MiB message in 64 KiB chunks on 32 blocks) the senders have little to run ahead with: 2x H200,
+ * run173, the one-group kernel of before (30e100c) took a 4 MiB allreduce in 30.2 us, split 32.7; 8 MiB 54.8, split
+ * 49.4. The choice is each rank's own: the peers see the same flags and credits either way. */
 template <typename T>
 cudaError_t launch_reduce(const LlArgs& a, LlKind kind, const char* in, char* out, size_t bytes, vcclRedOp_t op,
                           cudaStream_t s) {
-    const int blocks = grid_for(a, bytes);
     const size_t chunks = (bytes + a.chunk_bytes - 1) / a.chunk_bytes;
+    const int blocks = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, a.max_blocks)), chunks)));
     const bool split = chunks > 2 * size_t(blocks);
+    const int threads = split ? kThreads : kReduceThreads;
     return for_op(op, [&](auto o) {
         constexpr int kOp = decltype(o)::value;
-        auto launch = [&](auto kernel_kind, auto split_kernel) {
-            constexpr LlKind kKind = decltype(kernel_kind)::value;
-            constexpr bool kSplit = decltype(split_kernel)::value;
-            return launch_kernel(chunked_reduce_kernel<T, kOp, kKind, kSplit>, blocks,
-                                 kSplit ? kThreads : kReduceThreads, s, a, in, out, bytes);
-        };
-        using Rs = std::integral_constant<LlKind, LlKind::ReduceScatter>;
-        using Ar = std::integral_constant<LlKind, LlKind::AllReduce>;
-        using Yes = std::true_type;
-        using No = std::false_type;
-        if (kind == LlKind::ReduceScatter) return split ? launch(Rs(), Yes()) : launch(Rs(), No());
-        return split ? launch(Ar(), Yes()) : launch(Ar(), No());
+        if (kind == LlKind::ReduceScatter) {
+            return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, true>
+                                       : chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, false>,
+                                 blocks, threads, s, a, in, out, bytes);
+        }
+        return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::AllReduce, true>
+                                   : chunked_reduce_kernel<T, kOp, LlKind::AllReduce, false>,
+                             blocks, threads, s, a, in, out, bytes);
     });
 }
 

@@ -972,6 +972,26 @@ size_t ll_bytes() {
 }
 
 
+/* After a kernel call on stream s of comm (every rank, collectively): 300 ms later the stream must still be busy on
+ * a rank that `waits` (its kernel waits for what never comes); then vcclCommAbort must return within 3 s and the
+ * stream go on. Returns `why` if it is not empty, else what went wrong, each message after `where`. */
+std::string abort_releases_waiting_kernel(vcclComm_t comm, cudaStream_t s, bool waits, std::string why,
+                                          const std::string& where, const char* waiting_for, const char* after) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (waits && why.empty() && cudaStreamQuery(s) != cudaErrorNotReady) {
+        why = where + "the stream was not waiting for " + waiting_for;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    const vcclResult_t end = vcclCommAbort(comm);
+    const double took = MPI_Wtime() - t0;
+    if (end != vcclSuccess && why.empty()) why = where + "abort failed: " + result_str(end);
+    if (took > 3.0 && why.empty()) why = where + "abort took " + std::to_string(took) + " s";
+    expect_stream_goes_on(s, after);
+    MPI_Barrier(MPI_COMM_WORLD);
+    return why;
+}
+
 /* Rank 0 alone calls an allreduce of `count` floats on comm (low-latency path), the others never do: abort
  * must release its kernel. Returns what went wrong on this rank. */
 std::string abort_releases_lone_call(vcclComm_t comm, size_t count) {
@@ -981,20 +1001,9 @@ std::string abort_releases_lone_call(vcclComm_t comm, size_t count) {
     if (world_rank() == 0) { // the others never call
         vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
         if (r != vcclSuccess) why = "the call failed on the host: " + result_str(r);
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        if (why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
-            why = "the stream was not waiting for the absent peers (low-latency path not taken?)";
-        }
     }
-    MPI_Barrier(MPI_COMM_WORLD);
-    double t0 = MPI_Wtime();
-    vcclResult_t end = vcclCommAbort(comm);
-    double took = MPI_Wtime() - t0;
-    if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
-    if (took > 3.0 && why.empty()) why = "abort took " + std::to_string(took) + " s";
-    expect_stream_goes_on(s.s, "abort");
-    MPI_Barrier(MPI_COMM_WORLD);
-    return why;
+    return abort_releases_waiting_kernel(comm, s.s, world_rank() == 0, why, "",
+                                         "the absent peers (low-latency path not taken?)", "abort");
 }
 
 /* A call that does not match the peers' (`call` enqueues it on the stream it is given): it returns, the stream
@@ -1265,18 +1274,8 @@ TEST(GpuChunked, AbortInTheMiddleOfACallEndsTheKernel) {
         vcclResult_t r = vcclAllReduce(buf.ptr(), buf.ptr(), floats, vcclFloat32, vcclSum, comm, s.s);
         if (r != vcclSuccess && why.empty()) why = where + "the call failed on the host: " + result_str(r);
         if (vccl::testing::chunked_calls(comm) != before + 1 && why.empty()) why = where + "the chunked kernel not taken";
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        if (!stops && why.empty() && cudaStreamQuery(s.s) != cudaErrorNotReady) {
-            why = where + "the stream was not waiting for the chunks that never came";
-        }
-        MPI_Barrier(MPI_COMM_WORLD);
-        const double t0 = MPI_Wtime();
-        const vcclResult_t end = vcclCommAbort(comm);
-        const double took = MPI_Wtime() - t0;
-        if (end != vcclSuccess && why.empty()) why = where + "abort failed: " + result_str(end);
-        if (took > 3.0 && why.empty()) why = where + "abort took " + std::to_string(took) + " s";
-        expect_stream_goes_on(s.s, "an abort in the middle of a chunked call");
-        MPI_Barrier(MPI_COMM_WORLD);
+        why = abort_releases_waiting_kernel(comm, s.s, !stops, why, where, "the chunks that never came",
+                                            "an abort in the middle of a chunked call");
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
