@@ -55,8 +55,10 @@ tsan)
     exit 2
     ;;
 esac
-# Multi-rank tests run slower under a sanitizer: give the hard limit some room.
+# Multi-rank tests run slower under a sanitizer: give the hard limit and the per-test watchdog some room
+# (a hang still ends the job, later).
 export VCCL_TEST_HARD_TIMEOUT=${VCCL_TEST_HARD_TIMEOUT:-600}
+export VCCL_TEST_TIMEOUT_S=${VCCL_TEST_TIMEOUT_S:-400}
 
 tests="$unit_tests $mpi_tests"
 # Only the programs of the selected tests are built (check_PROGRAMS overridden), besides the libraries.

@@ -8,7 +8,7 @@ namespace vccl {
 IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms,
                            const std::atomic<uint64_t>* activity, const std::atomic<int>* staged_jobs)
     : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1), activity_(activity),
-      staged_jobs_(staged_jobs) {
+      staged_jobs_(staged_jobs), interval_now_(interval_ms_) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -57,6 +57,7 @@ void IdleProgress::run() {
         } else if (now - last_busy > std::chrono::nanoseconds(kQuietNs)) {
             interval = std::min(interval * 2, slowest);
         }
+        interval_now_.store(interval, std::memory_order_relaxed);
     }
 }
 

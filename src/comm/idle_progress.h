@@ -38,6 +38,9 @@ public:
     static constexpr int kMaxIntervalMs = 20;
     static constexpr int64_t kQuietNs = 1000000000; // 1 s
     ~IdleProgress(); // stops and joins the thread
+    /* The wait before the next poll, in ms (for tests: the back-off is checked by state, not by counting
+     * polls, which a crowded machine makes unreliable). */
+    int interval_ms_now() const { return interval_now_.load(std::memory_order_relaxed); }
     IdleProgress(const IdleProgress&) = delete;
     IdleProgress& operator=(const IdleProgress&) = delete;
 
@@ -52,6 +55,7 @@ private:
     std::mutex wake_mutex_;
     std::condition_variable wake_;
     bool stop_ = false;
+    std::atomic<int> interval_now_;
     std::thread thread_;
 };
 

@@ -90,6 +90,7 @@ vf_start() {
     VF_HARD=${VF_HARD_TIMEOUT:-$((${VF_DURATION%.*} + 30))}
     VF_T_LAUNCH=$(vf_now_ns)
     (
+        renice -n 0 -p $BASHPID >/dev/null 2>&1 # normal priority, also when a previous vf_start raised the shell's
         timeout -k 5 "$VF_HARD" $MPIRUN --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
             --mca btl self,vader -np "$VF_NRANKS" "$VF_WORKER" --netns-prefix "${VF_PREFIX}r" --dir "$VF_DIR" \
             --duration "$VF_DURATION" --mode "$mode" --memory "${VF_MEMORY:-host}" >"$VF_DIR/out.log" 2>&1
@@ -97,6 +98,11 @@ vf_start() {
         touch "$VF_STOP_FILE"
     ) &
     VF_JOB=$!
+    # The ranks poll without pause, and on a 2-core machine running other tests beside them the faults'
+    # ip/tc commands waited for a processor for up to seconds, stretching a fault past the mark the checks
+    # measure from. Root may raise this shell's priority, which the commands it starts inherit; the job,
+    # already started, keeps its own. Elsewhere this fails quietly and nothing changes.
+    renice -n -10 -p $$ >/dev/null 2>&1 || true
     # Communicator setup takes a second or two; 60 s means something is broken, not slow.
     local i
     for i in $(seq 600); do

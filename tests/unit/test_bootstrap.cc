@@ -292,7 +292,7 @@ INSTANTIATE_TEST_SUITE_P(Sizes, TcpRanks, ::testing::Values(1, 2, 3, 5, 8));
 TEST(Tcp, LargeAllgatherDoesNotDeadlock) {
     // 8 MiB slots exceed socket buffers: every rank sends before it receives, so this only completes if a
     // blocked sender drains its own incoming connections.
-    TimeoutGuard timeout(5); // a deadlock shows up as vcclTimeout, not as a hung test
+    TimeoutGuard timeout(30); // a deadlock shows up as vcclTimeout, not as a hung test (TSan: slow copies)
     const int n = 4;
     const size_t slot = 8u << 20;
     vcclUniqueId id;
@@ -532,9 +532,10 @@ TEST(Tcp, BadArguments) {
     std::shared_ptr<Bootstrap> a, c;
     vcclResult_t ra = vcclInternalError, rc = vcclInternalError;
     {
-        TimeoutGuard timeout(2);
+        TimeoutGuard timeout(5);
         std::thread t([&] { ra = tcp_bootstrap_create(id, 0, 2, &a); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        // Rank 0 must reach the root first (the root takes nranks from the first hello); generous for TSan.
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
         rc = tcp_bootstrap_create(id, 1, 3, &c);
         std::string msg = last_error_message();
         EXPECT_EQ(rc, vcclInvalidUsage);

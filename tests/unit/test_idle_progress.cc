@@ -93,29 +93,54 @@ TEST(IdleProgress, StopsPromptlyAndNeverAfterDestruction) {
     EXPECT_EQ(t.calls.load(), after);
 }
 
-/* Progress calls during `ms` milliseconds. */
-int calls_during(const CountingTransport& t, int ms) {
+/* Progress calls during about `ms` milliseconds, and the milliseconds that really passed. */
+struct Calls {
+    int n;
+    double ms;
+};
+Calls calls_during(const CountingTransport& t, int ms) {
+    auto start = std::chrono::steady_clock::now();
     int before = t.calls.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-    return t.calls.load() - before;
+    int n = t.calls.load() - before;
+    return {n, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count()};
 }
 
-/* Quiet for over a second (no operation, nothing pending): the interval backs off to kMaxIntervalMs (about 25
- * calls in 500 ms instead of about 500); an operation or pending transport work brings 1 ms back at once. The
- * bounds leave a loaded machine a wide margin. */
+/* Waits (bounded) until the thread's next wait is `want` ms. */
+bool wait_for_interval(const IdleProgress& idle, int want, int timeout_ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (idle.interval_ms_now() != want) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
+
+/* Quiet for over a second (no operation, nothing pending): the interval backs off to kMaxIntervalMs; an
+ * operation or pending transport work brings 1 ms back at once. The state is read from the thread
+ * (interval_ms_now) with generous deadlines; the poll counts are checked against the time that really
+ * passed, with wide margins, since a crowded 2-core machine (or TSan) stretches every short sleep. */
 TEST(IdleProgress, BacksOffWhenQuietAndReturnsOnActivity) {
+    constexpr int kSlow = IdleProgress::kMaxIntervalMs;
     std::mutex op_mutex;
     CountingTransport t;
     std::atomic<uint64_t> activity{0};
     IdleProgress idle(&op_mutex, &t, 1, &activity);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1600));
-    int quiet = calls_during(t, 500);
-    EXPECT_LE(quiet, 60) << "no back-off after a quiet second";
-    EXPECT_GE(quiet, 10) << "backed off beyond " << IdleProgress::kMaxIntervalMs << " ms";
+    EXPECT_EQ(idle.interval_ms_now(), 1);
+    ASSERT_TRUE(wait_for_interval(idle, kSlow, 15000)) << "no back-off after a quiet second: "
+                                                       << idle.interval_ms_now() << " ms";
+    Calls quiet = calls_during(t, 500);
+    EXPECT_LE(quiet.n, quiet.ms / kSlow * 1.25 + 3) << "polled faster than every " << kSlow << " ms";
+    EXPECT_EQ(idle.interval_ms_now(), kSlow) << "the interval moved while nothing happened";
     activity++;
-    std::this_thread::sleep_for(std::chrono::milliseconds(40)); // the next (slow) poll sees it
-    EXPECT_GE(calls_during(t, 300), 60) << "an operation did not bring the short interval back";
+    ASSERT_TRUE(wait_for_interval(idle, 1, 5000)) << "an operation did not bring the short interval back";
     t.pending = true; // e.g. an unacknowledged message: stays fast however long nothing else happens
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    EXPECT_GE(calls_during(t, 300), 60) << "backed off while the transport had work in flight";
+    // Past the quiet second, sampled every 10 ms: never backs off while the transport has work in flight.
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1500);
+    while (std::chrono::steady_clock::now() < end) {
+        ASSERT_EQ(idle.interval_ms_now(), 1) << "backed off while the transport had work in flight";
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    Calls fast = calls_during(t, 300);
+    EXPECT_GT(fast.n, fast.ms / kSlow * 2) << "with a 1 ms interval, fewer polls than at half the slow pace";
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -188,11 +189,18 @@ TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
 
     const uint64_t total = 400000;
     std::atomic<bool> done{false};
+    std::atomic<uint64_t> attached{0};
     std::thread t([&] {
         PathStats s;
         memset(&s, 0, sizeof(s));
         s.used = 1;
         for (uint64_t i = 0; i < total; ++i) {
+            if (i == total / 2) {
+                // The whole run takes tens of milliseconds: on a crowded machine the reader might not get
+                // the processor during it. Halfway, wait (bounded) until it has attached twice.
+                auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+                while (attached.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+            }
             writer.append(make_record(i));
             if (i % 64 == 0) {
                 s.peer = 2;
@@ -209,7 +217,7 @@ TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
         RingReader reader;
         std::string why;
         ASSERT_TRUE(reader.attach(path, &why)) << why;
-        ++attaches;
+        attached.store(++attaches);
         EXPECT_EQ(reader.header().rank, 1);
         EXPECT_EQ(reader.header().comm_hash, 0x1234u);
         // Start anywhere: a late reader begins at the current write index, minus some history.
