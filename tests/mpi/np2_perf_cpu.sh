@@ -2,11 +2,11 @@
 # Listed in tests/mpi/Makefile.inc: vccl-perf --cpu on 2 ranks, host memory, with the MPI baseline and with the
 # telemetry-off pairing. The table gets the two processor-use columns per side; the JSON has cpu_pct and
 # other_threads_cpu_pct for out_of_place, in_place and the baseline, each in range: the process's share
-# positive and at most every core busy, the other threads' share not above the process's. Host transfers
-# poll, so a rank's process is busy for most of the timed loop: its share must exceed 5% of a core (a
-# meter dividing by the wrong interval or counting nothing fails this; 20% failed once on a 2-core machine
-# that a build shared with the two ranks, at 12.7%). --soak refuses --cpu.
-# The meter against threads of known load: tests/unit/test_perf_cpu.cc.
+# positive and at most every core busy, the other threads' share not above the process's. No floor above
+# zero: a waiting rank backs off to short sleeps, and on a crowded machine (both ranks beside other jobs)
+# its share fell to 12.7% and, with the 2 cores overloaded twice over, to 1.7%. A meter counting nothing
+# gives 0 and fails here; the meter's arithmetic is checked against threads of known load in
+# tests/unit/test_perf_cpu.cc. --soak refuses --cpu.
 perf=${top_builddir:-.}/vccl-perf
 [ -x "$perf" ] || { echo "np2_perf_cpu.sh: $perf not built" >&2; exit 99; }
 tmp=$(mktemp -d) || exit 99
@@ -34,7 +34,7 @@ check() {
                 c = m; sub(/.*"cpu_pct": /, "", c); c = c + 0
                 o = m; sub(/.*"other_threads_cpu_pct": /, "", o); o = o + 0
                 if (m !~ /"other_threads_cpu_pct": /) print k[i] ": no other_threads_cpu_pct"
-                else if (c <= 5 || c > 100 * cores + 10 || o < 0 || o > c + 0.01)
+                else if (c <= 0 || c > 100 * cores + 10 || o < 0 || o > c + 0.01)
                     print k[i] ": cpu_pct " c " other_threads_cpu_pct " o " out of range (" cores " cores)"
             }
         }' "$tmp/$name.json")
