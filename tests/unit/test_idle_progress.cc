@@ -36,13 +36,19 @@ public:
     std::atomic<int> during_operation{0};
 };
 
-bool wait_for_calls(const CountingTransport& t, int n, int timeout_ms) {
+/* Polls `done` every millisecond until it holds (true) or timeout_ms pass (false). */
+template <typename Pred>
+bool wait_until(Pred done, int timeout_ms) {
     auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (t.calls.load() < n) {
+    while (!done()) {
         if (std::chrono::steady_clock::now() > end) return false;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     return true;
+}
+
+bool wait_for_calls(const CountingTransport& t, int n, int timeout_ms) {
+    return wait_until([&] { return t.calls.load() >= n; }, timeout_ms);
 }
 
 } // namespace
@@ -108,12 +114,7 @@ Calls calls_during(const CountingTransport& t, int ms) {
 
 /* Waits (bounded) until the thread's next wait is `want` ms. */
 bool wait_for_interval(const IdleProgress& idle, int want, int timeout_ms) {
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (idle.interval_ms_now() != want) {
-        if (std::chrono::steady_clock::now() > end) return false;
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return true;
+    return wait_until([&] { return idle.interval_ms_now() == want; }, timeout_ms);
 }
 
 /* Quiet for over a second (no operation, nothing pending): the interval backs off to kMaxIntervalMs; an

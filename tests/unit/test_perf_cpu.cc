@@ -24,13 +24,6 @@ void spin_for(std::chrono::milliseconds d) {
     while (Clock::now() < end) sink = sink + 1;
 }
 
-TEST(PerfCpuMeter, NotMeasuredBeforeAnInterval) {
-    vperf::CpuMeter meter;
-    vperf::CpuUse u = meter.use();
-    EXPECT_LT(u.process_pct, 0);
-    EXPECT_LT(u.others_pct, 0);
-}
-
 /* Processor seconds of the process (RUSAGE_SELF) or of the calling thread (RUSAGE_THREAD). */
 double rusage_s(int who) {
     struct rusage ru = {};
@@ -42,7 +35,12 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 constexpr double kTolerancePct = 5.0; // clock reads at slightly different moments; getrusage's microseconds
 
-
+TEST(PerfCpuMeter, NotMeasuredBeforeAnInterval) {
+    vperf::CpuMeter meter;
+    vperf::CpuUse u = meter.use();
+    EXPECT_LT(u.process_pct, 0);
+    EXPECT_LT(u.others_pct, 0);
+}
 
 TEST(PerfCpuMeter, CallingThreadSpinningIsNotCountedAsOthers) {
     vperf::CpuMeter meter;
