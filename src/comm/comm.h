@@ -61,6 +61,7 @@ struct vcclComm {
     std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
                                                      // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
+    vccl::DeviceScratch in_place_scratch; // copies of in-place sends' data (p2p_exec.cc), kept between calls
     vccl::SideStream side_stream;       // reductions and local copies beside a call's transfers (under op_mutex)
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)

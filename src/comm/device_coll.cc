@@ -1,9 +1,11 @@
 /*
  * Collectives on device buffers among GPUs of one host, built from batches of direct transfers (copy
  * engines into peers' buffers, ordered on the caller's stream by stream memory operations):
- *   AllGather, Broadcast, AlltoAll: one batch plus a local device copy, no kernel;
- *   AllGather and ReduceScatter up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes per rank, as AllReduce below:
- *              one low-latency kernel; ReduceScatter above it up to VCCL_ALLREDUCE_KERNEL_BYTES per rank (a
+ *   AllGather, Broadcast, AlltoAll: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes a peer (AlltoAll: and at
+ *              most 1 MiB) one low-latency kernel, as AllReduce below; above it one batch plus a local device
+ *              copy, no kernel;
+ *   ReduceScatter up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes per rank, as AllReduce below:
+ *              one low-latency kernel; above it up to VCCL_ALLREDUCE_KERNEL_BYTES per rank (a
  *              multiple of 16 bytes) one chunked kernel (device/chunked_collectives.h);
  *   ReduceScatter: every rank receives its block from each peer into scratch, one kernel reduces them; from
  *              2 x VCCL_REDUCE_PIPELINE_BYTES on, in pieces whose kernels run on the communicator's second
@@ -285,30 +287,41 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
     return reduce(comm, op, op.stream, recv, srcs, bytes / dtype_size(op.coll.dtype));
 }
 
-/* Whether op runs in one kernel: the low-latency one (device/ll_collectives.h) for AllReduce, ReduceScatter and
- * AllGather whose message to each peer (count elements) is at most comm->ipc->ll_bytes(), else, for AllReduce and
- * ReduceScatter, the chunked one (device/chunked_collectives.h, *chunked) up to VCCL_ALLREDUCE_KERNEL_BYTES; an
- * AllGather above the first limit is a batch of copy-engine transfers (1.4x NCCL's speed from 8 MiB on 2x H100,
- * docs/PERFORMANCE.md, where SM stores through the chunked kernel were slower). The same on every rank of a correct
- * program: the settings are agreed and the decision goes by the call's sizes only, never by its buffers' addresses
- * (ranks taking different paths would wait for each other until they abort). */
+/* Whether op runs in one kernel: the low-latency one (device/ll_collectives.h) for AllReduce, ReduceScatter,
+ * AllGather, AlltoAll and Broadcast whose message to each peer (count elements) is at most comm->ipc->ll_bytes()
+ * (AlltoAll: and at most kLlAlltoAllMaxBytes), else, for AllReduce and ReduceScatter, the chunked one
+ * (device/chunked_collectives.h, *chunked) up to VCCL_ALLREDUCE_KERNEL_BYTES; the data movers above the first limit
+ * are batches of copy-engine transfers (AllGather 1.4x NCCL's speed from 8 MiB on 2x H100, docs/PERFORMANCE.md, where
+ * SM stores through the chunked kernel were slower). The same on every rank of a correct program: the settings are
+ * agreed and the decision goes by the call's sizes only, never by its buffers' addresses (ranks taking different
+ * paths would wait for each other until they abort; so an in-place AlltoAll, which the kernel would serve faster
+ * than the copy engines also above the cap, takes the copy engines there too). */
+constexpr size_t kLlAlltoAllMaxBytes = size_t(1) << 20;
+
 bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunked) {
     const CollArgs& a = op.coll;
     switch (a.coll) {
     case CollType::AllReduce: *kind = LlKind::AllReduce; break;
     case CollType::ReduceScatter: *kind = LlKind::ReduceScatter; break;
     case CollType::AllGather: *kind = LlKind::AllGather; break;
+    case CollType::AlltoAll: *kind = LlKind::AlltoAll; break;
+    case CollType::Broadcast: *kind = LlKind::Broadcast; break;
     default: return false;
     }
     if (a.count == 0) return false;
     const size_t bytes = a.count * dtype_size(a.dtype);
-    if (bytes <= comm->ipc->ll_bytes()) {
+    // AlltoAll's words cost it more than the copy engines from about 1.5 MiB a peer: on 2x H200 (run180) 1 MiB a
+    // peer took 10.4 us on the kernel against 26-29 on the copy engines, 2 MiB 25.1 against 20.4.
+    const size_t ll_limit = *kind == LlKind::AlltoAll ? std::min(comm->ipc->ll_bytes(), kLlAlltoAllMaxBytes)
+                                                      : comm->ipc->ll_bytes();
+    if (bytes <= ll_limit) {
         *chunked = false;
         return true;
     }
     // ReduceScatter's blocks of other ranks start at multiples of the per-rank size: a multiple of 16 keeps the
     // kernel's 16-byte accesses aligned for all of them.
-    if (*kind == LlKind::AllGather || bytes > std::min(comm->settings.kernel_bytes, kMaxChunkedBytes) ||
+    const bool reduces = *kind == LlKind::AllReduce || *kind == LlKind::ReduceScatter;
+    if (!reduces || bytes > std::min(comm->settings.kernel_bytes, kMaxChunkedBytes) ||
         !comm->ipc->chunked_possible() || (*kind == LlKind::ReduceScatter && bytes % 16 != 0)) {
         return false;
     }
@@ -346,6 +359,7 @@ vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked,
                            coll_name(op.coll.coll));
     }
     args.max_blocks = std::min(args.max_blocks, comm->max_ctas);
+    args.root = op.coll.root;
     if (chunked && comm->test_chunked_stop != 0) {
         args.chunk_stop = comm->test_chunked_stop;
         comm->test_chunked_stop = 0;

@@ -90,26 +90,56 @@ __device__ __forceinline__ void block_units(uint32_t units, uint32_t* u0, uint32
 
 __device__ __forceinline__ bool aligned8(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 7u) == 0; }
 
-/* The input this rank sends to peer p: the whole input, or (ReduceScatter) block p of it. */
+/* The input this rank sends to peer p: the whole input, or (ReduceScatter, AlltoAll) block p of it. */
 template <LlKind Kind> __device__ __forceinline__ const char* sent_to(const void* in, int p, uint32_t bytes) {
-    return static_cast<const char*>(in) + (Kind == LlKind::ReduceScatter ? size_t(p) * bytes : 0);
+    constexpr bool kBlocks = Kind == LlKind::ReduceScatter || Kind == LlKind::AlltoAll;
+    return static_cast<const char*>(in) + (kBlocks ? size_t(p) * bytes : 0);
+}
+
+/* Broadcast: every rank tells every peer its root (word 1 of its set), and every block checks the peers' roots
+ * after their headers matched: a peer that named another root is reported and skipped like a peer whose header
+ * differs. Ends with a barrier. False when aborted. */
+__device__ __forceinline__ void publish_root(const LlArgs& a) {
+    if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    const uint64_t word = (uint64_t(a.seq) << 32) | uint32_t(a.root);
+    for (int p = 0; p < a.nranks; ++p) {
+        if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p] + 1) = word;
+    }
+}
+__device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip, int* aborted) {
+    for (int p = threadIdx.x; p < a.nranks; p += blockDim.x) {
+        if (p == a.rank || skip[p]) continue;
+        uint32_t root = 0;
+        if (!wait_word(a.inbox[p] + 1, a.seq, 0, a.control, &root)) {
+            *aborted = 1;
+            skip[p] = 1;
+        } else if (root != uint32_t(a.root)) {
+            a.control[kLlMismatch] = p + 1;
+            skip[p] = 1;
+        }
+    }
+    __syncthreads();
+    return *aborted == 0;
 }
 
 /* Steps 1 and 2 of every kind: this block's units into every peer's memory (block 0 also the header word with the
  * kind and byte count), then every peer's header (each block reads it): a peer whose header differs is reported
- * and not waited for (skip). False when the communicator was aborted while waiting. */
+ * and not waited for (skip). False when the communicator was aborted while waiting. Broadcast: only the root
+ * sends units; every rank sends its root. */
 template <LlKind Kind>
 __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, uint32_t u0, uint32_t u1, int* skip,
                                int* aborted) {
     const uint64_t tag = uint64_t(a.seq) << 32;
     const bool in_aligned = aligned8(in);
-    for (uint32_t b = u0 + threadIdx.x; b < u1; b += kLlBatch * blockDim.x) {
-        // The same units go to every peer, except ReduceScatter's: block p of the input to peer p.
+    constexpr bool kBlocks = Kind == LlKind::ReduceScatter || Kind == LlKind::AlltoAll;
+    const bool sends = Kind != LlKind::Broadcast || a.rank == a.root;
+    for (uint32_t b = u0 + threadIdx.x; sends && b < u1; b += kLlBatch * blockDim.x) {
+        // The same units go to every peer, except ReduceScatter's and AlltoAll's: block p of the input to peer p.
         uint64_t d[kLlBatch];
-        if (Kind != LlKind::ReduceScatter) input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
+        if (!kBlocks) input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
         for (int p = 0; p < a.nranks; ++p) {
             if (p == a.rank) continue;
-            if (Kind == LlKind::ReduceScatter) {
+            if (kBlocks) {
                 const char* src = sent_to<Kind>(in, p, bytes);
                 input_units(src, b, blockDim.x, u1, bytes, aligned8(src), d);
             }
@@ -124,8 +154,10 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
         }
     }
     const uint32_t header = (uint32_t(Kind) << 28) | bytes; // LlKind: never kLlAbandonedBytes
+    if (Kind == LlKind::Broadcast) publish_root(a);
     publish_header(a, header);
-    return check_headers(a, header, skip, aborted);
+    if (!check_headers(a, header, skip, aborted)) return false;
+    return Kind != LlKind::Broadcast || check_roots(a, skip, aborted);
 }
 
 /* AllReduce and ReduceScatter. Each block sends its range of units and then, unit by unit, waits for the peers'
@@ -195,37 +227,42 @@ __device__ __forceinline__ void write_unit(char* dst, uint32_t u, uint32_t bytes
     for (uint32_t b = 0; b < 8 && 8 * u + b < bytes; ++b) dst[8 * u + b] = char(unit >> (8 * b));
 }
 
-/* AllGather: each rank's `bytes` land in block r of `out`; this rank's own block is copied from `in` unless `in`
- * is that block (in place). */
-__global__ void __launch_bounds__(kLlThreads) ll_allgather_kernel(LlArgs a, const void* in, void* out, uint32_t bytes) {
+/* The kinds that place what they receive. AllGather: each rank's `bytes` land in block r of `out`. AlltoAll: block
+ * r of `out` comes from rank r (its block of its input for this rank). Broadcast: `out` comes from the root. This
+ * rank's own block is copied from `in` unless it is already there (in place; Broadcast: the root only). */
+template <LlKind Kind>
+__global__ void __launch_bounds__(kLlThreads) ll_place_kernel(LlArgs a, const void* in, void* out, uint32_t bytes) {
     __shared__ int skip[kMaxLlRanks];
     __shared__ int aborted;
     if (threadIdx.x == 0) aborted = 0;
     __syncthreads();
     uint32_t u0, u1;
     block_units((bytes + 7) / 8, &u0, &u1);
-    bool gave_up = !send_and_check<LlKind::AllGather>(a, in, bytes, u0, u1, skip, &aborted);
+    bool gave_up = !send_and_check<Kind>(a, in, bytes, u0, u1, skip, &aborted);
+    constexpr bool kBroadcast = Kind == LlKind::Broadcast;
     char* const outp = static_cast<char*>(out);
-    char* const mine = outp + size_t(a.rank) * bytes;
-    const bool copy_own = mine != in, in_aligned = aligned8(in);
+    auto block_of = [&](int r) { return kBroadcast ? outp : outp + size_t(r) * bytes; };
+    const char* own = sent_to<Kind>(in, a.rank, bytes);
+    char* const mine = block_of(a.rank);
+    const bool copy_own = (!kBroadcast || a.rank == a.root) && mine != own, own_aligned = aligned8(own);
     for (uint32_t b = u0 + threadIdx.x; b < u1 && !gave_up; b += kLlBatch * blockDim.x) {
         uint64_t d[kLlBatch];
         if (copy_own) {
-            input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
+            input_units(own, b, blockDim.x, u1, bytes, own_aligned, d);
 #pragma unroll
             for (int j = 0; j < kLlBatch; ++j) {
                 if (b + j * blockDim.x < u1) write_unit(mine, b + j * blockDim.x, bytes, d[j]);
             }
         }
         for (int r = 0; r < a.nranks; ++r) {
-            if (r == a.rank || skip[r]) continue;
+            if (r == a.rank || skip[r] || (kBroadcast && r != a.root)) continue;
             if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
                 gave_up = true;
                 break;
             }
 #pragma unroll
             for (int j = 0; j < kLlBatch; ++j) {
-                if (b + j * blockDim.x < u1) write_unit(outp + size_t(r) * bytes, b + j * blockDim.x, bytes, d[j]);
+                if (b + j * blockDim.x < u1) write_unit(block_of(r), b + j * blockDim.x, bytes, d[j]);
             }
         }
     }
@@ -260,9 +297,12 @@ vcclResult_t ll_collective(const LlArgs& a, LlKind kind, const void* in, void* o
     if (a.nranks < 1 || a.nranks > kMaxLlRanks || a.seq == 0 || a.arrivals == nullptr) return vcclInternalError;
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     cudaError_t err;
-    if (kind == LlKind::AllGather) {
+    if (kind == LlKind::AllGather || kind == LlKind::AlltoAll || kind == LlKind::Broadcast) {
         const uint32_t bytes = uint32_t(count * dtype_size(type));
-        err = launch_kernel(ll_allgather_kernel, grid_for(a, bytes), kLlThreads, s, a, in, out, bytes);
+        const int blocks = grid_for(a, bytes);
+        err = kind == LlKind::AllGather ? launch_kernel(ll_place_kernel<LlKind::AllGather>, blocks, kLlThreads, s, a, in, out, bytes)
+              : kind == LlKind::AlltoAll ? launch_kernel(ll_place_kernel<LlKind::AlltoAll>, blocks, kLlThreads, s, a, in, out, bytes)
+                                         : launch_kernel(ll_place_kernel<LlKind::Broadcast>, blocks, kLlThreads, s, a, in, out, bytes);
         return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
     }
     err = for_type(type, [&](auto t) { return launch_reduce<decltype(t)>(a, kind, in, out, count, op, s); });

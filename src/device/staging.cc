@@ -128,21 +128,10 @@ vcclResult_t enqueue_staged_copy(char* slot, const StagedCopy& c, bool to_slot, 
     return vcclSuccess;
 }
 
-vcclResult_t device_snapshot(const void* src, size_t bytes, vcclStream_t stream, void** out) {
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    *out = nullptr;
-    VCCL_RETURN_IF_ERROR(cuda_check(cudaMallocAsync(out, bytes, s), "cudaMallocAsync (copy of an in-place send)"));
-    cudaError_t err = cudaMemcpyAsync(*out, src, bytes, cudaMemcpyDeviceToDevice, s);
-    if (err != cudaSuccess) {
-        cudaFreeAsync(*out, s);
-        *out = nullptr;
-        return cuda_check(err, "cudaMemcpyAsync (copy of an in-place send)");
-    }
-    return vcclSuccess;
-}
-
-void device_snapshot_free(void* ptr, vcclStream_t stream) {
-    if (ptr != nullptr && cudaFreeAsync(ptr, static_cast<cudaStream_t>(stream)) != cudaSuccess) cudaGetLastError();
+vcclResult_t copy_device_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
+    if (bytes == 0) return vcclSuccess;
+    return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
+                      "cudaMemcpyAsync (copy of an in-place send)");
 }
 
 vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller) {
@@ -334,12 +323,9 @@ vcclResult_t enqueue_staged_copy(char*, const StagedCopy&, bool, vcclStream_t) {
     return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
 }
 
-vcclResult_t device_snapshot(const void*, size_t, vcclStream_t, void** out) {
-    *out = nullptr;
+vcclResult_t copy_device_to_device(void*, const void*, size_t, vcclStream_t) {
     return set_last_error(vcclInternalError, "device copy used in a build without CUDA");
 }
-
-void device_snapshot_free(void*, vcclStream_t) {}
 
 vcclResult_t stream_wait_for(vcclStream_t, vcclStream_t) { return vcclSuccess; }
 

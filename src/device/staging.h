@@ -93,11 +93,9 @@ namespace testing {
 VCCL_INTERNAL_API void hold_teardown_ms(int ms);
 } // namespace testing
 
-/* In-place exchanges on device memory: a copy of `bytes` at `src` taken on `stream` (stream-ordered
- * allocation), so sends can read the outgoing data after a receive of the same batch has overwritten it.
- * Free it with device_snapshot_free on `stream` once the last work reading it is enqueued there. */
-vcclResult_t device_snapshot(const void* src, size_t bytes, vcclStream_t stream, void** out);
-void device_snapshot_free(void* ptr, vcclStream_t stream);
+/* A device-to-device copy of `bytes` from `src` to `dst` enqueued on `stream`, no host wait (in-place exchanges copy the outgoing data
+ * first, so sends can read it after a receive of the same batch has overwritten it). */
+vcclResult_t copy_device_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream);
 /* Work enqueued on `waiter` from now on waits for what `signaller` has enqueued so far (no host wait). */
 vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller);
 

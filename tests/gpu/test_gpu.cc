@@ -1084,8 +1084,8 @@ std::string misaligned_allreduce(vcclComm_t comm, cudaStream_t s, size_t count, 
     return "";
 }
 
-/* AllReduce and ReduceScatter with every op, then AllGather, of `count` elements of t, in and out of place, against
- * the reference; case labels start with `prefix`. */
+/* AllReduce and ReduceScatter with every op, then AllGather, AlltoAll and Broadcast (roots 0 and the last rank), of
+ * `count` elements of t, in and out of place, against the reference; case labels start with `prefix`. */
 void sweep_collectives(Sweep& sweep, vcclComm_t comm, cudaStream_t s, const std::string& prefix, vcclDataType_t t,
                        size_t count) {
     for (bool in_place : {false, true}) {
@@ -1098,6 +1098,11 @@ void sweep_collectives(Sweep& sweep, vcclComm_t comm, cudaStream_t s, const std:
             }
         }
         sweep.run("AllGather " + where.str(), [&] { return run_move(comm, s, Move::AllGather, t, count, in_place, 0); });
+        sweep.run("AlltoAll " + where.str(), [&] { return run_move(comm, s, Move::AlltoAll, t, count, in_place, 0); });
+        for (int root : {0, world_size() - 1}) {
+            sweep.run("Broadcast root " + std::to_string(root) + " " + where.str(),
+                      [&] { return run_move(comm, s, Move::Broadcast, t, count, in_place, root); });
+        }
     }
 }
 
@@ -1114,8 +1119,8 @@ void destroy_promptly(Sweep& sweep, vcclComm_t comm, const std::string& prefix) 
 }
 
 /* The low-latency collectives on messages of many thread blocks (each block owns a range of the message and waits
- * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter (every op) and AllGather,
- * every type, in and out of place, counts
+ * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter (every op), AllGather,
+ * AlltoAll and Broadcast, every type, in and out of place, counts
  * that split unevenly over the blocks (VCCL_MAX_CTAS 3 and 32), against the reference; then a call that only rank 0
  * makes, whose 32 blocks all wait, released by abort; then counts that differ between ranks, reported. */
 TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
@@ -1171,6 +1176,24 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
                                  : vcclAllReduce(in.ptr(), out.ptr(), per_rank, vcclFloat32, vcclSum, kinds, st);
     });
     EXPECT_ALL_RANKS_WHY(why.empty(), "mismatched collectives: " + why);
+
+    // AlltoAll against AllGather, both sending every peer the same number of bytes.
+    vcclComm_t moves = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(moves != nullptr);
+    DevBuf all_in(per_rank * 4 * size_t(world_size()));
+    why = mismatch_reported(moves, "an alltoall on one rank against an allgather of the same size", [&](cudaStream_t st) {
+        return world_rank() == 0 ? vcclAlltoAll(all_in.ptr(), out.ptr(), per_rank, vcclFloat32, moves, st)
+                                 : vcclAllGather(in.ptr(), out.ptr(), per_rank, vcclFloat32, moves, st);
+    });
+    EXPECT_ALL_RANKS_WHY(why.empty(), "alltoall against allgather: " + why);
+
+    // A broadcast whose root differs between ranks (every rank names itself): reported, not a hang.
+    vcclComm_t roots = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(roots != nullptr);
+    why = mismatch_reported(roots, "a broadcast whose root differs between ranks", [&](cudaStream_t st) {
+        return vcclBroadcast(in.ptr(), in.ptr(), per_rank, vcclFloat32, world_rank(), roots, st);
+    });
+    EXPECT_ALL_RANKS_WHY(why.empty(), "broadcast roots: " + why);
 }
 
 /* The chunked collectives (device/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
