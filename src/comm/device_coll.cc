@@ -18,7 +18,8 @@
  *              kernel, since small transfers cost their handshakes, not their bytes); above it that
  *              reduce-scatter on nearly equal blocks, then an all-gather of the reduced blocks, both in pieces
  *              as above (the all-gather of a piece follows its kernel);
- *   Reduce: every rank sends its buffer to the root, whose kernel reduces them.
+ *   Reduce: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) one low-latency kernel; above it every rank sends its
+ *              buffer to the root, whose kernel reduces them.
  * Kernels are compact (VCCL_MAX_CTAS blocks). Local copies of 1 MiB and more run on the second stream beside
  * the batch. The calling thread never waits for the device (except when the scratch buffer grows).
  */
@@ -288,7 +289,7 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
 }
 
 /* Whether op runs in one kernel: the low-latency one (device/ll_collectives.h) for AllReduce, ReduceScatter,
- * AllGather, AlltoAll and Broadcast whose message to each peer (count elements) is at most comm->ipc->ll_bytes()
+ * AllGather, AlltoAll, Broadcast and Reduce whose message to each peer (count elements) is at most comm->ipc->ll_bytes()
  * (AlltoAll: and at most kLlAlltoAllMaxBytes), else, for AllReduce and ReduceScatter, the chunked one
  * (device/chunked_collectives.h, *chunked) up to VCCL_ALLREDUCE_KERNEL_BYTES; the data movers above the first limit
  * are batches of copy-engine transfers (AllGather 1.4x NCCL's speed from 8 MiB on 2x H100, docs/PERFORMANCE.md, where
@@ -306,6 +307,7 @@ bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunke
     case CollType::AllGather: *kind = LlKind::AllGather; break;
     case CollType::AlltoAll: *kind = LlKind::AlltoAll; break;
     case CollType::Broadcast: *kind = LlKind::Broadcast; break;
+    case CollType::Reduce: *kind = LlKind::Reduce; break;
     default: return false;
     }
     if (a.count == 0) return false;

@@ -100,9 +100,9 @@ VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
 VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "2M",
-             "AllReduce, ReduceScatter, AllGather, AlltoAll and Broadcast on device buffers of one host where what a "
-             "rank sends each peer (the message; ReduceScatter's and AllGather's per-rank block, AlltoAll's per-peer "
-             "block, Broadcast's whole buffer) is at most this size divided by (ranks - 1) (AlltoAll: and at most 1M) "
+             "AllReduce, ReduceScatter, AllGather, AlltoAll, Broadcast and Reduce on device buffers of one host where "
+             "what a rank sends each peer (the message; ReduceScatter's and AllGather's per-rank block, AlltoAll's "
+             "per-peer block, Broadcast's and Reduce's whole buffer) is at most this size divided by (ranks - 1) (AlltoAll: and at most 1M) "
              "(at most 8M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that stores into every peer's GPU "
              "memory and reduces or places there, with no host round trip; costs about 4x this size x ranks / (ranks - "
              "1) of device memory per rank; needs every rank of the communicator on this host and the same value on "

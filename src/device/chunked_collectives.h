@@ -56,7 +56,7 @@ namespace vccl {
 
 /* Kind bit of the chunked collectives in the header word (kind << 28). */
 constexpr uint32_t kChunkedKind = 8;
-static_assert(uint32_t(LlKind::Broadcast) < kChunkedKind, "the low-latency kinds stay below the chunked bit");
+static_assert(uint32_t(LlKind::Reduce) < kChunkedKind, "the low-latency kinds (Reduce the last) stay below the chunked bit");
 /* The largest message (bytes a rank sends one peer) the header word can state. */
 constexpr size_t kMaxChunkedBytes = 128u << 20;
 static_assert(kMaxChunkedBytes <= kMaxHeaderBytes, "bytes must fit below the header's kind");

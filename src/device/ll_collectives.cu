@@ -96,9 +96,9 @@ template <LlKind Kind> __device__ __forceinline__ const char* sent_to(const void
     return static_cast<const char*>(in) + (kBlocks ? size_t(p) * bytes : 0);
 }
 
-/* Broadcast: every rank tells every peer its root (word 1 of its set), and every block checks the peers' roots
- * after their headers matched: a peer that named another root is reported and skipped like a peer whose header
- * differs. Ends with a barrier. False when aborted. */
+/* Broadcast and Reduce: every rank tells every peer its root (word 1 of its set), and every block checks the peers'
+ * roots after their headers matched: a peer that named another root is reported and skipped like a peer whose
+ * header differs. Ends with a barrier. False when aborted. */
 __device__ __forceinline__ void publish_root(const LlArgs& a) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     const uint64_t word = (uint64_t(a.seq) << 32) | uint32_t(a.root);
@@ -125,20 +125,24 @@ __device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip, int* abo
 /* Steps 1 and 2 of every kind: this block's units into every peer's memory (block 0 also the header word with the
  * kind and byte count), then every peer's header (each block reads it): a peer whose header differs is reported
  * and not waited for (skip). False when the communicator was aborted while waiting. Broadcast: only the root
- * sends units; every rank sends its root. */
+ * sends units; Reduce: only to the root; both: every rank sends its root. */
 template <LlKind Kind>
 __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, uint32_t u0, uint32_t u1, int* skip,
                                int* aborted) {
     const uint64_t tag = uint64_t(a.seq) << 32;
     const bool in_aligned = aligned8(in);
     constexpr bool kBlocks = Kind == LlKind::ReduceScatter || Kind == LlKind::AlltoAll;
-    const bool sends = Kind != LlKind::Broadcast || a.rank == a.root;
+    constexpr bool kRooted = Kind == LlKind::Broadcast || Kind == LlKind::Reduce;
+    // Broadcast: the root sends to everyone; Reduce: everyone but the root sends to the root.
+    const bool sends = Kind == LlKind::Broadcast ? a.rank == a.root
+                       : Kind == LlKind::Reduce  ? a.rank != a.root
+                                                 : true;
     for (uint32_t b = u0 + threadIdx.x; sends && b < u1; b += kLlBatch * blockDim.x) {
         // The same units go to every peer, except ReduceScatter's and AlltoAll's: block p of the input to peer p.
         uint64_t d[kLlBatch];
         if (!kBlocks) input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
         for (int p = 0; p < a.nranks; ++p) {
-            if (p == a.rank) continue;
+            if (p == a.rank || (Kind == LlKind::Reduce && p != a.root)) continue;
             if (kBlocks) {
                 const char* src = sent_to<Kind>(in, p, bytes);
                 input_units(src, b, blockDim.x, u1, bytes, aligned8(src), d);
@@ -154,15 +158,16 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
         }
     }
     const uint32_t header = (uint32_t(Kind) << 28) | bytes; // LlKind: never kLlAbandonedBytes
-    if (Kind == LlKind::Broadcast) publish_root(a);
+    if (kRooted) publish_root(a);
     publish_header(a, header);
     if (!check_headers(a, header, skip, aborted)) return false;
-    return Kind != LlKind::Broadcast || check_roots(a, skip, aborted);
+    return !kRooted || check_roots(a, skip, aborted);
 }
 
-/* AllReduce and ReduceScatter. Each block sends its range of units and then, unit by unit, waits for the peers'
- * words of that unit and reduces its elements in rank order (this rank's own from `in`) straight into `out`.
- * `out` may alias this rank's own part of `in`: a unit of it is read and written by one thread only, reads first. */
+/* AllReduce, ReduceScatter and Reduce. Each block sends its range of units and then, unit by unit, waits for the
+ * peers' words of that unit and reduces its elements in rank order (this rank's own from `in`) straight into `out`
+ * (Reduce: the root only; the others only send). `out` may alias this rank's own part of `in`: a unit of it is
+ * read and written by one thread only, reads first. */
 template <typename T, int Op, LlKind Kind>
 __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const void* in, void* out, size_t count,
                                                                uint32_t bytes) {
@@ -177,7 +182,8 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
     bool gave_up = !send_and_check<Kind>(a, in, bytes, u0, u1, skip, &aborted);
     const char* own = sent_to<Kind>(in, a.rank, bytes);
     const bool own_aligned = aligned8(own);
-    for (uint32_t b = u0 + threadIdx.x; b < u1 && !gave_up; b += kLlBatch * blockDim.x) {
+    const bool receives = Kind != LlKind::Reduce || a.rank == a.root;
+    for (uint32_t b = u0 + threadIdx.x; receives && b < u1 && !gave_up; b += kLlBatch * blockDim.x) {
         A acc[kLlBatch][kPerUnit];
         bool first = true;
         for (int r = 0; r < a.nranks; ++r) {
@@ -285,6 +291,9 @@ cudaError_t launch_reduce(const LlArgs& a, LlKind kind, const void* in, void* ou
         return kind == LlKind::ReduceScatter
                    ? launch_kernel(ll_reduce_kernel<T, kOp, LlKind::ReduceScatter>, blocks, kLlThreads, s, a, in, out,
                                    count, bytes)
+               : kind == LlKind::Reduce
+                   ? launch_kernel(ll_reduce_kernel<T, kOp, LlKind::Reduce>, blocks, kLlThreads, s, a, in, out, count,
+                                   bytes)
                    : launch_kernel(ll_reduce_kernel<T, kOp, LlKind::AllReduce>, blocks, kLlThreads, s, a, in, out,
                                    count, bytes);
     });
@@ -300,9 +309,10 @@ vcclResult_t ll_collective(const LlArgs& a, LlKind kind, const void* in, void* o
     if (kind == LlKind::AllGather || kind == LlKind::AlltoAll || kind == LlKind::Broadcast) {
         const uint32_t bytes = uint32_t(count * dtype_size(type));
         const int blocks = grid_for(a, bytes);
-        err = kind == LlKind::AllGather ? launch_kernel(ll_place_kernel<LlKind::AllGather>, blocks, kLlThreads, s, a, in, out, bytes)
-              : kind == LlKind::AlltoAll ? launch_kernel(ll_place_kernel<LlKind::AlltoAll>, blocks, kLlThreads, s, a, in, out, bytes)
-                                         : launch_kernel(ll_place_kernel<LlKind::Broadcast>, blocks, kLlThreads, s, a, in, out, bytes);
+        auto place = kind == LlKind::AllGather  ? ll_place_kernel<LlKind::AllGather>
+                     : kind == LlKind::AlltoAll ? ll_place_kernel<LlKind::AlltoAll>
+                                                : ll_place_kernel<LlKind::Broadcast>;
+        err = launch_kernel(place, blocks, kLlThreads, s, a, in, out, bytes);
         return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
     }
     err = for_type(type, [&](auto t) { return launch_reduce<decltype(t)>(a, kind, in, out, count, op, s); });

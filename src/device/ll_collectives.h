@@ -1,28 +1,28 @@
 /*
- * Low-latency collectives (AllReduce, ReduceScatter, AllGather, AlltoAll, Broadcast) for small and medium messages
- * among the GPUs of one host, in one kernel launch and no host round trip: each rank's kernel stores what each peer
- * needs of its input (all of it; for ReduceScatter and AlltoAll the peer's block; for Broadcast only the root sends)
- * straight into that peer's GPU memory (the IPC-mapped buffer of device/ipc_p2p.h) as 8-byte words that carry 4
- * data bytes and the call's sequence number, waits until every peer's words of this call have arrived in its own
- * memory, and reduces them in rank order (every rank gets the same bits) or, for the others, places them. A word is
- * stored and loaded whole, so the sequence number proves its data bytes arrived: no fence and no separate flag. Two
- * words (8 data bytes) go in one 16-byte access. The words cost twice the bytes on NVLink, which small and medium
- * messages can afford: they are bound by latency (a copy-engine transfer costs handshakes across the GPUs). Several
- * thread blocks share a call (at most LlArgs::max_blocks, from VCCL_MAX_CTAS), each on its own range of the
- * message, without waiting for one another; each writes its range straight from the words into the output (no
- * scratch buffer). A block reads all of its range of the input before it writes any of its range of the output, so
- * AlltoAll and the others may run in place.
+ * Low-latency collectives (AllReduce, ReduceScatter, AllGather, AlltoAll, Broadcast, Reduce) for small and medium
+ * messages among the GPUs of one host, in one kernel launch and no host round trip: each rank's kernel stores what
+ * each peer needs of its input (all of it; for ReduceScatter and AlltoAll the peer's block; for Broadcast only the
+ * root sends, for Reduce only to the root) straight into that peer's GPU memory (the IPC-mapped buffer of
+ * device/ipc_p2p.h) as 8-byte words that carry 4 data bytes and the call's sequence number, waits until every peer's
+ * words of this call have arrived in its own memory, and reduces them in rank order (every rank gets the same bits)
+ * or, for the others, places them. A word is stored and loaded whole, so the sequence number proves its data bytes
+ * arrived: no fence and no separate flag. Two words (8 data bytes) go in one 16-byte access. The words cost twice
+ * the bytes on NVLink, which small and medium messages can afford: they are bound by latency (a copy-engine transfer
+ * costs handshakes across the GPUs). Several thread blocks share a call (at most LlArgs::max_blocks, from
+ * VCCL_MAX_CTAS), each on its own range of the message, without waiting for one another; each writes its range
+ * straight from the words into the output (no scratch buffer). A block reads all of its range of the input before it
+ * writes any of its range of the output, so AlltoAll and the others may run in place.
  *
  * Each sender has two sets of words in each receiver's buffer, used by calls of odd and even sequence numbers
- * (counted over all these collectives, which every rank makes in the same order):
- * a rank's call k + 2 can only start after its call k + 1, which waited for every peer's call k + 1 header word,
- * which peers wrote after their call k had read everything: no set is overwritten while it is read. That needs every
- * pair of ranks to exchange at least the header in every call: Broadcast's other ranks send their header (and root)
- * words and no data. Word 0 of a set says the sender's collective and byte count: a receiver whose differ reports
- * the sender (mismatched calls) and does not wait for its words. Word 1 carries Broadcast's root (checked the same
- * way; unused by the other kinds of this file, so that data units stay 16-byte aligned); data from word 2.
+ * (counted over all these collectives, which every rank makes in the same order): a rank's call k + 2 can only start
+ * after its call k + 1, which waited for every peer's call k + 1 header word, which peers wrote after their call k
+ * had read everything: no set is overwritten while it is read. That needs every pair of ranks to exchange at least
+ * the header in every call: in Broadcast and Reduce the ranks that send no data to a peer still send it their header
+ * (and root) words. Word 0 of a set says the sender's collective and byte count: a receiver whose differ reports the
+ * sender (mismatched calls) and does not wait for its words. Word 1 carries Broadcast's and Reduce's root (checked
+ * the same way; unused by the other kinds of this file, so that data units stay 16-byte aligned); data from word 2.
  * A kernel that waits for a peer that never calls is released by the communicator's abort flag (vcclCommAbort,
- * vcclCommDestroy), with output that is not valid. Reduce stays on the copy engines (only the root needs data).
+ * vcclCommDestroy), with output that is not valid.
  *
  * These launch kernels: they are for collectives, not for send/recv, which stay SM-free.
  */
@@ -68,7 +68,7 @@ struct LlArgs {
     int nranks;
     int rank;
     uint32_t seq;                         // this call's sequence number, never 0
-    int root;                             // Broadcast's root (the other kinds: not used)
+    int root;                             // Broadcast's and Reduce's root (the other kinds: not used)
     // The chunked collectives' view of the same sets (device/chunked_collectives.h; slots 0: they are off).
     uint32_t chunk_slots;
     uint32_t chunk_bytes;
@@ -78,13 +78,20 @@ struct LlArgs {
 
 /* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^28), so that ranks
  * calling different collectives of the same size report a mismatch instead of taking each other's words. */
-enum class LlKind : uint32_t { AllReduce = 0, ReduceScatter = 1, AllGather = 2, AlltoAll = 3, Broadcast = 4 };
+enum class LlKind : uint32_t {
+    AllReduce = 0,
+    ReduceScatter = 1,
+    AllGather = 2,
+    AlltoAll = 3,
+    Broadcast = 4,
+    Reduce = 5, // the last: the chunked kinds start above it (chunked_collectives.h)
+};
 
-/* Enqueues the collective on `stream`, with NCCL's meaning of `count`: AllReduce's and Broadcast's elements,
- * ReduceScatter's elements per rank (its output), AllGather's elements per rank (its input), AlltoAll's elements
- * per peer. What a rank sends each peer, count x size of `type`, is at most the message size the word sets were
- * made for (IpcP2p::ll_bytes). `op` is used by AllReduce and ReduceScatter only; Broadcast's root is args.root
- * (only the root's `in` is read). */
+/* Enqueues the collective on `stream`, with NCCL's meaning of `count`: AllReduce's, Broadcast's and Reduce's
+ * elements, ReduceScatter's elements per rank (its output), AllGather's elements per rank (its input), AlltoAll's
+ * elements per peer. What a rank sends each peer, count x size of `type`, is at most the message size the word sets
+ * were made for (IpcP2p::ll_bytes). `op` is used by AllReduce, ReduceScatter and Reduce; the root of Broadcast and
+ * Reduce is args.root (Broadcast reads only the root's `in`, Reduce writes only the root's `out`). */
 vcclResult_t ll_collective(const LlArgs& args, LlKind kind, const void* in, void* out, size_t count,
                            vcclDataType_t type, vcclRedOp_t op, vcclStream_t stream);
 

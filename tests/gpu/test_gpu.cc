@@ -1084,8 +1084,9 @@ std::string misaligned_allreduce(vcclComm_t comm, cudaStream_t s, size_t count, 
     return "";
 }
 
-/* AllReduce and ReduceScatter with every op, then AllGather, AlltoAll and Broadcast (roots 0 and the last rank), of
- * `count` elements of t, in and out of place, against the reference; case labels start with `prefix`. */
+/* AllReduce, ReduceScatter and Reduce (root: the last rank; with Sum also rank 0) with every op, then AllGather,
+ * AlltoAll and Broadcast (roots 0 and the last rank), of `count` elements of t, in and out of place, against the
+ * reference; case labels start with `prefix`. */
 void sweep_collectives(Sweep& sweep, vcclComm_t comm, cudaStream_t s, const std::string& prefix, vcclDataType_t t,
                        size_t count) {
     for (bool in_place : {false, true}) {
@@ -1095,6 +1096,13 @@ void sweep_collectives(Sweep& sweep, vcclComm_t comm, cudaStream_t s, const std:
             for (vcclRedOp_t op : kOps) {
                 sweep.run(std::string(red_name(coll)) + " " + op_name(op) + " " + where.str(),
                           [&] { return run_reduction(comm, s, coll, t, op, count, in_place, 0); });
+            }
+        }
+        for (vcclRedOp_t op : kOps) {
+            for (int root : {world_size() - 1, 0}) {
+                if (root == 0 && op != vcclSum) continue;
+                sweep.run("Reduce root " + std::to_string(root) + " " + op_name(op) + " " + where.str(),
+                          [&] { return run_reduction(comm, s, Red::Reduce, t, op, count, in_place, root); });
             }
         }
         sweep.run("AllGather " + where.str(), [&] { return run_move(comm, s, Move::AllGather, t, count, in_place, 0); });
@@ -1119,7 +1127,7 @@ void destroy_promptly(Sweep& sweep, vcclComm_t comm, const std::string& prefix) 
 }
 
 /* The low-latency collectives on messages of many thread blocks (each block owns a range of the message and waits
- * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter (every op), AllGather,
+ * only for its range), with VCCL_ALLREDUCE_LL_BYTES at 2 MiB: AllReduce, ReduceScatter, Reduce (every op), AllGather,
  * AlltoAll and Broadcast, every type, in and out of place, counts
  * that split unevenly over the blocks (VCCL_MAX_CTAS 3 and 32), against the reference; then a call that only rank 0
  * makes, whose 32 blocks all wait, released by abort; then counts that differ between ranks, reported. */
@@ -1194,6 +1202,12 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
         return vcclBroadcast(in.ptr(), in.ptr(), per_rank, vcclFloat32, world_rank(), roots, st);
     });
     EXPECT_ALL_RANKS_WHY(why.empty(), "broadcast roots: " + why);
+    vcclComm_t reduce_roots = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(reduce_roots != nullptr);
+    why = mismatch_reported(reduce_roots, "a reduce whose root differs between ranks", [&](cudaStream_t st) {
+        return vcclReduce(in.ptr(), in.ptr(), per_rank, vcclFloat32, vcclSum, world_rank(), reduce_roots, st);
+    });
+    EXPECT_ALL_RANKS_WHY(why.empty(), "reduce roots: " + why);
 }
 
 /* The chunked collectives (device/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
