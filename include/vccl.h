@@ -82,15 +82,26 @@ typedef enum {
     vcclNumTypes = 10
 } vcclDataType_t;
 
-/** Reduction operations. vcclAvg divides the sum by the number of ranks (integer division for integers). */
+/**
+ * Reduction operations. vcclAvg divides the sum by the number of ranks (integer division for integers).
+ * Values from vcclNumOps on are operations a communicator created (vcclRedOpCreatePreMulSum), valid only
+ * with that communicator until vcclRedOpDestroy.
+ */
 typedef enum {
-    vcclSum    = 0,
-    vcclProd   = 1,
-    vcclMax    = 2,
-    vcclMin    = 3,
-    vcclAvg    = 4,
-    vcclNumOps = 5
+    vcclSum      = 0,
+    vcclProd     = 1,
+    vcclMax      = 2,
+    vcclMin      = 3,
+    vcclAvg      = 4,
+    vcclNumOps   = 5,
+    vcclMaxRedOp = 0x7fffffff
 } vcclRedOp_t;
+
+/** Where the scalar of vcclRedOpCreatePreMulSum lives (NCCL's ncclScalarResidence_t). */
+typedef enum {
+    vcclScalarDevice        = 0, /**< device memory: read on the device each time a call runs */
+    vcclScalarHostImmediate = 1  /**< host memory: read once, before vcclRedOpCreatePreMulSum returns */
+} vcclScalarResidence_t;
 
 /** Opaque unique id produced by vcclGetUniqueId on one rank and distributed to all others. */
 #define VCCL_UNIQUE_ID_BYTES 128
@@ -250,6 +261,20 @@ VCCL_EXPORT vcclResult_t vcclReduceScatter(const void* sendbuff, void* recvbuff,
  */
 VCCL_EXPORT vcclResult_t vcclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                       vcclDataType_t datatype, vcclComm_t comm, vcclStream_t stream);
+
+/**
+ * Creates a reduction op for comm that multiplies every rank's input by that rank's scalar (one element of
+ * datatype) and sums: out = sum over ranks r of scalar_r * in_r, as NCCL's ncclRedOpCreatePreMulSum. It is
+ * valid for AllReduce, Reduce and ReduceScatter of datatype on comm until vcclRedOpDestroy. fp16 and bf16
+ * products are rounded once, then summed as vcclSum sums them; integers wrap. A vcclScalarDevice scalar must
+ * stay valid, and hold its value, until every call using the op has run on its stream; with host buffers it
+ * is read when the call runs. Each rank may pass its own scalar.
+ */
+VCCL_EXPORT vcclResult_t vcclRedOpCreatePreMulSum(vcclRedOp_t* op, void* scalar, vcclDataType_t datatype,
+                                                  vcclScalarResidence_t residence, vcclComm_t comm);
+
+/** Releases an op made by vcclRedOpCreatePreMulSum; calls already made with it are not affected. */
+VCCL_EXPORT vcclResult_t vcclRedOpDestroy(vcclRedOp_t op, vcclComm_t comm);
 
 /* ------------------------------------------------------------------------------------------------ */
 /* Point-to-point. Sends and receives between a pair of ranks match in the order they were posted.  */

@@ -25,7 +25,14 @@ vcclResult_t collective(CollType coll, const void* sendbuf, void* recvbuf, size_
     VCCL_RETURN_IF_ERROR(check_comm(comm, fn));
     VCCL_RETURN_IF_ERROR(check_dtype(dtype, fn));
     bool reduces = coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::ReduceScatter;
-    if (reduces) VCCL_RETURN_IF_ERROR(check_op(op, fn));
+    // Op values from vcclNumOps on are the communicator's PreMulSum ops (comm/premul.h).
+    const bool premul = reduces && int(op) >= int(vcclNumOps);
+    PreMulScalar scalar;
+    if (premul) {
+        VCCL_RETURN_IF_ERROR(comm->premul_ops.lookup(op, dtype, fn, &scalar));
+    } else if (reduces) {
+        VCCL_RETURN_IF_ERROR(check_op(op, fn));
+    }
     if (coll == CollType::Broadcast || coll == CollType::Reduce) VCCL_RETURN_IF_ERROR(check_rank(root, comm->nranks, "root", fn));
 
     size_t n = size_t(comm->nranks);
@@ -51,6 +58,8 @@ vcclResult_t collective(CollType coll, const void* sendbuf, void* recvbuf, size_
     VCCL_RETURN_IF_ERROR(resolve_mem(uses_send ? sendbuf : nullptr, uses_recv ? recvbuf : nullptr, &o.mem, fn));
     o.coll = CollArgs{coll, uses_send ? sendbuf : nullptr, uses_recv ? recvbuf : nullptr, count, dtype,
                       reduces ? op : vcclSum, root};
+    o.premul = premul;
+    o.premul_scalar = scalar;
     return enqueue(o);
 }
 
@@ -124,4 +133,15 @@ extern "C" VCCL_EXPORT vcclResult_t vcclSend(const void* sendbuff, size_t count,
 extern "C" VCCL_EXPORT vcclResult_t vcclRecv(void* recvbuff, size_t count, vcclDataType_t datatype, int peer,
                                              vcclComm_t comm, vcclStream_t stream) {
     return p2p(OpKind::Recv, nullptr, recvbuff, count, datatype, peer, comm, stream, "vcclRecv");
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclRedOpCreatePreMulSum(vcclRedOp_t* op, void* scalar, vcclDataType_t datatype,
+                                                             vcclScalarResidence_t residence, vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclRedOpCreatePreMulSum"));
+    return comm->premul_ops.create(scalar, datatype, residence, op);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclRedOpDestroy(vcclRedOp_t op, vcclComm_t comm) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclRedOpDestroy"));
+    return comm->premul_ops.destroy(op);
 }

@@ -193,6 +193,12 @@ long long chunked_calls(vcclComm_t comm) {
     return static_cast<long long>(comm->chunked_calls);
 }
 
+long long ll_calls(vcclComm_t comm) {
+    if (check_comm(comm, "ll_calls") != vcclSuccess) return -1;
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    return static_cast<long long>(comm->ll_calls);
+}
+
 long long ipc_block_reopens(vcclComm_t comm) {
     if (check_comm(comm, "ipc_block_reopens") != vcclSuccess) return -1;
     std::lock_guard<std::mutex> lock(comm->op_mutex);

@@ -15,6 +15,7 @@
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/idle_progress.h"
+#include "comm/premul.h"
 #include "core/export.h"
 #include "device/ipc_p2p.h"
 #include "device/side_stream.h"
@@ -45,6 +46,7 @@ struct vcclComm {
     bool test_fail_next_ll = false;    // vccl::testing::fail_next_ll (under op_mutex)
     uint32_t test_chunked_stop = 0;    // vccl::testing::stop_next_chunked (under op_mutex)
     uint64_t chunked_calls = 0;        // calls the chunked kernel took (vccl::testing::chunked_calls; under op_mutex)
+    uint64_t ll_calls = 0;             // calls the low-latency kernel took (vccl::testing::ll_calls; under op_mutex)
     bool test_fail_next_exchange = false; // vccl::testing::fail_next_exchange (under op_mutex)
     std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
@@ -62,6 +64,8 @@ struct vcclComm {
                                                      // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch; // receive slots of device reductions
     vccl::DeviceScratch in_place_scratch; // copies of in-place sends' data (p2p_exec.cc), kept between calls
+    vccl::DeviceScratch premul_scratch;   // PreMulSum calls' scaled inputs (comm/premul.h), kept between calls
+    vccl::PreMulOps premul_ops;           // the PreMulSum ops this communicator made
     vccl::SideStream side_stream;       // reductions and local copies beside a call's transfers (under op_mutex)
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams
     vccl::Registrations registrations;  // vcclCommRegister (under op_mutex)

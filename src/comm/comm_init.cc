@@ -408,14 +408,17 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
     auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
     auto in_place_scratch = std::make_shared<DeviceScratch>(std::move(comm->in_place_scratch));
+    auto premul_scratch = std::make_shared<DeviceScratch>(std::move(comm->premul_scratch));
     const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
     const int device = ipc != nullptr ? ipc->device() : -1;
     comm->stream_order.run_when_done(
         [ipc = std::move(ipc), scratch = std::move(scratch), in_place_scratch = std::move(in_place_scratch),
-         staging = std::move(staging), landing = std::move(landing), outgrown = std::move(outgrown)]() mutable {
+         premul_scratch = std::move(premul_scratch), staging = std::move(staging), landing = std::move(landing),
+         outgrown = std::move(outgrown)]() mutable {
             ipc.reset();
             scratch.reset();
             in_place_scratch.reset();
+            premul_scratch.reset();
             staging.reset();
             landing.reset();
             outgrown.reset();

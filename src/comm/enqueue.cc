@@ -8,6 +8,7 @@
 #include "comm/device_coll.h"
 #include "comm/group.h"
 #include "comm/p2p_exec.h"
+#include "comm/premul.h"
 #include "comm/staged_layout.h"
 #include "core/dtype.h"
 #include "core/log.h"
@@ -203,8 +204,17 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->staged_queue->wait_idle();
     }
-    size_t started = 0; // ops of *run this call ran or began to run
-    for (const Op& op : *run) {
+    // PreMulSum calls become Sums over their inputs multiplied by the scalar (comm/premul.h).
+    std::vector<Op> prescaled;
+    PreMulHostCopies premul_copies; // host inputs' copies, read by the collectives below
+    const std::vector<Op>* exec = run;
+    if (status == vcclSuccess && has_premul(*run)) {
+        prescaled = *run;
+        status = premul_prepare(comm, &prescaled, &premul_copies);
+        exec = &prescaled;
+    }
+    size_t started = 0; // ops of *exec this call ran or began to run
+    for (const Op& op : *exec) {
         if (status != vcclSuccess) break;
         ++started;
         if (op.kind != OpKind::Collective) {
@@ -228,7 +238,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // Collectives left out after a failure: those the low-latency kernel would have run still take their call
     // numbers and tell the peers, whose kernels would otherwise wait for them, or pair with this rank's next one.
     if (status != vcclSuccess && queue == nullptr) {
-        for (size_t i = started; i < run->size(); ++i) device_coll_give_up(comm, (*run)[i]);
+        for (size_t i = started; i < exec->size(); ++i) device_coll_give_up(comm, (*exec)[i]);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
     vcclResult_t ordered = vcclSuccess;

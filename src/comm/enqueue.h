@@ -25,6 +25,8 @@ struct Op {
     void* recvbuf;          // Recv
     size_t bytes;           // Send / Recv
     int peer;               // Send / Recv
+    bool premul;            // Collective: coll.op is a PreMulSum op, whose scalar is premul_scalar (comm/premul.h)
+    PreMulScalar premul_scalar;
 };
 
 /* Runs op now, or adds it to the calling thread's open group. */

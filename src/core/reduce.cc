@@ -173,7 +173,40 @@ void scale_16bit(void* buf, size_t count, int nranks) {
     for (size_t i = 0; i < count; ++i) p[i] = Codec::from_float(Codec::to_float(p[i]) / n);
 }
 
+template <typename T>
+void premul_typed(void* dst, const void* src, size_t count, uint64_t scalar_bits) {
+    T s;
+    memcpy(&s, &scalar_bits, sizeof(T));
+    T* d = static_cast<T*>(dst);
+    const T* x = static_cast<const T*>(src);
+    for (size_t i = 0; i < count; ++i) d[i] = Arith<T>::mul(x[i], s);
+}
+
+template <typename Codec>
+void premul_16bit(void* dst, const void* src, size_t count, uint64_t scalar_bits) {
+    const float s = Codec::to_float(uint16_t(scalar_bits));
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    const uint16_t* x = static_cast<const uint16_t*>(src);
+    for (size_t i = 0; i < count; ++i) d[i] = Codec::from_float(Codec::to_float(x[i]) * s);
+}
+
 } // namespace
+
+void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits) {
+    switch (type) {
+    case vcclInt8: premul_typed<int8_t>(dst, src, count, scalar_bits); break;
+    case vcclUint8: premul_typed<uint8_t>(dst, src, count, scalar_bits); break;
+    case vcclInt32: premul_typed<int32_t>(dst, src, count, scalar_bits); break;
+    case vcclUint32: premul_typed<uint32_t>(dst, src, count, scalar_bits); break;
+    case vcclInt64: premul_typed<int64_t>(dst, src, count, scalar_bits); break;
+    case vcclUint64: premul_typed<uint64_t>(dst, src, count, scalar_bits); break;
+    case vcclFloat16: premul_16bit<HalfCodec>(dst, src, count, scalar_bits); break;
+    case vcclFloat32: premul_typed<float>(dst, src, count, scalar_bits); break;
+    case vcclFloat64: premul_typed<double>(dst, src, count, scalar_bits); break;
+    case vcclBfloat16: premul_16bit<Bf16Codec>(dst, src, count, scalar_bits); break;
+    default: break;
+    }
+}
 
 void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclDataType_t type, vcclRedOp_t op) {
     switch (type) {

@@ -389,7 +389,9 @@ vcclResult_t chunked_collective(const LlArgs& a, LlKind kind, const void* in, vo
     cudaStream_t s = static_cast<cudaStream_t>(stream);
     const char* src = static_cast<const char*>(in);
     char* dst = static_cast<char*>(out);
-    if (kind == LlKind::AllGather) return vcclInternalError; // the copy engines do it faster (chunked_collectives.h)
+    // Only the reductions: the data movers take the copy engines above the low-latency limit (chunked_collectives.h),
+    // and launch_reduce would run any other kind as an AllReduce.
+    if (kind != LlKind::AllReduce && kind != LlKind::ReduceScatter) return vcclInternalError;
     const cudaError_t err =
         for_type(type, [&](auto t) { return launch_reduce<decltype(t)>(a, kind, src, dst, bytes, op, s); });
     return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;

@@ -214,6 +214,8 @@ VCCL_INTERNAL_API long long ipc_evictions(vcclComm_t comm);
 VCCL_INTERNAL_API long long ll_bytes(vcclComm_t comm);
 /* Test hook: calls of comm that took the chunked kernel (device/chunked_collectives.h); -1 for a bad comm. */
 VCCL_INTERNAL_API long long chunked_calls(vcclComm_t comm);
+/* Test hook: calls of comm that took the low-latency kernel (device/ll_collectives.h); -1 for a bad comm. */
+VCCL_INTERNAL_API long long ll_calls(vcclComm_t comm);
 } // namespace testing
 
 } // namespace vccl

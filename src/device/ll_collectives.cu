@@ -106,20 +106,22 @@ __device__ __forceinline__ void publish_root(const LlArgs& a) {
         if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p] + 1) = word;
     }
 }
-__device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip, int* aborted) {
+/* The abort is gathered by the barrier itself (__syncthreads_or), not through the block's `aborted` word: threads
+ * of a slower warp may still be reading that word as check_headers returns it. */
+__device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip) {
+    int gave_up = 0;
     for (int p = threadIdx.x; p < a.nranks; p += blockDim.x) {
         if (p == a.rank || skip[p]) continue;
         uint32_t root = 0;
         if (!wait_word(a.inbox[p] + 1, a.seq, 0, a.control, &root)) {
-            *aborted = 1;
+            gave_up = 1;
             skip[p] = 1;
         } else if (root != uint32_t(a.root)) {
             a.control[kLlMismatch] = p + 1;
             skip[p] = 1;
         }
     }
-    __syncthreads();
-    return *aborted == 0;
+    return __syncthreads_or(gave_up) == 0;
 }
 
 /* Steps 1 and 2 of every kind: this block's units into every peer's memory (block 0 also the header word with the
@@ -161,7 +163,7 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
     if (kRooted) publish_root(a);
     publish_header(a, header);
     if (!check_headers(a, header, skip, aborted)) return false;
-    return !kRooted || check_roots(a, skip, aborted);
+    return !kRooted || check_roots(a, skip);
 }
 
 /* AllReduce, ReduceScatter and Reduce. Each block sends its range of units and then, unit by unit, waits for the

@@ -147,7 +147,37 @@ cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRe
                             grid_blocks(rest, kScalarThreads, max_ctas), stream);
 }
 
+/* PreMulSum's scaling (device_premul): a plain grid-stride loop; it runs once per call over the input, beside a
+ * collective that moves at least as many bytes. */
+template <typename T>
+__global__ void premul_kernel(void* dst, const void* src, size_t count, const void* device_scalar, uint64_t host_bits) {
+    using A = typename Acc<T>::type;
+    T raw;
+    if (device_scalar != nullptr) {
+        raw = *static_cast<const T*>(device_scalar);
+    } else {
+        memcpy(&raw, &host_bits, sizeof(T));
+    }
+    const A s = load<T>(&raw, 0);
+    const size_t stride = size_t(gridDim.x) * blockDim.x;
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        store<T>(dst, i, combine<A, vcclProd>(load<T>(src, i), s));
+    }
+}
+
 } // namespace
+
+vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataType_t type, const void* device_scalar,
+                           uint64_t host_bits, int max_ctas, vcclStream_t stream) {
+    if (count == 0) return vcclSuccess;
+    cudaStream_t cs = static_cast<cudaStream_t>(stream);
+    const int blocks = grid_blocks(count, kScalarThreads, std::max(1, max_ctas));
+    cudaError_t err = for_type(type, [&](auto t) {
+        return launch_kernel(premul_kernel<decltype(t)>, blocks, kScalarThreads, cs, dst, src, count, device_scalar,
+                             host_bits);
+    });
+    return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
+}
 
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
                            vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream) {

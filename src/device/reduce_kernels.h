@@ -3,6 +3,7 @@
 #define VCCL_DEVICE_REDUCE_KERNELS_H_
 
 #include <cstddef>
+#include <cstdint>
 
 #include "vccl.h"
 
@@ -16,6 +17,12 @@ constexpr int kMaxReduceSources = 64;
  * dst may alias any source (each element is read from every source before it is written). At most max_ctas thread blocks (VCCL_MAX_CTAS) are used. */
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
                            vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream);
+
+/* dst[i] = src[i] * scalar for i < count on `stream` (PreMulSum's first step, comm/premul.h): the scalar is read
+ * on the device from `device_scalar` when not NULL, else it is the element in the low bytes of `host_bits`.
+ * Integers wrap; fp16 and bf16 are multiplied in float and rounded once. dst may alias src. */
+vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataType_t type, const void* device_scalar,
+                           uint64_t host_bits, int max_ctas, vcclStream_t stream);
 
 } // namespace vccl
 

@@ -45,21 +45,28 @@ private:
     bool pinned_ = false;
 };
 
-/* Device memory reused across operations of one communicator (receive slots of reductions). It comes from
- * cudaMalloc so peers can map it (CUDA IPC). Growing waits for `stream` before freeing the old block. */
+/* Device memory reused across operations of one communicator (receive slots of reductions, copies of in-place
+ * sends and of PreMulSum inputs). It comes from cudaMalloc so peers can map it (CUDA IPC). Growing never waits
+ * for the device: calls already queued may still use the old block, and freeing it (cudaFree waits for the whole
+ * GPU) from a call that holds the communicator's lock could wait for ever on a stream blocked by a dead peer. So
+ * an outgrown block is kept until the object goes (with the communicator's teardown, on its thread); growth at
+ * least doubles, so all the blocks together stay under twice the largest. */
 class DeviceScratch {
 public:
     DeviceScratch() = default;
-    DeviceScratch(DeviceScratch&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+    DeviceScratch(DeviceScratch&& other) noexcept
+        : ptr_(other.ptr_), bytes_(other.bytes_), outgrown_(std::move(other.outgrown_)) {
         other.ptr_ = nullptr;
         other.bytes_ = 0;
+        other.outgrown_.clear();
     }
     DeviceScratch& operator=(DeviceScratch&&) = delete;
     ~DeviceScratch();
-    vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
+    vcclResult_t get(size_t bytes, void** out);
 private:
     void* ptr_ = nullptr;
     size_t bytes_ = 0;
+    std::vector<void*> outgrown_;
 };
 
 /* Keeps a communicator's device work in call order whatever streams the calls use, as NCCL does: its

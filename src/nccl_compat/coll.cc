@@ -165,11 +165,25 @@ VNCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
 
 VNCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
           ncclScalarResidence_t residence, ncclComm_t comm) {
-    return unsupported("ncclRedOpCreatePreMulSum", "vccl has only the built-in operations sum, prod, max, min, avg");
+    vcclComm_t vc = nullptr;
+    vcclDataType_t t = vcclFloat;
+    ncclResult_t r = prepare(comm, datatype, nullptr, "ncclRedOpCreatePreMulSum", &vc, &t, nullptr);
+    if (r != ncclSuccess) return r;
+    if (op == nullptr) return fail(ncclInvalidArgument, "ncclRedOpCreatePreMulSum: op is NULL");
+    static_assert(int(ncclScalarDevice) == int(vcclScalarDevice) &&
+                      int(ncclScalarHostImmediate) == int(vcclScalarHostImmediate),
+                  "ncclScalarResidence_t is passed through");
+    vcclRedOp_t made = vcclSum;
+    r = to_nccl(vcclRedOpCreatePreMulSum(&made, scalar, t, vcclScalarResidence_t(int(residence)), vc));
+    if (r == ncclSuccess) *op = ncclRedOp_t(int(made));
+    return r;
 }
 
 VNCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
-    return unsupported("ncclRedOpDestroy", "vccl creates no custom operations");
+    vcclComm_t vc = nullptr;
+    vcclDataType_t t = vcclFloat;
+    ncclResult_t r = prepare(comm, ncclFloat, nullptr, "ncclRedOpDestroy", &vc, &t, nullptr);
+    return r != ncclSuccess ? r : to_nccl(vcclRedOpDestroy(vcclRedOp_t(int(op)), vc));
 }
 
 } // extern "C"

@@ -34,6 +34,7 @@ long long ipc_block_reopens(vcclComm_t comm);           // likewise
 long long ipc_evictions(vcclComm_t comm);               // likewise
 long long ll_bytes(vcclComm_t comm);                    // likewise
 long long chunked_calls(vcclComm_t comm);               // likewise
+long long ll_calls(vcclComm_t comm);                    // likewise
 vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n); // likewise
 }
 namespace env {

@@ -1,10 +1,11 @@
 #!/bin/sh
-# Listed in tests/gpu/Makefile.inc: the reduction and data movement (AllGather, Broadcast, AlltoAll) tests and
-# the low-latency kernels' failure tests on 2 ranks sharing GPU 0 with VCCL_ALLREDUCE_LL_BYTES set (the low-latency
-# collectives are off where ranks share a GPU unless it is set: gpu_test_util.h turns the test hook on then).
+# Listed in tests/gpu/Makefile.inc: the reduction, PreMulSum and data movement (AllGather, Broadcast, AlltoAll)
+# tests and the low-latency kernels' failure tests on 2 ranks sharing GPU 0 with VCCL_ALLREDUCE_LL_BYTES set (the
+# low-latency collectives are off where ranks share a GPU unless it is set: gpu_test_util.h turns the test hook on
+# then).
 # VTEST_GPU_SHARE=0: one GPU per rank; VTEST_NP: ranks (2).
 VTEST_GPU_SHARE=${VTEST_GPU_SHARE:-1}
 VCCL_ALLREDUCE_LL_BYTES=${VCCL_ALLREDUCE_LL_BYTES:-16K}
 export VTEST_GPU_SHARE VCCL_ALLREDUCE_LL_BYTES
 exec "$(dirname "$0")/run-gpu-test.sh" "${VTEST_NP:-2}" "${top_builddir:-.}/tests/gpu/test_gpu" \
-    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuChunked*:GpuStreamOrder.AllReduce*:*GpuMove*' "$@"
+    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuChunked*:GpuStreamOrder.AllReduce*:*GpuMove*:GpuPreMulSum*' "$@"

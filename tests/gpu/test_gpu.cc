@@ -139,6 +139,9 @@ std::string run_reduction(vcclComm_t comm, cudaStream_t s, Red coll, vcclDataTyp
         std::vector<char> after = send.download();
         if (after != in) return "the send buffer was modified";
     }
+    if (coll == Red::Reduce && rank != root && in_place && got != in) {
+        return "Reduce changed the buffer of a non-root rank (in place)";
+    }
     if (coll == Red::Reduce && rank != root && !in_place) {
         std::vector<char> untouched = recv.download();
         for (char c : untouched) {

@@ -382,6 +382,22 @@ TEST_F(SingleRank, CollectivesOnHostMemory) {
     std::vector<uint16_t> ha(64, 0x3c00 /* 1.0 in fp16 */), hb(64, 0);
     ASSERT_EQ(api.AllReduce(ha.data(), hb.data(), 64, o::ncclHalf, o::ncclSum, c, nullptr), o::ncclSuccess);
     EXPECT_EQ(ha, hb);
+
+    // PreMulSum (what PyTorch's ReduceOp.PREMUL_SUM calls): the scalar is read at creation.
+    o::ncclRedOp_t premul = o::ncclSum;
+    float scalar = 0.25f;
+    ASSERT_EQ(api.RedOpCreatePreMulSum(&premul, &scalar, o::ncclFloat, o::ncclScalarHostImmediate, c), o::ncclSuccess);
+    EXPECT_GE(int(premul), int(o::ncclNumOps));
+    scalar = 8.0f;
+    std::fill(b.begin(), b.end(), -1.0f);
+    ASSERT_EQ(api.AllReduce(a.data(), b.data(), n, o::ncclFloat, premul, c, nullptr), o::ncclSuccess);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(b[i], a[i] * 0.25f) << i;
+    EXPECT_EQ(api.AllReduce(ia.data(), ib.data(), n, o::ncclInt64, premul, c, nullptr), o::ncclInvalidArgument)
+        << "made for float";
+    EXPECT_EQ(api.RedOpDestroy(premul, c), o::ncclSuccess);
+    EXPECT_EQ(api.RedOpDestroy(premul, c), o::ncclInvalidArgument) << "destroyed twice";
+    EXPECT_EQ(api.RedOpCreatePreMulSum(nullptr, &scalar, o::ncclFloat, o::ncclScalarHostImmediate, c),
+              o::ncclInvalidArgument);
     EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
 }
 
@@ -449,8 +465,8 @@ TEST_F(BadInput, ArgumentsAndUsage) {
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e4m3, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e5m2, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(-1), c, nullptr), o::ncclInvalidArgument);
-    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(o::ncclNumOps), c, nullptr), o::ncclInvalidUsage)
-        << "a PreMulSum op value";
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(o::ncclNumOps), c, nullptr), o::ncclInvalidArgument)
+        << "a PreMulSum op value the communicator never made";
     EXPECT_EQ(api.AllReduce(nullptr, y, 4, o::ncclFloat, o::ncclSum, c, nullptr), o::ncclInvalidArgument);
     EXPECT_EQ(api.Broadcast(x, y, 4, o::ncclFloat, 1, c, nullptr), o::ncclInvalidArgument) << "root out of range";
     EXPECT_EQ(api.Send(x, 4, o::ncclFloat, 5, c, nullptr), o::ncclInvalidArgument) << "peer out of range";
@@ -510,10 +526,6 @@ TEST_F(BadInput, ArgumentsAndUsage) {
 TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
     Comm c = make_self_comm();
     ASSERT_NE(c, nullptr);
-    o::ncclRedOp_t op;
-    float scalar = 0.5f;
-    EXPECT_EQ(api.RedOpCreatePreMulSum(&op, &scalar, o::ncclFloat, o::ncclScalarHostImmediate, c), o::ncclInvalidUsage);
-    EXPECT_EQ(api.RedOpDestroy(o::ncclRedOp_t(5), c), o::ncclInvalidUsage);
     Comm out = nullptr;
     int exclude = 0;
     EXPECT_EQ(api.CommShrink(c, &exclude, 1, &out, nullptr, 0), o::ncclInvalidUsage) << "excludes the caller";

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "device/chunked_collectives.h"
 
@@ -65,13 +66,21 @@ TEST(ChunkLayout, DefaultAndSmallSets) {
 }
 
 TEST(ChunkLayout, HeaderHoldsTheLargestMessageAndEveryKind) {
-    // kind << 28 | bytes: the chunked kinds (4 | LlKind) and the abandoned marker (15) stay distinct from the bytes.
+    // kind << 28 | bytes: every low-latency kind, every chunked kind (kChunkedKind | LlKind, for the two reductions
+    // that have one) and the abandoned marker (15) stay distinct from one another and from the bytes.
+    using vccl::LlKind;
     EXPECT_LT(vccl::kMaxChunkedBytes, size_t(1) << 28);
-    for (uint32_t kind : {0u, 1u, 2u}) {
-        const uint32_t chunked = ((vccl::kChunkedKind | kind) << 28) | uint32_t(vccl::kMaxChunkedBytes);
-        const uint32_t low_latency = (kind << 28) | uint32_t(vccl::kMaxChunkedBytes);
-        EXPECT_NE(chunked, low_latency);
-        EXPECT_NE(chunked >> 28, 15u);
+    const LlKind low_latency[] = {LlKind::AllReduce, LlKind::ReduceScatter, LlKind::AllGather,
+                                  LlKind::AlltoAll,  LlKind::Broadcast,     LlKind::Reduce};
+    std::vector<uint32_t> kinds;
+    for (LlKind k : low_latency) kinds.push_back(uint32_t(k));
+    for (LlKind k : {LlKind::AllReduce, LlKind::ReduceScatter}) kinds.push_back(vccl::kChunkedKind | uint32_t(k));
+    for (size_t i = 0; i < kinds.size(); ++i) {
+        EXPECT_LT(kinds[i], 15u) << "kind " << kinds[i] << " is the abandoned marker's or does not fit 4 bits";
+        for (size_t j = i + 1; j < kinds.size(); ++j) EXPECT_NE(kinds[i], kinds[j]) << i << " and " << j;
+        const uint32_t header = (kinds[i] << 28) | uint32_t(vccl::kMaxChunkedBytes);
+        EXPECT_EQ(header >> 28, kinds[i]);
+        EXPECT_NE(header, vccl::kLlAbandonedBytes);
     }
 }
 

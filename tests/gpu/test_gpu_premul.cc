@@ -1,0 +1,219 @@
+/*
+ * Device-memory tests (part of tests/gpu/test_gpu) of PreMulSum ops, of which collectives take the one-kernel
+ * path, and of in-place exchanges queued back to back:
+ * - PreMulSum: AllReduce, Reduce and ReduceScatter of every datatype, counts 0 to 65537 (the low-latency kernel,
+ *   the chunked kernel or the copy engines, by size), in and out of place, every rank with its own scalar, held
+ *   on the host (read at creation) or on the device (read when the call runs; the test changes it on the stream
+ *   between two calls). Inputs and scalars are small, so the reference (int64/double, here) is exact.
+ * - Every kind of collective that the low-latency kernel serves takes it at a small size (vccl::testing::ll_calls
+ *   counts), AlltoAll above its 1 MiB cap does not: the sweeps elsewhere would pass on the copy engines too.
+ * - In-place ring exchanges of four buffers of different sizes queued without a synchronisation between them:
+ *   each sends from a copy in the communicator's scratch, which grows while earlier exchanges still use it.
+ */
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <sstream>
+
+#include "gpu_test_util.h"
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+using namespace vgpu;
+
+namespace {
+
+int64_t premul_input(int r, size_t i, vcclDataType_t t) {
+    uint64_t h = uint64_t(r) * 37u + uint64_t(i) * 11u + uint64_t(t) * 5u;
+    return is_unsigned(t) ? int64_t(h % 16u) : int64_t(h % 17u) - 8;
+}
+
+/* Twice rank r's scalar: integers 1-3 (stored 2-6), floating point 0.5-1.5 (stored 1-3); `salt` adds 1 to it. */
+int64_t scalar_x2(int r, vcclDataType_t t, int salt) {
+    int64_t s = int64_t((r + salt) % 3 + 1);
+    return is_float(t) ? s : 2 * s;
+}
+
+enum class PColl { AllReduce, Reduce, ReduceScatter };
+
+/* One call; empty when right. `device_scalar`: where the op reads (NULL: a host op); `salt` picks the value. */
+std::string premul_case(vcclComm_t comm, cudaStream_t s, vcclRedOp_t op, PColl coll, vcclDataType_t t, size_t count,
+                        bool in_place, int salt) {
+    const int rank = world_rank(), n = world_size();
+    const int root = n - 1;
+    const size_t ts = type_size(t), in_count = coll == PColl::ReduceScatter ? count * size_t(n) : count;
+    std::vector<char> in(in_count * ts);
+    for (size_t i = 0; i < in_count; ++i) store_int(in.data(), i, t, premul_input(rank, i, t));
+    DevBuf send(in.size()), recv(count * ts);
+    if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
+    send.upload(in);
+    char* out = recv.ptr();
+    if (in_place) out = coll == PColl::ReduceScatter ? send.ptr() + size_t(rank) * count * ts : send.ptr();
+    vcclResult_t rc = coll == PColl::AllReduce ? vcclAllReduce(send.ptr(), out, count, t, op, comm, s)
+                      : coll == PColl::Reduce  ? vcclReduce(send.ptr(), out, count, t, op, root, comm, s)
+                                               : vcclReduceScatter(send.ptr(), out, count, t, op, comm, s);
+    if (rc != vcclSuccess) return "call failed: " + result_str(rc) + ": " + vcclGetLastError(comm);
+    if (cudaStreamSynchronize(s) != cudaSuccess) return "stream failed";
+    if (!send.guards_intact() || !recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> sent = send.download();
+    if (coll == PColl::Reduce && rank != root) {
+        if (sent != in) return "a non-root rank's send buffer changed";
+        if (in_place) return "";
+        for (char c : recv.download()) {
+            if (static_cast<unsigned char>(c) != vgpu::kGuardByte) return "Reduce wrote a non-root rank's receive buffer";
+        }
+        return "";
+    }
+    if (!in_place && sent != in) return "the send buffer changed";
+    std::vector<char> got = in_place ? sent : recv.download();
+    const size_t base = in_place && coll == PColl::ReduceScatter ? size_t(rank) * count : 0;
+    const size_t idx0 = coll == PColl::ReduceScatter ? size_t(rank) * count : 0;
+    std::vector<char> want(8);
+    for (size_t i = 0; i < count; ++i) {
+        int64_t sum_x2 = 0;
+        for (int r = 0; r < n; ++r) sum_x2 += scalar_x2(r, t, salt) * premul_input(r, idx0 + i, t);
+        if (is_float(t)) {
+            store_double(want.data(), 0, t, double(sum_x2) / 2.0);
+        } else {
+            store_int(want.data(), 0, t, sum_x2 / 2);
+        }
+        if (memcmp(got.data() + (base + i) * ts, want.data(), ts) != 0) {
+            std::ostringstream o;
+            o << "element " << i << ": got " << load(got.data(), base + i, t) << ", want " << load(want.data(), 0, t);
+            return o.str();
+        }
+    }
+    return "";
+}
+
+TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    Sweep sweep;
+    const size_t counts[] = {0, 1, 7, 1031, 65537, 1 << 20};
+    for (vcclDataType_t t : kTypes) {
+        const size_t ts = type_size(t);
+        std::vector<char> host_scalar(8, 0), next_scalar(8, 0);
+        store_double(host_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 0)) / 2.0);
+        store_double(next_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 1)) / 2.0);
+        DevBuf dev_scalar(ts);
+        ASSERT_ALL_RANKS(dev_scalar.base != nullptr);
+        dev_scalar.upload(std::vector<char>(host_scalar.begin(), host_scalar.begin() + ptrdiff_t(ts)));
+        vcclRedOp_t host_op = vcclSum, dev_op = vcclSum;
+        ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&host_op, host_scalar.data(), t, vcclScalarHostImmediate, comm) ==
+                         vcclSuccess);
+        ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&dev_op, dev_scalar.ptr(), t, vcclScalarDevice, comm) == vcclSuccess);
+        for (PColl coll : {PColl::AllReduce, PColl::Reduce, PColl::ReduceScatter}) {
+            for (size_t count : counts) {
+                if (count * ts * (coll == PColl::ReduceScatter ? size_t(world_size()) : 1) > (size_t(8) << 20)) continue;
+                for (bool in_place : {false, true}) {
+                    std::ostringstream label;
+                    label << type_name(t) << " " << int(coll) << " count " << count << (in_place ? " in place" : "");
+                    sweep.run(label.str() + " host scalar",
+                              [&] { return premul_case(comm, s.s, host_op, coll, t, count, in_place, 0); });
+                    sweep.run(label.str() + " device scalar",
+                              [&] { return premul_case(comm, s.s, dev_op, coll, t, count, in_place, 0); });
+                }
+            }
+        }
+        // The device scalar is read when the call runs: a new value written on the stream counts from there.
+        if (cudaMemcpyAsync(dev_scalar.ptr(), next_scalar.data(), ts, cudaMemcpyHostToDevice, s.s) != cudaSuccess ||
+            cudaStreamSynchronize(s.s) != cudaSuccess) {
+            sweep.run("device scalar update", [] { return std::string("cudaMemcpyAsync failed"); });
+        }
+        sweep.run(std::string(type_name(t)) + " after the device scalar changed",
+                  [&] { return premul_case(comm, s.s, dev_op, PColl::AllReduce, t, 1031, false, 1); });
+        EXPECT_ALL_RANKS(vcclRedOpDestroy(host_op, comm) == vcclSuccess);
+        EXPECT_ALL_RANKS(vcclRedOpDestroy(dev_op, comm) == vcclSuccess);
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
+
+/* Which collectives the low-latency kernel serves, by the counter of calls it took. */
+TEST(GpuLl, EveryKindTakesTheKernelAndAlltoAllStopsAtItsCap) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (vccl::testing::ll_bytes(comm) <= 0) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "the low-latency kernel is off here";
+    }
+    const int n = world_size();
+    Stream s;
+    const size_t count = 1031;
+    DevBuf a(count * 4 * size_t(n)), b(count * 4 * size_t(n));
+    std::string why;
+    auto expect_kernel = [&](const char* what, bool kernel, const std::function<vcclResult_t()>& call) {
+        long long before = vccl::testing::ll_calls(comm);
+        vcclResult_t r = call();
+        long long after = vccl::testing::ll_calls(comm);
+        if (!why.empty()) return;
+        if (r != vcclSuccess) why = std::string(what) + " failed: " + result_str(r);
+        else if ((after == before + 1) != kernel)
+            why = std::string(what) + (kernel ? " did not take" : " took") + " the low-latency kernel";
+    };
+    expect_kernel("allreduce", true, [&] { return vcclAllReduce(a.ptr(), b.ptr(), count, vcclFloat32, vcclSum, comm, s.s); });
+    expect_kernel("reducescatter", true,
+                  [&] { return vcclReduceScatter(a.ptr(), b.ptr(), count, vcclFloat32, vcclSum, comm, s.s); });
+    expect_kernel("reduce", true, [&] { return vcclReduce(a.ptr(), b.ptr(), count, vcclFloat32, vcclSum, 0, comm, s.s); });
+    expect_kernel("allgather", true, [&] { return vcclAllGather(a.ptr(), b.ptr(), count, vcclFloat32, comm, s.s); });
+    expect_kernel("alltoall", true, [&] { return vcclAlltoAll(a.ptr(), b.ptr(), count, vcclFloat32, comm, s.s); });
+    expect_kernel("broadcast", true, [&] { return vcclBroadcast(a.ptr(), b.ptr(), count, vcclFloat32, n - 1, comm, s.s); });
+    // AlltoAll of just over 1 MiB a peer: the copy engines, though under VCCL_ALLREDUCE_LL_BYTES / (n - 1) for 2 ranks.
+    const size_t big = (size_t(1) << 20) / 4 + 4;
+    DevBuf c(big * 4 * size_t(n)), d(big * 4 * size_t(n));
+    expect_kernel("alltoall of 1 MiB + 16 B a peer", false,
+                  [&] { return vcclAlltoAll(c.ptr(), d.ptr(), big, vcclFloat32, comm, s.s); });
+    if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+}
+
+/* Four in-place ring exchanges (send to the next rank, receive from the previous one, the same buffer) of growing
+ * sizes, queued with no synchronisation between them, then checked: each must send its own old data. */
+TEST(GpuP2p, InPlaceExchangesQueuedBackToBack) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    const size_t sizes[] = {16, size_t(2) << 20, (size_t(64) << 10) + 3, (size_t(5) << 20) + 1};
+    auto pattern = [](int r, int k, size_t i) { return char((r * 29 + k * 71 + int(i % 253)) & 0xff); };
+    std::vector<std::unique_ptr<DevBuf>> bufs;
+    for (int k = 0; k < 4; ++k) {
+        bufs.emplace_back(new DevBuf(sizes[k]));
+        ASSERT_ALL_RANKS(bufs.back()->base != nullptr);
+        std::vector<char> h(sizes[k]);
+        for (size_t i = 0; i < h.size(); ++i) h[i] = pattern(rank, k, i);
+        bufs.back()->upload(h);
+    }
+    std::string why;
+    for (int k = 0; k < 4 && why.empty(); ++k) {
+        vcclResult_t g = vcclGroupStart();
+        vcclResult_t a = vcclSend(bufs[size_t(k)]->ptr(), sizes[k], vcclUint8, next, comm, s.s);
+        vcclResult_t b = vcclRecv(bufs[size_t(k)]->ptr(), sizes[k], vcclUint8, prev, comm, s.s);
+        vcclResult_t e = vcclGroupEnd();
+        for (vcclResult_t r : {g, a, b, e}) {
+            if (r != vcclSuccess && why.empty()) why = "exchange " + std::to_string(k) + ": " + result_str(r);
+        }
+    }
+    if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
+    for (int k = 0; k < 4 && why.empty(); ++k) {
+        if (!bufs[size_t(k)]->guards_intact()) why = "exchange " + std::to_string(k) + ": a guard zone was written";
+        std::vector<char> got = bufs[size_t(k)]->download();
+        for (size_t i = 0; i < got.size() && why.empty(); ++i) {
+            if (got[i] != pattern(prev, k, i)) {
+                why = "exchange " + std::to_string(k) + " (" + std::to_string(sizes[k]) + " bytes): byte " +
+                      std::to_string(i) + " differs";
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+} // namespace

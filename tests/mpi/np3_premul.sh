@@ -1,0 +1,3 @@
+#!/bin/sh
+# Listed in tests/mpi/Makefile.inc: test_premul on 3 rank(s).
+exec "$(dirname "$0")/run-mpi-test.sh" 3 "${top_builddir:-.}/tests/mpi/test_premul" "$@"
