@@ -62,9 +62,10 @@ struct vcclComm {
     uint64_t staging_chunk_bytes = 0;                // VCCL_STAGING_CHUNK_BYTES at creation (comm/staged_pieces.h)
     std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
                                                      // comm_destroy stops it before the transport goes)
-    vccl::DeviceScratch device_scratch; // receive slots of device reductions
-    vccl::DeviceScratch in_place_scratch; // copies of in-place sends' data (p2p_exec.cc), kept between calls
-    vccl::DeviceScratch premul_scratch;   // PreMulSum calls' scaled inputs (comm/premul.h), kept between calls
+    vccl::DeviceScratch device_scratch{vccl::DeviceScratch::Use::MappedByPeers}; // receive slots of device reductions
+    // Copies of in-place sends' data (p2p_exec.cc) and PreMulSum calls' scaled inputs (comm/premul.h).
+    vccl::DeviceScratch in_place_scratch{vccl::DeviceScratch::Use::LocalOnly};
+    vccl::DeviceScratch premul_scratch{vccl::DeviceScratch::Use::LocalOnly};
     vccl::PreMulOps premul_ops;           // the PreMulSum ops this communicator made
     vccl::SideStream side_stream;       // reductions and local copies beside a call's transfers (under op_mutex)
     vccl::StreamOrder stream_order;     // device work in call order across the caller's streams

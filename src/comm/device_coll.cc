@@ -21,7 +21,7 @@
  *   Reduce: up to VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) one low-latency kernel; above it every rank sends its
  *              buffer to the root, whose kernel reduces them.
  * Kernels are compact (VCCL_MAX_CTAS blocks). Local copies of 1 MiB and more run on the second stream beside
- * the batch. The calling thread never waits for the device (a scratch buffer that grows keeps the old block).
+ * the batch. The calling thread never waits for the device (except when the reduction scratch grows).
  */
 #include "comm/device_coll.h"
 
@@ -128,7 +128,7 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
     size_t my_off, my_bytes;
     block(rank, &my_off, &my_bytes);
     void* scratch = nullptr;
-    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(my_bytes * size_t(n - 1), &scratch));
+    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(my_bytes * size_t(n - 1), op.stream, &scratch));
     std::vector<Op> ops;
     std::vector<const void*> srcs = {send + my_off};
     int slot = 0;
@@ -183,7 +183,7 @@ vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* sen
     }
     const size_t half_bytes = piece_max * size_t(n - 1);
     void* scratch = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(2 * half_bytes, &scratch));
+    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(2 * half_bytes, op.stream, &scratch));
     SideStream& side = comm->side_stream;
     vcclResult_t r = vcclSuccess;
     bool forked = false;
@@ -270,7 +270,7 @@ vcclResult_t local_copy_beside(vcclComm* comm, void* dst, const void* src, size_
 vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
     int rank = comm->rank, n = comm->nranks;
     void* scratch = nullptr;
-    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), &scratch));
+    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), op.stream, &scratch));
     std::vector<Op> ops;
     std::vector<const void*> srcs;
     int slot = 0;
@@ -451,7 +451,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             size_t bytes = a.count * ts;
             if (rank != a.root) return run_batch(comm, {p2p_op(op, OpKind::Send, send, nullptr, bytes, a.root)});
             void* scratch = nullptr;
-            if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), &scratch));
+            if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), op.stream, &scratch));
             std::vector<Op> ops;
             std::vector<const void*> srcs = {send};
             int slot = 0;

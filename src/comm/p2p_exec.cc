@@ -529,7 +529,7 @@ vcclResult_t take_in_place_copies(vcclComm* comm, const std::vector<const Op*>& 
     }
     if (total == 0) return vcclSuccess;
     void* base = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->in_place_scratch.get(total, &base));
+    VCCL_RETURN_IF_ERROR(comm->in_place_scratch.get(total, nullptr, &base));
     storage->reserve(ops.size());
     size_t at = 0;
     for (size_t i = 0; i < ops.size(); ++i) {

@@ -115,7 +115,7 @@ vcclResult_t premul_prepare(vcclComm* comm, std::vector<Op>* ops, PreMulHostCopi
     char* device_base = nullptr;
     if (device_total > 0) {
         void* base = nullptr;
-        VCCL_RETURN_IF_ERROR(comm->premul_scratch.get(device_total, &base));
+        VCCL_RETURN_IF_ERROR(comm->premul_scratch.get(device_total, nullptr, &base));
         device_base = static_cast<char*>(base);
     }
     size_t at = 0;

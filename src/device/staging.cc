@@ -76,19 +76,28 @@ vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclS
 
 DeviceScratch::~DeviceScratch() {
     // cudaFree waits for work still using them (the teardown runs this once the communicator's work has run).
+    // An object moved from (the teardown's) holds nothing.
     if (ptr_ != nullptr) cudaFree(ptr_);
     for (void* p : outgrown_) cudaFree(p);
 }
 
-vcclResult_t DeviceScratch::get(size_t bytes, void** out) {
+vcclResult_t DeviceScratch::get(size_t bytes, vcclStream_t stream, void** out) {
     if (ptr_ != nullptr && bytes <= bytes_) {
         *out = ptr_;
         return vcclSuccess;
     }
-    size_t want = std::max({bytes, size_t(1) << 20, 2 * bytes_});
+    if (ptr_ != nullptr && use_ == Use::MappedByPeers) {
+        // Earlier operations on the stream may still use the old block; peers' mappings of it go with it.
+        VCCL_RETURN_IF_ERROR(cuda_check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)), "cudaStreamSynchronize"));
+        cudaFree(ptr_);
+        ptr_ = nullptr;
+        bytes_ = 0;
+    }
+    size_t want = use_ == Use::MappedByPeers ? std::max(bytes, size_t(1) << 20)
+                                              : std::max({bytes, size_t(1) << 20, 2 * bytes_});
     void* fresh = nullptr;
     VCCL_RETURN_IF_ERROR(cuda_check(cudaMalloc(&fresh, want), "cudaMalloc (device scratch)"));
-    if (ptr_ != nullptr) outgrown_.push_back(ptr_); // queued work may still use it
+    if (ptr_ != nullptr) outgrown_.push_back(ptr_); // LocalOnly: queued work may still read it
     ptr_ = fresh;
     bytes_ = want;
     *out = ptr_;
@@ -299,7 +308,7 @@ vcclResult_t StreamOrder::after(const std::vector<vcclStream_t>&) { return vcclS
 
 DeviceScratch::~DeviceScratch() {}
 
-vcclResult_t DeviceScratch::get(size_t, void**) {
+vcclResult_t DeviceScratch::get(size_t, vcclStream_t, void**) {
     return set_last_error(vcclInternalError, "device scratch used in a build without CUDA");
 }
 

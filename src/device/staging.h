@@ -45,25 +45,34 @@ private:
     bool pinned_ = false;
 };
 
-/* Device memory reused across operations of one communicator (receive slots of reductions, copies of in-place
- * sends and of PreMulSum inputs). It comes from cudaMalloc so peers can map it (CUDA IPC). Growing never waits
- * for the device: calls already queued may still use the old block, and freeing it (cudaFree waits for the whole
- * GPU) from a call that holds the communicator's lock could wait for ever on a stream blocked by a dead peer. So
- * an outgrown block is kept until the object goes (with the communicator's teardown, on its thread); growth at
- * least doubles, so all the blocks together stay under twice the largest. */
+/* Device memory reused across operations of one communicator. It comes from cudaMalloc, so peers can map it
+ * (CUDA IPC). Two kinds, which grow differently:
+ * - mapped by peers (receive slots of reductions): growing waits for `stream`, then frees the old block before
+ *   making the new one. Peers map a block's whole cudaMalloc allocation, which CUDA lets a process map only
+ *   once: a new block carved from the same allocation while the old one lives could not be mapped (2x H200,
+ *   run184: "cudaIpcOpenMemHandle ... resource already mapped"). The wait holds the communicator's lock; a
+ *   stream blocked by a dead peer holds it until abort releases that stream's waits (an open gap, noted in
+ *   docs/RELIABILITY-DEVICE.md).
+ * - read by this rank only (copies of in-place sends and of PreMulSum inputs, which travel from here): growing
+ *   never waits for the device. Calls already queued may still read the old block, so it is kept until the object
+ *   goes (with the communicator's teardown, on its thread); growth at least doubles, so the blocks together stay
+ *   under twice the largest. */
 class DeviceScratch {
 public:
-    DeviceScratch() = default;
+    enum class Use { MappedByPeers, LocalOnly };
+    explicit DeviceScratch(Use use) : use_(use) {}
     DeviceScratch(DeviceScratch&& other) noexcept
-        : ptr_(other.ptr_), bytes_(other.bytes_), outgrown_(std::move(other.outgrown_)) {
+        : use_(other.use_), ptr_(other.ptr_), bytes_(other.bytes_), outgrown_(std::move(other.outgrown_)) {
         other.ptr_ = nullptr;
         other.bytes_ = 0;
         other.outgrown_.clear();
     }
     DeviceScratch& operator=(DeviceScratch&&) = delete;
     ~DeviceScratch();
-    vcclResult_t get(size_t bytes, void** out);
+    /* `stream`: where the calls that used the block ran (MappedByPeers: waited for before the old block goes). */
+    vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
 private:
+    Use use_;
     void* ptr_ = nullptr;
     size_t bytes_ = 0;
     std::vector<void*> outgrown_;
