@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "comm/enqueue.h"
 #include "comm/p2p_exec.h"
 #include "config.h"
 #include "core/dtype.h"
@@ -85,6 +86,15 @@ bool device_coll_direct_possible(const vcclComm* comm, const Op& op) {
 
 namespace {
 
+/* The reduction scratch, at least `bytes`. Growing frees the old block after the stream's earlier work
+ * (DeviceScratch, MappedByPeers); that wait is comm_stream_wait's, which gives up when the communicator is aborted
+ * or a peer has failed, so a stream blocked by a dead peer cannot hold this call, and with it vcclCommAbort, which
+ * needs the lock, for ever. */
+vcclResult_t reduction_scratch(vcclComm* comm, size_t bytes, vcclStream_t stream, void** out) {
+    if (comm->device_scratch.grows_for(bytes)) VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, stream));
+    return comm->device_scratch.get(bytes, stream, out);
+}
+
 vcclResult_t run_batch(vcclComm* comm, const std::vector<Op>& ops) {
     std::vector<const Op*> ptrs;
     for (const Op& o : ops) ptrs.push_back(&o);
@@ -128,7 +138,7 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
     size_t my_off, my_bytes;
     block(rank, &my_off, &my_bytes);
     void* scratch = nullptr;
-    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(my_bytes * size_t(n - 1), op.stream, &scratch));
+    if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, my_bytes * size_t(n - 1), op.stream, &scratch));
     std::vector<Op> ops;
     std::vector<const void*> srcs = {send + my_off};
     int slot = 0;
@@ -183,7 +193,7 @@ vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* sen
     }
     const size_t half_bytes = piece_max * size_t(n - 1);
     void* scratch = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->device_scratch.get(2 * half_bytes, op.stream, &scratch));
+    VCCL_RETURN_IF_ERROR(reduction_scratch(comm, 2 * half_bytes, op.stream, &scratch));
     SideStream& side = comm->side_stream;
     vcclResult_t r = vcclSuccess;
     bool forked = false;
@@ -270,7 +280,7 @@ vcclResult_t local_copy_beside(vcclComm* comm, void* dst, const void* src, size_
 vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
     int rank = comm->rank, n = comm->nranks;
     void* scratch = nullptr;
-    if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), op.stream, &scratch));
+    if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, bytes * size_t(n - 1), op.stream, &scratch));
     std::vector<Op> ops;
     std::vector<const void*> srcs;
     int slot = 0;
@@ -451,7 +461,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             size_t bytes = a.count * ts;
             if (rank != a.root) return run_batch(comm, {p2p_op(op, OpKind::Send, send, nullptr, bytes, a.root)});
             void* scratch = nullptr;
-            if (n > 1) VCCL_RETURN_IF_ERROR(comm->device_scratch.get(bytes * size_t(n - 1), op.stream, &scratch));
+            if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, bytes * size_t(n - 1), op.stream, &scratch));
             std::vector<Op> ops;
             std::vector<const void*> srcs = {send};
             int slot = 0;

@@ -50,9 +50,9 @@ private:
  * - mapped by peers (receive slots of reductions): growing waits for `stream`, then frees the old block before
  *   making the new one. Peers map a block's whole cudaMalloc allocation, which CUDA lets a process map only
  *   once: a new block carved from the same allocation while the old one lives could not be mapped (2x H200,
- *   run184: "cudaIpcOpenMemHandle ... resource already mapped"). The wait holds the communicator's lock; a
- *   stream blocked by a dead peer holds it until abort releases that stream's waits (an open gap, noted in
- *   docs/RELIABILITY-DEVICE.md).
+ *   run184: "cudaIpcOpenMemHandle ... resource already mapped"). Callers that hold the communicator's lock
+ *   first wait for the stream in a way an abort can end (comm_stream_wait, when grows_for says so), so the
+ *   wait here finds the stream done.
  * - read by this rank only (copies of in-place sends and of PreMulSum inputs, which travel from here): growing
  *   never waits for the device. Calls already queued may still read the old block, so it is kept until the object
  *   goes (with the communicator's teardown, on its thread); growth at least doubles, so the blocks together stay
@@ -71,6 +71,8 @@ public:
     ~DeviceScratch();
     /* `stream`: where the calls that used the block ran (MappedByPeers: waited for before the old block goes). */
     vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
+    /* Whether get(bytes) would replace a block (and so, MappedByPeers, wait for the stream). */
+    bool grows_for(size_t bytes) const { return ptr_ != nullptr && bytes > bytes_; }
 private:
     Use use_;
     void* ptr_ = nullptr;
