@@ -1,7 +1,54 @@
 /* vccl-perf: the geometry of each collective (counts, buffer sizes, bandwidth factors) and its vccl call. */
 #include "tools/perf/perf.h"
 
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <vector>
+
 namespace vperf {
+
+uint64_t one_element_bits(vcclDataType_t type) {
+    switch (type) {
+    case vcclFloat16: return 0x3c00u;
+    case vcclBfloat16: return 0x3f80u;
+    case vcclFloat32: {
+        const float f = 1.0f;
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof bits);
+        return bits;
+    }
+    case vcclFloat64: {
+        const double d = 1.0;
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        return bits;
+    }
+    default: return 1; // the integers, little-endian
+    }
+}
+
+namespace {
+
+/* -o premulsum: the PreMulSum op of scalar 1 of `comm` and the run's datatype, made on first use (a run keeps its
+ * communicators). An op no communicator has when it cannot be made: the call then says so. */
+vcclRedOp_t vccl_op(const Options& o, vcclComm_t comm) {
+    if (!o.premul) return o.op;
+    static std::vector<std::tuple<vcclComm_t, vcclDataType_t, vcclRedOp_t>> made;
+    for (const auto& m : made) {
+        if (std::get<0>(m) == comm && std::get<1>(m) == o.dtype) return std::get<2>(m);
+    }
+    uint64_t one = one_element_bits(o.dtype);
+    vcclRedOp_t op = vcclMaxRedOp;
+    if (vcclRedOpCreatePreMulSum(&op, &one, o.dtype, vcclScalarHostImmediate, comm) != vcclSuccess) {
+        fprintf(stderr, "vccl-perf: vcclRedOpCreatePreMulSum failed: %s\n", vcclGetLastError(comm));
+        return vcclMaxRedOp;
+    }
+    made.emplace_back(comm, o.dtype, op);
+    return op;
+}
+
+} // namespace
 
 Shape make_shape(Coll coll, size_t bytes, vcclDataType_t type, int nranks) {
     size_t ts = type_size(type);
@@ -62,12 +109,12 @@ CallBuffers call_buffers(Coll coll, const Buffers& buf, const Shape& shape, int 
 vcclResult_t run_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
                       int nranks, void* stream) {
     switch (o.coll) {
-    case Coll::AllReduce: return vcclAllReduce(cb.send, cb.recv, shape.count, o.dtype, o.op, comm, stream);
+    case Coll::AllReduce: return vcclAllReduce(cb.send, cb.recv, shape.count, o.dtype, vccl_op(o, comm), comm, stream);
     case Coll::Broadcast: return vcclBroadcast(cb.send, cb.recv, shape.count, o.dtype, o.root, comm, stream);
-    case Coll::Reduce: return vcclReduce(cb.send, cb.recv, shape.count, o.dtype, o.op, o.root, comm, stream);
+    case Coll::Reduce: return vcclReduce(cb.send, cb.recv, shape.count, o.dtype, vccl_op(o, comm), o.root, comm, stream);
     case Coll::AllGather: return vcclAllGather(cb.send, cb.recv, shape.count, o.dtype, comm, stream);
     case Coll::ReduceScatter:
-        return vcclReduceScatter(cb.send, cb.recv, shape.count, o.dtype, o.op, comm, stream);
+        return vcclReduceScatter(cb.send, cb.recv, shape.count, o.dtype, vccl_op(o, comm), comm, stream);
     case Coll::AlltoAll: return vcclAlltoAll(cb.send, cb.recv, shape.count, o.dtype, comm, stream);
     case Coll::SendRecv: {
         int next = (rank + 1) % nranks;

@@ -39,7 +39,9 @@ struct NcclApi {
     Result (*Recv)(void*, size_t, int, int, ncclComm_t, void*) = nullptr;
     Result (*GroupStart)() = nullptr;
     Result (*GroupEnd)() = nullptr;
+    Result (*RedOpCreatePreMulSum)(int*, void*, int, int, ncclComm_t) = nullptr; // NCCL 2.11 on
     ncclComm_t comm = nullptr;
+    int premul_op[vcclNumTypes] = {}; // -o premulsum: NCCL's op of scalar 1 per datatype (0: not made yet)
     int version = 0;
     std::string path; // the file loaded, as the loader resolved it
 };
@@ -111,6 +113,7 @@ NcclLoad nccl_baseline_load(const std::string& lib_path, std::string* error) {
         !resolve(&g_nccl.AllGather, "ncclAllGather", true, error) ||
         !resolve(&g_nccl.ReduceScatter, "ncclReduceScatter", true, error) ||
         !resolve(&g_nccl.AlltoAll, "ncclAlltoAll", false, error) ||
+        !resolve(&g_nccl.RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum", false, error) ||
         !resolve(&g_nccl.Send, "ncclSend", true, error) || !resolve(&g_nccl.Recv, "ncclRecv", true, error) ||
         !resolve(&g_nccl.GroupStart, "ncclGroupStart", true, error) ||
         !resolve(&g_nccl.GroupEnd, "ncclGroupEnd", true, error)) {
@@ -141,8 +144,9 @@ int nccl_baseline_version() { return g_nccl.version; }
 const std::string& nccl_baseline_path() { return g_nccl.path; }
 
 void nccl_baseline_finalize() {
-    if (g_nccl.comm != nullptr) g_nccl.CommDestroy(g_nccl.comm);
+    if (g_nccl.comm != nullptr) g_nccl.CommDestroy(g_nccl.comm); // its ops go with it
     g_nccl.comm = nullptr;
+    for (int& op : g_nccl.premul_op) op = 0;
 }
 
 const char* nccl_baseline_unsupported(const Options& o) {
@@ -154,6 +158,22 @@ int run_nccl(const Options& o, const Shape& shape, const CallBuffers& cb, int ra
              std::string* error) {
     int t = int(o.dtype), op = int(o.op);
     Result r = 0;
+    if (o.premul && (o.coll == Coll::AllReduce || o.coll == Coll::Reduce || o.coll == Coll::ReduceScatter)) {
+        // ncclScalarHostImmediate (1): read at creation. Made once per datatype on the one baseline communicator.
+        if (g_nccl.RedOpCreatePreMulSum == nullptr) {
+            *error = "this NCCL has no ncclRedOpCreatePreMulSum";
+            return 1;
+        }
+        if (g_nccl.premul_op[t] == 0) {
+            uint64_t one = one_element_bits(o.dtype);
+            r = g_nccl.RedOpCreatePreMulSum(&g_nccl.premul_op[t], &one, t, 1, g_nccl.comm);
+            if (r != 0) {
+                *error = std::string("ncclRedOpCreatePreMulSum failed: ") + g_nccl.GetErrorString(r);
+                return r;
+            }
+        }
+        op = g_nccl.premul_op[t];
+    }
     switch (o.coll) {
     case Coll::AllReduce: r = g_nccl.AllReduce(cb.send, cb.recv, shape.count, t, op, g_nccl.comm, stream); break;
     case Coll::Broadcast: r = g_nccl.Broadcast(cb.send, cb.recv, shape.count, t, o.root, g_nccl.comm, stream); break;

@@ -123,6 +123,8 @@ const char* op_name(vcclRedOp_t op) {
     return "?";
 }
 
+const char* op_label(const Options& o) { return o.premul ? "premulsum" : op_name(o.op); }
+
 const char* baseline_name(Baseline b) {
     switch (b) {
     case Baseline::Mpi: return "mpi";
@@ -167,7 +169,8 @@ void print_usage(FILE* out) {
             "  -n, --iters N            timed iterations per size (default 20)\n"
             "  -w, --warmup_iters N     untimed warm-up iterations per size (default 5)\n"
             "  -c, --check 0|1          verify results, count wrong elements (default 1)\n"
-            "  -o, --op OP              sum | prod | max | min | avg (default sum)\n"
+            "  -o, --op OP              sum | prod | max | min | avg | premulsum (a PreMulSum op of scalar 1: the\n"
+            "                           cost of the op itself; results checked as sum) (default sum)\n"
             "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
             "                           (default float)\n"
             "  -r, --root N             root rank of broadcast and reduce (default 0)\n"
@@ -288,10 +291,16 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             break;
         case 'o': {
             bool found = false;
+            o.premul = false;
             for (const OpName& n : kOps) {
                 if (strcasecmp(optarg, n.name) == 0) { o.op = n.op; found = true; }
             }
-            if (!found) return fail("reduction operation (-o: sum, prod, max, min, avg)", optarg);
+            if (strcasecmp(optarg, "premulsum") == 0) { // vcclRedOpCreatePreMulSum with a scalar of 1
+                o.op = vcclSum;
+                o.premul = true;
+                found = true;
+            }
+            if (!found) return fail("reduction operation (-o: sum, prod, max, min, avg, premulsum)", optarg);
             op_given = true;
             break;
         }

@@ -53,6 +53,7 @@ struct Options {
     int warmup = 5;
     int check = 1;
     vcclRedOp_t op = vcclSum;
+    bool premul = false;     // -o premulsum: a PreMulSum op of scalar 1 (o.op stays vcclSum, whose results it gives)
     vcclDataType_t dtype = vcclFloat32;
     int root = 0;
     std::string json_path;
@@ -82,6 +83,10 @@ void print_usage(FILE* out);
 const char* coll_name(Coll coll);
 const char* type_name(vcclDataType_t type);
 const char* op_name(vcclRedOp_t op);
+/* The operation as -o named it ("premulsum" for a PreMulSum op). */
+const char* op_label(const Options& o);
+/* One element of `type` of value 1, in the low bytes (-o premulsum's scalar). */
+uint64_t one_element_bits(vcclDataType_t type);
 const char* baseline_name(Baseline b); // as --baseline takes it ("none" for None)
 size_t type_size(vcclDataType_t type);
 bool coll_has_op(Coll coll);

@@ -107,7 +107,7 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
             nranks, o.min_bytes, o.max_bytes, o.step_bytes ? o.step_bytes : o.step_factor,
             o.step_bytes ? "bytes" : "factor", o.warmup, o.iters, o.check);
     fprintf(out, "# datatype %s op %s root %d memory %s%s%s bootstrap %s time across ranks: %s baseline: %s\n",
-            type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1,
+            type_name(o.dtype), coll_has_op(o.coll) ? op_label(o) : "none", coll_has_root(o.coll) ? o.root : -1,
             memory_name(o.memory), o.memory == Memory::Cuda ? " alloc " : "",
             o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "", bootstrap_name(o.bootstrap),
             kAverageNames[o.average], baseline_name(o.baseline));
@@ -140,7 +140,7 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
 
 void print_row(FILE* out, const Options& o, const Row& row) {
     fprintf(out, "%12zu  %12zu  %8s  %6s  %6d", row.shape.bytes, row.shape.total_count, type_name(o.dtype),
-            coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1);
+            coll_has_op(o.coll) ? op_label(o) : "none", coll_has_root(o.coll) ? o.root : -1);
     print_group(out, row.out_of_place);
     print_group(out, row.in_place);
     if (row.has_mpi) {
@@ -209,7 +209,7 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
     fprintf(f, "{\n  \"tool\": \"vccl-perf\",\n  \"library_version\": %d,\n  \"collective\": \"%s\",\n", version,
             coll_name(o.coll));
     fprintf(f, "  \"nranks\": %d,\n  \"datatype\": \"%s\",\n  \"op\": \"%s\",\n  \"root\": %d,\n", nranks,
-            type_name(o.dtype), coll_has_op(o.coll) ? op_name(o.op) : "none", coll_has_root(o.coll) ? o.root : -1);
+            type_name(o.dtype), coll_has_op(o.coll) ? op_label(o) : "none", coll_has_root(o.coll) ? o.root : -1);
     fprintf(f, "  \"memory\": \"%s\",\n  \"alloc\": \"%s\",\n  \"bootstrap\": \"%s\",\n  \"baseline\": \"%s\",\n",
             memory_name(o.memory), o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "host",
             bootstrap_name(o.bootstrap), baseline_name(o.baseline));
