@@ -204,22 +204,29 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->staged_queue->wait_idle();
     }
-    // PreMulSum calls become Sums over their inputs multiplied by the scalar (comm/premul.h).
-    std::vector<Op> prescaled;
-    PreMulHostCopies premul_copies; // host inputs' copies, read by the collectives below
-    const std::vector<Op>* exec = run;
+    // PreMulSum calls become Sums over their inputs multiplied by the scalar (comm/premul.h), each scaled right
+    // before it runs. A failure there leaves the peers' parts of the call unmatched: the communicator fails.
+    PreMulCall premul; // the scaled inputs, read by the collectives below
+    bool premul_failed = false;
     if (status == vcclSuccess && has_premul(*run)) {
-        prescaled = *run;
-        status = premul_prepare(comm, &prescaled, &premul_copies);
-        exec = &prescaled;
+        status = premul_reserve(comm, *run, &premul);
+        premul_failed = status != vcclSuccess;
     }
-    size_t started = 0; // ops of *exec this call ran or began to run
-    for (const Op& op : *exec) {
-        if (status != vcclSuccess) break;
+    size_t started = 0; // ops of *run this call ran or began to run
+    for (size_t i = 0; i < run->size() && status == vcclSuccess; ++i) {
         ++started;
-        if (op.kind != OpKind::Collective) {
-            p2p.push_back(&op);
-        } else if (queue != nullptr) {
+        if ((*run)[i].kind != OpKind::Collective) {
+            p2p.push_back(&(*run)[i]);
+            continue;
+        }
+        Op op = (*run)[i];
+        status = premul_apply(comm, &op, &premul);
+        if (status != vcclSuccess) {
+            premul_failed = true;
+            --started; // it never began: given up below with the rest
+            break;
+        }
+        if (queue != nullptr) {
             status = submit_collective_staged(comm, op);
         } else if (device_coll_direct_possible(comm, op)) {
             status = run_device_coll_direct(comm, op);
@@ -238,7 +245,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // Collectives left out after a failure: those the low-latency kernel would have run still take their call
     // numbers and tell the peers, whose kernels would otherwise wait for them, or pair with this rank's next one.
     if (status != vcclSuccess && queue == nullptr) {
-        for (size_t i = started; i < exec->size(); ++i) device_coll_give_up(comm, (*exec)[i]);
+        for (size_t i = started; i < run->size(); ++i) device_coll_give_up(comm, (*run)[i]);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
     vcclResult_t ordered = vcclSuccess;
@@ -252,8 +259,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     vcclResult_t after = comm->stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
     if (ordered == vcclSuccess) ordered = after;
     if (status == vcclSuccess) status = ordered;
-    // Peer loss and timeouts leave the communicator unusable; argument errors do not.
-    if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError) {
+    // Peer loss and timeouts leave the communicator unusable; argument errors do not. Neither does a PreMulSum
+    // input that could not be scaled: the peers may have begun that collective, and this rank's next call would
+    // pair with their parts of it.
+    if (status == vcclRemoteError || status == vcclTimeout || status == vcclSystemError || premul_failed) {
         comm_set_async_error(comm, status, last_error_message());
     }
     return status;

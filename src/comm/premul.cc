@@ -105,55 +105,54 @@ size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 } // namespace
 
-vcclResult_t premul_prepare(vcclComm* comm, std::vector<Op>* ops, PreMulHostCopies* host) {
-    // Device inputs side by side in the communicator's premul scratch: one growth at most per call.
+vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call) {
     size_t device_total = 0;
-    for (const Op& op : *ops) {
+    for (const Op& op : ops) {
         if (op.kind != OpKind::Collective || !op.premul || op.mem != MemType::Cuda) continue;
         device_total += aligned(input_count(comm, op) * dtype_size(op.coll.dtype));
     }
-    char* device_base = nullptr;
-    if (device_total > 0) {
-        void* base = nullptr;
-        VCCL_RETURN_IF_ERROR(comm->premul_scratch.get(device_total, nullptr, &base));
-        device_base = static_cast<char*>(base);
-    }
-    size_t at = 0;
-    for (Op& op : *ops) {
-        if (op.kind != OpKind::Collective || !op.premul) continue;
-        const size_t count = input_count(comm, op);
-        const size_t bytes = count * dtype_size(op.coll.dtype);
-        const void* in = op.coll.sendbuf;
-        void* scaled = nullptr;
-        if (op.mem == MemType::Cuda) {
-            scaled = device_base + at;
-            at += aligned(bytes);
-            if (count > 0) {
+    if (device_total == 0) return vcclSuccess;
+    void* base = nullptr;
+    VCCL_RETURN_IF_ERROR(comm->premul_scratch.get(device_total, nullptr, &base));
+    call->device_base = static_cast<char*>(base);
+    call->device_at = 0;
+    return vcclSuccess;
+}
+
+vcclResult_t premul_apply(vcclComm* comm, Op* op, PreMulCall* call) {
+    if (op->kind != OpKind::Collective || !op->premul) return vcclSuccess;
+    const size_t count = input_count(comm, *op);
+    const size_t bytes = count * dtype_size(op->coll.dtype);
+    const void* in = op->coll.sendbuf;
+    void* scaled = nullptr;
+    if (op->mem == MemType::Cuda) {
+        scaled = call->device_base + call->device_at;
+        call->device_at += aligned(bytes);
+        if (count > 0) {
 #if VCCL_HAVE_CUDA
-                const PreMulScalar& s = op.premul_scalar;
-                vcclResult_t r = device_premul(scaled, in, count, op.coll.dtype, s.on_device ? s.device_ptr : nullptr,
-                                               s.host_bits, comm->max_ctas, op.stream);
-                if (r != vcclSuccess) return set_last_error(r, "PreMulSum: the scaling kernel's launch failed");
+            const PreMulScalar& s = op->premul_scalar;
+            vcclResult_t r = device_premul(scaled, in, count, op->coll.dtype, s.on_device ? s.device_ptr : nullptr,
+                                           s.host_bits, comm->max_ctas, op->stream);
+            if (r != vcclSuccess) return set_last_error(r, "PreMulSum: the scaling kernel's launch failed");
 #else
-                return set_last_error(vcclInternalError, "PreMulSum on device buffers in a build without CUDA");
+            return set_last_error(vcclInternalError, "PreMulSum on device buffers in a build without CUDA");
 #endif
-            }
-        } else {
-            // Host buffers: the input (and a device scalar) is read once the stream's earlier work has run.
-            if (op.stream != nullptr) VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op.stream));
-            uint64_t bits = op.premul_scalar.host_bits;
-            if (op.premul_scalar.on_device) {
-                VCCL_RETURN_IF_ERROR(copy_device_to_host(&bits, op.premul_scalar.device_ptr, dtype_size(op.coll.dtype),
-                                                         nullptr));
-            }
-            host->copies.emplace_back(bytes);
-            scaled = host->copies.back().data();
-            if (count > 0) premul_host(scaled, in, count, op.coll.dtype, bits);
         }
-        op.coll.sendbuf = scaled;
-        op.coll.op = vcclSum;
-        op.premul = false;
+    } else {
+        // Host buffers: the input (and a device scalar) is read once the stream's earlier work has run.
+        if (op->stream != nullptr) VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op->stream));
+        uint64_t bits = op->premul_scalar.host_bits;
+        if (op->premul_scalar.on_device) {
+            VCCL_RETURN_IF_ERROR(
+                read_device_bytes(&bits, op->premul_scalar.device_ptr, dtype_size(op->coll.dtype), op->stream));
+        }
+        call->host_copies.emplace_back(bytes);
+        scaled = call->host_copies.back().data();
+        if (count > 0) premul_host(scaled, in, count, op->coll.dtype, bits);
     }
+    op->coll.sendbuf = scaled;
+    op->coll.op = vcclSum;
+    op->premul = false;
     return vcclSuccess;
 }
 

@@ -55,14 +55,20 @@ private:
 /* Whether any collective of `ops` has a PreMulSum op. */
 bool has_premul(const std::vector<Op>& ops);
 
-/* Input copies of host-buffer calls, alive until the call returns. */
-struct PreMulHostCopies {
-    std::vector<std::vector<unsigned char>> copies;
+/* The scaled inputs of one call's PreMulSum collectives: device regions side by side in the communicator's
+ * scratch, host copies alive until the call returns. */
+struct PreMulCall {
+    char* device_base = nullptr;
+    size_t device_at = 0;
+    std::vector<std::vector<unsigned char>> host_copies;
 };
 
-/* Rewrites every PreMulSum collective of `ops` (of `comm`, under its operation lock, after its stream order was
- * taken) into a Sum over its input multiplied by the scalar, as the header says. */
-vcclResult_t premul_prepare(vcclComm* comm, std::vector<Op>* ops, PreMulHostCopies* host);
+/* Before a call (of `comm`, under its operation lock, after its stream order was taken) runs `ops`: the device
+ * scratch for all its PreMulSum inputs (one growth at most per call). */
+vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call);
+/* Right before `op` runs (so a group's calls see each other's results in issue order): rewrites a PreMulSum
+ * collective into a Sum over its input multiplied by the scalar, as the header says. */
+vcclResult_t premul_apply(vcclComm* comm, Op* op, PreMulCall* call);
 
 } // namespace vccl
 

@@ -135,6 +135,19 @@ vcclResult_t enqueue_staged_copy(char* slot, const StagedCopy& c, bool to_slot, 
     return vcclSuccess;
 }
 
+vcclResult_t read_device_bytes(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    cudaStream_t own = nullptr;
+    if (s == nullptr) {
+        VCCL_RETURN_IF_ERROR(cuda_check(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking), "cudaStreamCreate"));
+        s = own;
+    }
+    vcclResult_t r = cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+    if (r == vcclSuccess) r = cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+    if (own != nullptr) cudaStreamDestroy(own);
+    return r;
+}
+
 vcclResult_t copy_device_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
     if (bytes == 0) return vcclSuccess;
     return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
@@ -328,6 +341,10 @@ vcclResult_t copy_host_to_device(void*, const void*, size_t, vcclStream_t) {
 
 vcclResult_t enqueue_staged_copy(char*, const StagedCopy&, bool, vcclStream_t) {
     return set_last_error(vcclInternalError, "device staging used in a build without CUDA");
+}
+
+vcclResult_t read_device_bytes(void*, const void*, size_t, vcclStream_t) {
+    return set_last_error(vcclInternalError, "device memory read in a build without CUDA");
 }
 
 vcclResult_t copy_device_to_device(void*, const void*, size_t, vcclStream_t) {

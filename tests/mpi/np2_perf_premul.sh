@@ -1,7 +1,8 @@
 #!/bin/sh
 # Listed in tests/mpi/Makefile.inc: vccl-perf -o premulsum on 2 ranks, host memory, against the MPI baseline:
 # AllReduce, Reduce and ReduceScatter run with a PreMulSum op of scalar 1, every size verified (-c 1: 0 wrong
-# elements), and the header names the op.
+# elements), and the header names the op (a scalar of 1 gives sum's results: tests/mpi/test_premul.cc checks the
+# scalars themselves); --soak refuses the op.
 perf=${top_builddir:-.}/vccl-perf
 [ -x "$perf" ] || { echo "np2_perf_premul.sh: $perf not built" >&2; exit 99; }
 tmp=$(mktemp -d) || exit 99
@@ -23,4 +24,12 @@ for coll in allreduce reduce reducescatter; do
         echo "ok: $coll with a PreMulSum op: 4 sizes verified"
     fi
 done
+# --soak draws its own operations at random and checks each against its reference: premulsum is refused.
+out=$(timeout 60 "$perf" --soak 5 -o premulsum 2>&1)
+rc=$?
+if [ $rc -eq 2 ] && printf '%s\n' "$out" | grep -qF -- "--soak: draws its own operations"; then
+    echo "ok: --soak refuses -o premulsum"
+else
+    echo "FAIL: --soak -o premulsum: exit $rc, output: $out"; fail=1
+fi
 exit $fail

@@ -151,6 +151,34 @@ TEST(PreMulSumOps, TwoOpsInOneGroupAndTheScalarReadAtCreation) {
     EXPECT_ALL_RANKS(vcclRedOpDestroy(b, comm) == vcclSuccess);
 }
 
+/* A group runs its collectives in issue order, PreMulSum ones too: a PreMulSum call reading the output of the
+ * call before it in the same group sees that output, not the buffer's old contents. */
+TEST(PreMulSumOps, AGroupRunsInIssueOrder) {
+    vcclComm_t comm = shared_comm(CommKind::Mpi);
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int n = world_size();
+    double two = 2.0;
+    vcclRedOp_t op = vcclSum;
+    ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&op, &two, vcclFloat64, vcclScalarHostImmediate, comm) == vcclSuccess);
+    const size_t count = 257;
+    std::vector<double> x(count), y(count, 0.0), z(count, -1.0);
+    for (size_t i = 0; i < count; ++i) x[i] = double(int(i % 9) + world_rank());
+    bool ok = vcclGroupStart() == vcclSuccess;
+    ok = ok && vcclAllReduce(x.data(), y.data(), count, vcclFloat64, vcclSum, comm, nullptr) == vcclSuccess;
+    ok = ok && vcclAllReduce(y.data(), z.data(), count, vcclFloat64, op, comm, nullptr) == vcclSuccess;
+    ok = vcclGroupEnd() == vcclSuccess && ok;
+    ASSERT_ALL_RANKS_WHY(ok, vcclGetLastError(comm));
+    std::string why;
+    for (size_t i = 0; i < count && why.empty(); ++i) {
+        double sum = 0;
+        for (int r = 0; r < n; ++r) sum += double(int(i % 9) + r);
+        const double want = 2.0 * double(n) * sum; // every rank's y is the sum
+        if (z[i] != want) why = "element " + std::to_string(i) + ": " + std::to_string(z[i]) + " against " + std::to_string(want);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_ALL_RANKS(vcclRedOpDestroy(op, comm) == vcclSuccess);
+}
+
 /* The op's life cycle and bad input: clear errors, never a crash. */
 TEST(PreMulSumOps, BadInputAndLifeCycle) {
     vcclComm_t comm = make_comm(CommKind::Mpi);

@@ -93,6 +93,7 @@ int finish_soak_options(int argc, char** argv, bool verbose, bool max_given, Opt
     if (o->baseline != Baseline::None) return usage("has no baseline");
     if (o->gemm_n > 0) return usage("has no --concurrent-gemm");
     if (o->cpu) return usage("has no --cpu");
+    if (o->premul) return usage("draws its own operations: -o premulsum is not one of them");
     if (o->bootstrap != Bootstrap::Mpi) return usage("creates its communicators with vcclCommInitMPI only");
     if (!max_given) o->max_bytes = size_t(1) << 20;
     if (o->max_bytes < 8) return usage("the largest size (-e) must be at least 8 bytes");
