@@ -208,7 +208,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // before it runs. A failure there leaves the peers' parts of the call unmatched: the communicator fails.
     PreMulCall premul; // the scaled inputs, read by the collectives below
     bool premul_failed = false;
-    if (status == vcclSuccess && has_premul(*run)) {
+    if (status == vcclSuccess) {
         status = premul_reserve(comm, *run, &premul);
         premul_failed = status != vcclSuccess;
     }

@@ -522,10 +522,9 @@ vcclResult_t take_in_place_copies(vcclComm* comm, const std::vector<const Op*>& 
         }
         return false;
     };
-    const size_t kAlign = 256;
     size_t total = 0;
     for (const Op* op : ops) {
-        if (needs_copy(op)) total += (op->bytes + kAlign - 1) / kAlign * kAlign;
+        if (needs_copy(op)) total += DeviceScratch::slot_bytes(op->bytes);
     }
     if (total == 0) return vcclSuccess;
     void* base = nullptr;
@@ -536,7 +535,7 @@ vcclResult_t take_in_place_copies(vcclComm* comm, const std::vector<const Op*>& 
         const Op* op = ops[i];
         if (!needs_copy(op)) continue;
         void* copy = static_cast<char*>(base) + at;
-        at += (op->bytes + kAlign - 1) / kAlign * kAlign;
+        at += DeviceScratch::slot_bytes(op->bytes);
         VCCL_RETURN_IF_ERROR(copy_device_to_device(copy, op->sendbuf, op->bytes, op->stream));
         storage->push_back(*op);
         storage->back().sendbuf = copy;

@@ -86,13 +86,6 @@ vcclResult_t PreMulOps::lookup(vcclRedOp_t op, vcclDataType_t type, const char* 
     return vcclSuccess;
 }
 
-bool has_premul(const std::vector<Op>& ops) {
-    for (const Op& op : ops) {
-        if (op.kind == OpKind::Collective && op.premul) return true;
-    }
-    return false;
-}
-
 namespace {
 
 /* Elements of the call's input: ReduceScatter reduces nranks blocks. */
@@ -100,16 +93,13 @@ size_t input_count(const vcclComm* comm, const Op& op) {
     return op.coll.coll == CollType::ReduceScatter ? op.coll.count * size_t(comm->nranks) : op.coll.count;
 }
 
-constexpr size_t kAlign = 256;
-size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
 } // namespace
 
 vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call) {
     size_t device_total = 0;
     for (const Op& op : ops) {
         if (op.kind != OpKind::Collective || !op.premul || op.mem != MemType::Cuda) continue;
-        device_total += aligned(input_count(comm, op) * dtype_size(op.coll.dtype));
+        device_total += DeviceScratch::slot_bytes(input_count(comm, op) * dtype_size(op.coll.dtype));
     }
     if (device_total == 0) return vcclSuccess;
     void* base = nullptr;
@@ -127,7 +117,7 @@ vcclResult_t premul_apply(vcclComm* comm, Op* op, PreMulCall* call) {
     void* scaled = nullptr;
     if (op->mem == MemType::Cuda) {
         scaled = call->device_base + call->device_at;
-        call->device_at += aligned(bytes);
+        call->device_at += DeviceScratch::slot_bytes(bytes);
         if (count > 0) {
 #if VCCL_HAVE_CUDA
             const PreMulScalar& s = op->premul_scalar;

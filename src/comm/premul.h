@@ -52,9 +52,6 @@ private:
     std::vector<Entry> entries_; // op vcclNumOps + i is entries_[i]
 };
 
-/* Whether any collective of `ops` has a PreMulSum op. */
-bool has_premul(const std::vector<Op>& ops);
-
 /* The scaled inputs of one call's PreMulSum collectives: device regions side by side in the communicator's
  * scratch, host copies alive until the call returns. */
 struct PreMulCall {
@@ -64,7 +61,7 @@ struct PreMulCall {
 };
 
 /* Before a call (of `comm`, under its operation lock, after its stream order was taken) runs `ops`: the device
- * scratch for all its PreMulSum inputs (one growth at most per call). */
+ * scratch for all its PreMulSum inputs (one growth at most per call; nothing when it has none). */
 vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call);
 /* Right before `op` runs (so a group's calls see each other's results in issue order): rewrites a PreMulSum
  * collective into a Sum over its input multiplied by the scalar, as the header says. */

@@ -73,6 +73,8 @@ public:
     vcclResult_t get(size_t bytes, vcclStream_t stream, void** out);
     /* Whether get(bytes) would replace a block (and so, MappedByPeers, wait for the stream). */
     bool grows_for(size_t bytes) const { return ptr_ != nullptr && bytes > bytes_; }
+    /* Room a slot of `bytes` takes when a call carves several side by side (each stays 256-byte aligned). */
+    static size_t slot_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 private:
     Use use_;
     void* ptr_ = nullptr;
