@@ -675,6 +675,14 @@ private:
             });
             if (list.size() < before) ++block_reopens_;
             err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+            if (err == cudaErrorAlreadyMapped && !list.empty()) {
+                // CUDA's block around this buffer is larger than 2 MiB, or the allocator put it elsewhere:
+                // let go of every mapping of this peer (they are a cache) and try once more.
+                cudaGetLastError();
+                close_mappings_if(peer, [](const Mapping&) { return true; });
+                ++block_reopens_;
+                err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+            }
         }
         if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);
         remember(list, desc, ptr, 0);

@@ -18,6 +18,7 @@
 #include <cuda_runtime_api.h>
 
 #include "device/driver_entry.h"
+#include "device/vmm.h"
 #endif
 
 namespace vccl {
@@ -75,10 +76,34 @@ vcclResult_t copy_device_to_host(void* dst, const void* src, size_t bytes, vcclS
 }
 
 DeviceScratch::~DeviceScratch() {
-    // cudaFree waits for work still using them (the teardown runs this once the communicator's work has run).
-    // An object moved from (the teardown's) holds nothing.
-    if (ptr_ != nullptr) cudaFree(ptr_);
-    for (void* p : outgrown_) cudaFree(p);
+    // cudaFree and vmm::free wait for work still using them (the teardown runs this once the communicator's work
+    // has run). An object moved from (the teardown's) holds nothing.
+    if (ptr_ != nullptr) release(ptr_);
+    for (void* p : outgrown_) release(p);
+}
+
+void DeviceScratch::release(void* p) {
+    if (vmm::owns(p)) {
+        if (vmm::free(p) != vcclSuccess) cudaGetLastError();
+    } else {
+        cudaFree(p);
+    }
+}
+
+/* LocalOnly blocks come from VMM, in an address range of their own, when the GPU allows: kept cudaMalloc blocks
+ * shared CUDA's 2 MiB suballocation blocks with the application's buffers and kept those blocks alive after the
+ * application freed its buffers, so a peer that still mapped such a block (a communicator torn down with its
+ * stream blocked leaves its mappings) could not map a new buffer carved from it ("resource already mapped",
+ * 2x H200, run185; with cudaMallocAsync copies before 2faae58 this never happened). */
+vcclResult_t DeviceScratch::allocate(size_t want, void** out) {
+    *out = nullptr;
+    int device = -1;
+    if (use_ == Use::LocalOnly && cudaGetDevice(&device) == cudaSuccess && vmm::supported(device, nullptr) &&
+        vmm::alloc(device, want, out) == vcclSuccess) {
+        return vcclSuccess;
+    }
+    cudaGetLastError();
+    return cuda_check(cudaMalloc(out, want), "cudaMalloc (device scratch)");
 }
 
 vcclResult_t DeviceScratch::get(size_t bytes, vcclStream_t stream, void** out) {
@@ -96,7 +121,7 @@ vcclResult_t DeviceScratch::get(size_t bytes, vcclStream_t stream, void** out) {
     size_t want = use_ == Use::MappedByPeers ? std::max(bytes, size_t(1) << 20)
                                               : std::max({bytes, size_t(1) << 20, 2 * bytes_});
     void* fresh = nullptr;
-    VCCL_RETURN_IF_ERROR(cuda_check(cudaMalloc(&fresh, want), "cudaMalloc (device scratch)"));
+    VCCL_RETURN_IF_ERROR(allocate(want, &fresh));
     if (ptr_ != nullptr) outgrown_.push_back(ptr_); // LocalOnly: queued work may still read it
     ptr_ = fresh;
     bytes_ = want;

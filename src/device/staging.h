@@ -45,15 +45,17 @@ private:
     bool pinned_ = false;
 };
 
-/* Device memory reused across operations of one communicator. It comes from cudaMalloc, so peers can map it
- * (CUDA IPC). Two kinds, which grow differently:
- * - mapped by peers (receive slots of reductions): growing waits for `stream`, then frees the old block before
+/* Device memory reused across operations of one communicator. Two kinds, which grow differently (and come
+ * from different allocators):
+ * - mapped by peers (receive slots of reductions), from cudaMalloc (CUDA IPC): growing waits for `stream`, then
+ *   frees the old block before
  *   making the new one. Peers map a block's whole cudaMalloc allocation, which CUDA lets a process map only
  *   once: a new block carved from the same allocation while the old one lives could not be mapped (2x H200,
  *   run184: "cudaIpcOpenMemHandle ... resource already mapped"). Callers that hold the communicator's lock
  *   first wait for the stream in a way an abort can end (comm_stream_wait, when grows_for says so), so the
  *   wait here finds the stream done.
- * - read by this rank only (copies of in-place sends and of PreMulSum inputs, which travel from here): growing
+ * - read by this rank only (copies of in-place sends and of PreMulSum inputs, which travel from here): from VMM
+ *   (an address range of its own, outside cudaMalloc's shared 2 MiB blocks; cudaMalloc where VMM is missing); growing
  *   never waits for the device. Calls already queued may still read the old block, so it is kept until the object
  *   goes (with the communicator's teardown, on its thread); growth at least doubles, so the blocks together stay
  *   under twice the largest. */
@@ -76,6 +78,8 @@ public:
     /* Room a slot of `bytes` takes when a call carves several side by side (each stays 256-byte aligned). */
     static size_t slot_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 private:
+    vcclResult_t allocate(size_t want, void** out);
+    static void release(void* p);
     Use use_;
     void* ptr_ = nullptr;
     size_t bytes_ = 0;

@@ -4,7 +4,8 @@
  * - PreMulSum: AllReduce, Reduce and ReduceScatter of every datatype, counts 0 to 65537 (the low-latency kernel,
  *   the chunked kernel or the copy engines, by size), in and out of place, every rank with its own scalar, held
  *   on the host (read at creation) or on the device (read when the call runs; the test changes it on the stream
- *   between two calls). Inputs and scalars are small, so the reference (int64/double, here) is exact.
+ *   between two calls), and inputs one element off a 16-byte boundary (the scaling's element loop, not its packs).
+ *   Inputs and scalars are small, so the reference (int64/double, here) is exact.
  * - Every kind of collective that the low-latency kernel serves takes it at a small size (vccl::testing::ll_calls
  *   counts), AlltoAll above its 1 MiB cap does not: the sweeps elsewhere would pass on the copy engines too.
  * - In-place ring exchanges of four buffers of different sizes queued without a synchronisation between them:
@@ -39,35 +40,40 @@ int64_t scalar_x2(int r, vcclDataType_t t, int salt) {
 
 enum class PColl { AllReduce, Reduce, ReduceScatter };
 
-/* One call; empty when right. `device_scalar`: where the op reads (NULL: a host op); `salt` picks the value. */
+/* One call; empty when right. `salt` picks the scalars' value. `shifted` (out of place only): the input starts one
+ * element past a 16-byte boundary, so the scaling cannot take its 16-byte packs. */
 std::string premul_case(vcclComm_t comm, cudaStream_t s, vcclRedOp_t op, PColl coll, vcclDataType_t t, size_t count,
-                        bool in_place, int salt) {
+                        bool in_place, int salt, bool shifted = false) {
     const int rank = world_rank(), n = world_size();
     const int root = n - 1;
     const size_t ts = type_size(t), in_count = coll == PColl::ReduceScatter ? count * size_t(n) : count;
     std::vector<char> in(in_count * ts);
     for (size_t i = 0; i < in_count; ++i) store_int(in.data(), i, t, premul_input(rank, i, t));
-    DevBuf send(in.size()), recv(count * ts);
+    const size_t shift = shifted && !in_place ? ts : 0;
+    DevBuf send(in.size() + shift), recv(count * ts);
     if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
-    send.upload(in);
+    std::vector<char> uploaded(shift, 0);
+    uploaded.insert(uploaded.end(), in.begin(), in.end());
+    send.upload(uploaded);
+    const char* input = send.ptr() + shift;
     char* out = recv.ptr();
     if (in_place) out = coll == PColl::ReduceScatter ? send.ptr() + size_t(rank) * count * ts : send.ptr();
-    vcclResult_t rc = coll == PColl::AllReduce ? vcclAllReduce(send.ptr(), out, count, t, op, comm, s)
-                      : coll == PColl::Reduce  ? vcclReduce(send.ptr(), out, count, t, op, root, comm, s)
-                                               : vcclReduceScatter(send.ptr(), out, count, t, op, comm, s);
+    vcclResult_t rc = coll == PColl::AllReduce ? vcclAllReduce(input, out, count, t, op, comm, s)
+                      : coll == PColl::Reduce  ? vcclReduce(input, out, count, t, op, root, comm, s)
+                                               : vcclReduceScatter(input, out, count, t, op, comm, s);
     if (rc != vcclSuccess) return "call failed: " + result_str(rc) + ": " + vcclGetLastError(comm);
     if (cudaStreamSynchronize(s) != cudaSuccess) return "stream failed";
     if (!send.guards_intact() || !recv.guards_intact()) return "a guard zone was written";
     std::vector<char> sent = send.download();
     if (coll == PColl::Reduce && rank != root) {
-        if (sent != in) return "a non-root rank's send buffer changed";
+        if (sent != uploaded) return "a non-root rank's send buffer changed";
         if (in_place) return "";
         for (char c : recv.download()) {
             if (static_cast<unsigned char>(c) != vgpu::kGuardByte) return "Reduce wrote a non-root rank's receive buffer";
         }
         return "";
     }
-    if (!in_place && sent != in) return "the send buffer changed";
+    if (!in_place && sent != uploaded) return "the send buffer changed";
     std::vector<char> got = in_place ? sent : recv.download();
     const size_t base = in_place && coll == PColl::ReduceScatter ? size_t(rank) * count : 0;
     const size_t idx0 = coll == PColl::ReduceScatter ? size_t(rank) * count : 0;
@@ -127,6 +133,10 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
         }
         sweep.run(std::string(type_name(t)) + " after the device scalar changed",
                   [&] { return premul_case(comm, s.s, dev_op, PColl::AllReduce, t, 1031, false, 1); });
+        for (size_t count : {size_t(1031), size_t(65537)}) {
+            sweep.run(std::string(type_name(t)) + " input off a 16-byte boundary, count " + std::to_string(count),
+                      [&] { return premul_case(comm, s.s, host_op, PColl::AllReduce, t, count, false, 0, true); });
+        }
         EXPECT_ALL_RANKS(vcclRedOpDestroy(host_op, comm) == vcclSuccess);
         EXPECT_ALL_RANKS(vcclRedOpDestroy(dev_op, comm) == vcclSuccess);
     }
