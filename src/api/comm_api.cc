@@ -164,6 +164,7 @@ vcclResult_t pause_telemetry(vcclComm_t comm, int paused) {
     if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "pause_telemetry: telemetry is off (VCCL_TELEMETRY=0)");
     if (comm->staged_pending.load() != 0 && comm->staged_queue) comm->staged_queue->wait_idle();
     comm->transport->pause_telemetry(paused != 0);
+    if (comm->device_flows) comm->device_flows->set_paused(paused != 0);
     return vcclSuccess;
 }
 

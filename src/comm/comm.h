@@ -14,6 +14,7 @@
 
 #include "algo/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
+#include "comm/device_flows.h"
 #include "comm/idle_progress.h"
 #include "comm/premul.h"
 #include "core/export.h"
@@ -48,6 +49,8 @@ struct vcclComm {
     uint64_t chunked_calls = 0;        // calls the chunked kernel took (vccl::testing::chunked_calls; under op_mutex)
     uint64_t ll_calls = 0;             // calls the low-latency kernel took (vccl::testing::ll_calls; under op_mutex)
     bool test_fail_next_exchange = false; // vccl::testing::fail_next_exchange (under op_mutex)
+    std::unique_ptr<vccl::DeviceFlows> device_flows;   // telemetry of the device path (under op_mutex; NULL
+                                                       // without telemetry or without the direct path)
     std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them
     uint64_t coll_seq = 0;      // collectives issued; tags of collective n use it
     uint64_t split_seq = 0;     // splits issued, to keep child bootstraps apart

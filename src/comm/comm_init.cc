@@ -248,11 +248,19 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     VCCL_RETURN_IF_ERROR(bootstrap->barrier());
     comm->bootstrap = std::move(bootstrap);
 
+    if (comm->telemetry && comm->ipc && comm->ipc->note_words() >= 2 * comm->nranks + 1) {
+        IpcP2p* ipc = comm->ipc.get(); // outlives device_flows (comm_destroy)
+        comm->device_flows = std::make_unique<DeviceFlows>(comm->telemetry.get(), comm->nranks,
+                                                           [ipc](int word) { return ipc->note_value(word); });
+    }
     int idle_ms = int(env::get_int(env::kIdleProgressMs));
-    if (idle_ms > 0 && comm->transport->wants_idle_progress()) {
+    if (idle_ms > 0 && (comm->transport->wants_idle_progress() || comm->device_flows)) {
+        // Device transfers still outstanding are looked at while idle too, so telemetry shows them done.
+        std::function<bool()> poll_device;
+        if (comm->device_flows) poll_device = [flows = comm->device_flows.get()] { return flows->poll(); };
         comm->idle_progress =
             std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
-                                           &comm->staged_pending);
+                                           &comm->staged_pending, std::move(poll_device));
     }
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());
@@ -378,6 +386,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
         // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
+        comm->device_flows.reset(); // before the telemetry and the note words it reads
         if (comm->ipc) {
             int64_t t = comm->settings.op_timeout_ms;
             comm->ipc->release_waits(abort ? 0 : t > 0 ? t : int64_t(1) << 40);

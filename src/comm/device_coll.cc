@@ -356,6 +356,36 @@ void abandon_kernel_call(vcclComm* comm, const LlArgs& args, vcclStream_t stream
 }
 #endif
 
+#if VCCL_HAVE_CUDA
+/* Telemetry of a kernel call just launched (comm/device_flows.h): what this rank's kernel stores into each peer and
+ * receives from it, the message to each peer (count elements; the word overhead is not counted). A sampled call's
+ * note follows the kernel on its stream, in a driver call of its own. */
+void kernel_flows(vcclComm* comm, const Op& op) {
+    if (!comm->device_flows) return;
+    const CollArgs& a = op.coll;
+    const uint64_t bytes = uint64_t(a.count) * dtype_size(a.dtype);
+    const int rank = comm->rank, n = comm->nranks;
+    std::vector<uint64_t> sent(size_t(n), 0), recvd(size_t(n), 0);
+    for (int p = 0; p < n; ++p) {
+        if (p == rank) continue;
+        bool to_peer = true, from_peer = true;
+        if (a.coll == CollType::Broadcast) {
+            to_peer = rank == a.root;
+            from_peer = p == a.root;
+        } else if (a.coll == CollType::Reduce) {
+            to_peer = p == a.root;
+            from_peer = rank == a.root;
+        }
+        if (to_peer) sent[size_t(p)] = bytes;
+        if (from_peer) recvd[size_t(p)] = bytes;
+    }
+    const uint32_t note = comm->device_flows->kernel_posted(sent, recvd);
+    if (note == 0) return;
+    comm->ipc->note(comm->device_flows->kernel_word(), note, op.stream);
+    (void)comm->ipc->flush(); // a note that cannot be written leaves the call outstanding in telemetry, no more
+}
+#endif
+
 /* A collective in one kernel launch (device/ll_collectives.h or device/chunked_collectives.h). */
 vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked, const char* send, char* recv) {
 #if VCCL_HAVE_CUDA
@@ -384,6 +414,7 @@ vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked,
     if (r == vcclSuccess) {
         comm->ipc->ll_launched(args);
         ++(chunked ? comm->chunked_calls : comm->ll_calls);
+        kernel_flows(comm, op);
     } else {
         abandon_kernel_call(comm, args, op.stream, last_error_message());
     }
@@ -411,7 +442,29 @@ void device_coll_give_up(vcclComm* comm, const Op& op) {
 #endif
 }
 
+namespace {
+
+/* The device transfers of one device collective carry its kind and number in telemetry. */
+class FlowTagScope {
+public:
+    FlowTagScope(vcclComm* comm, const Op& op) : flows_(comm->device_flows.get()) {
+        if (flows_ == nullptr) return;
+        flows_->poll();
+        flows_->set_tag(telemetry::TransferTag{uint8_t(1 + int(op.coll.coll)), flows_->next_collective()});
+    }
+    ~FlowTagScope() {
+        if (flows_ != nullptr) flows_->set_tag(telemetry::TransferTag());
+    }
+    FlowTagScope(const FlowTagScope&) = delete;
+    FlowTagScope& operator=(const FlowTagScope&) = delete;
+private:
+    DeviceFlows* flows_;
+};
+
+} // namespace
+
 vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
+    FlowTagScope flow_tag(comm, op);
     {
         const CollArgs& a = op.coll;
         size_t ts = dtype_size(a.dtype);

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 namespace vccl {
 
 IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms,
-                           const std::atomic<uint64_t>* activity, const std::atomic<int>* staged_jobs)
+                           const std::atomic<uint64_t>* activity, const std::atomic<int>* staged_jobs,
+                           std::function<bool()> also)
     : op_mutex_(op_mutex), transport_(transport), interval_ms_(interval_ms > 0 ? interval_ms : 1), activity_(activity),
-      staged_jobs_(staged_jobs), interval_now_(interval_ms_) {
+      staged_jobs_(staged_jobs), also_(std::move(also)), interval_now_(interval_ms_) {
     thread_ = std::thread([this] { run(); });
 }
 
@@ -46,6 +48,7 @@ void IdleProgress::run() {
             if (op_lock.owns_lock() && (staged_jobs_ == nullptr || staged_jobs_->load() == 0)) {
                 transport_->progress();
                 busy = transport_->has_pending();
+                if (also_ && also_()) busy = true;
             } else {
                 busy = true;
             }

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -32,9 +33,10 @@ public:
      * the interval doubles up to kMaxIntervalMs; any of those brings it back at once. A peer that needs this
      * rank after such a quiet time is in a fault (a lost acknowledgement, a path switch) and waits at most
      * kMaxIntervalMs more, against failover timeouts of hundreds of milliseconds. While *staged_jobs is not
-     * zero the staged queue's proxy drives the transport (device/staged_queue.h), and this thread keeps off. */
+     * zero the staged queue's proxy drives the transport (device/staged_queue.h), and this thread keeps off.
+     * `also`, when set, runs with each poll (the device path's telemetry, comm/device_flows.h). */
     IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms, const std::atomic<uint64_t>* activity,
-                 const std::atomic<int>* staged_jobs = nullptr);
+                 const std::atomic<int>* staged_jobs = nullptr, std::function<bool()> also = nullptr);
     static constexpr int kMaxIntervalMs = 20;
     static constexpr int64_t kQuietNs = 1000000000; // 1 s
     ~IdleProgress(); // stops and joins the thread
@@ -52,6 +54,7 @@ private:
     int interval_ms_;
     const std::atomic<uint64_t>* activity_; // operations started on the communicator
     const std::atomic<int>* staged_jobs_;    // may be NULL
+    std::function<bool()> also_;             // polled with the transport (may be empty); true: work still pending
     std::mutex wake_mutex_;
     std::condition_variable wake_;
     bool stop_ = false;

@@ -162,6 +162,19 @@ struct LandingInUse {
  * A size mismatch is described in *mismatch (for the caller to report once every other transfer of the
  * batch is done, so peers are not left waiting).
  */
+namespace {
+
+/* Telemetry of a device-path transfer just enqueued on `stream` (comm/device_flows.h): its note, when it is timed,
+ * rides with the stream's next memory operation. */
+void flow_posted(vcclComm* comm, int peer, telemetry::Dir dir, uint64_t bytes, void* stream) {
+    if (!comm->device_flows) return;
+    int word = -1;
+    const uint32_t note = comm->device_flows->posted(peer, dir, bytes, &word);
+    if (note != 0) comm->ipc->note(word, note, stream);
+}
+
+} // namespace
+
 vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& ops, std::vector<const Op*>* rest,
                                  std::string* mismatch) {
     IpcP2p* ipc = comm->ipc.get();
@@ -169,6 +182,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         *rest = ops;
         return vcclSuccess;
     }
+    if (comm->device_flows) comm->device_flows->poll();
     // Flag writes left pending by the ipc calls below are enqueued on every way out.
     struct FlushAtExit {
         IpcP2p* ipc;
@@ -373,6 +387,10 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
                                          : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? landing[i] : nullptr,
                                                                op->bytes, op->mem == MemType::Host, op->stream);
                 if (res != vcclSuccess) return give_up_rest(res);
+                if (path[i] == Path::Fifo) {
+                    flow_posted(comm, op->peer, kind == OpKind::Send ? telemetry::Dir::Send : telemetry::Dir::Recv,
+                                op->bytes, op->stream);
+                }
             }
         }
     }
@@ -381,10 +399,19 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         posted[i] = 1; // likewise post_send
         vcclResult_t r = ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream);
         if (r != vcclSuccess) return give_up_rest(r);
+        flow_posted(comm, ops[i]->peer, telemetry::Dir::Send, ops[i]->bytes, ops[i]->stream); // with its DONE
     }
     for (size_t i = 0; i < n; ++i) {
-        if (path[i] == Path::Direct && ops[i]->kind == OpKind::Recv)
-            VCCL_RETURN_IF_ERROR(ipc->post_recv_wait(ops[i]->peer, seq[i], ops[i]->stream));
+        if (path[i] != Path::Direct || ops[i]->kind != OpKind::Recv) continue;
+        // A timed receive's note goes in the same driver call as its DONE wait.
+        int word = -1;
+        uint32_t note = 0;
+        if (comm->device_flows) note = comm->device_flows->posted(ops[i]->peer, telemetry::Dir::Recv, ops[i]->bytes, &word);
+        vcclResult_t r = ipc->post_recv_wait(ops[i]->peer, seq[i], ops[i]->stream, note != 0 ? word : -1, note);
+        if (r != vcclSuccess) {
+            if (note != 0) comm->device_flows->abandoned(word, note);
+            return r;
+        }
     }
     VCCL_RETURN_IF_ERROR(ipc->flush()); // before the host waits below, and before the caller enqueues more
     // Receives into host memory complete before the call returns, as on the host transport.

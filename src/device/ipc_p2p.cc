@@ -46,7 +46,10 @@ public:
     bool export_buffer(const void*, size_t, Registration*) override { return false; }
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
-    vcclResult_t post_recv_wait(int, uint32_t, void*) override { return unreachable(); }
+    vcclResult_t post_recv_wait(int, uint32_t, void*, int, uint32_t) override { return unreachable(); }
+    int note_words() const override { return 0; }
+    void note(int, uint32_t, void*) override {}
+    uint32_t note_value(int) const override { return 0; }
     size_t fifo_bytes(int) const override { return 0; }
     vcclResult_t post_fifo_send(int, const void*, size_t, void*) override { return unreachable(); }
     vcclResult_t post_fifo_recv(int, void*, size_t, bool, void*) override { return unreachable(); }
@@ -146,6 +149,7 @@ public:
             if (peer_flags_[r] != nullptr && int(r) != rank_) cudaIpcCloseMemHandle(peer_flags_[r]);
         }
         if (flags_host_ != nullptr) cudaFreeHost(flags_host_);
+        if (notes_host_ != nullptr) cudaFreeHost(notes_host_);
         if (ll_control_ != nullptr) cudaFreeHost(const_cast<int*>(ll_control_));
         for (cudaStream_t st : private_streams_) {
             if (st != nullptr) cudaStreamDestroy(st);
@@ -287,6 +291,15 @@ public:
         return vcclSuccess;
     }
     uint64_t direct_sends() const override { return direct_sends_; }
+    int note_words() const override { return notes_count_; }
+    void note(int word, uint32_t value, void* stream) override {
+        if (word < 0 || word >= notes_count_) return;
+        defer_write(static_cast<CUstream>(stream), note_addr(word), value, -1, false, kFail, 0);
+    }
+    uint32_t note_value(int word) const override {
+        if (word < 0 || word >= notes_count_) return 0;
+        return __atomic_load_n(&notes_host_[word], __ATOMIC_ACQUIRE);
+    }
     uint64_t block_reopens() const override { return block_reopens_; }
     uint64_t evictions() const override { return evictions_; }
 
@@ -300,9 +313,12 @@ public:
     int device() const override { return device_; }
     int release_flag_waits(int64_t wait_ms); // release_waits without the low-latency kernels
 
-    vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) override {
+    vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream, int note_word, uint32_t note_value) override {
         DeviceScope scope(device_);
-        CUresult res = issue_pending(static_cast<CUstream>(stream), wait_op(flag_addr(rank_, kDone, peer), seq));
+        CUstreamBatchMemOpParams ops[2] = {wait_op(flag_addr(rank_, kDone, peer), seq), {}};
+        size_t count = 1;
+        if (note_word >= 0 && note_word < notes_count_) ops[count++] = write_op(note_addr(note_word), note_value);
+        CUresult res = issue_pending(static_cast<CUstream>(stream), ops, count);
         if (res != CUDA_SUCCESS) return cu_fail("cuStreamWaitValue32 (done)", res);
         done_waited_[peer] = seq;
         return vcclSuccess;
@@ -735,9 +751,24 @@ private:
         p.waitValue.flags = CU_STREAM_WAIT_VALUE_GEQ;
         return p;
     }
-    CUresult issue_pending(CUstream stream, const CUstreamBatchMemOpParams& op) { return issue_pending(stream, &op); }
-    /* Enqueues the pending writes of `stream` and then `op` (may be NULL) on it. */
-    CUresult issue_pending(CUstream stream, const CUstreamBatchMemOpParams* op);
+    static CUstreamBatchMemOpParams write_op(CUdeviceptr addr, uint32_t value) {
+        CUstreamBatchMemOpParams p;
+        memset(&p, 0, sizeof(p));
+        p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
+        p.writeValue.address = addr;
+        p.writeValue.value = value;
+        p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+        return p;
+    }
+    CUresult issue_pending(CUstream stream, const CUstreamBatchMemOpParams& op) { return issue_pending(stream, &op, 1); }
+    CUresult issue_pending(CUstream stream, std::nullptr_t) { return issue_pending(stream, nullptr, 0); }
+    /* Enqueues the pending writes of `stream` and then ops[0..count) on it. */
+    CUresult issue_pending(CUstream stream, const CUstreamBatchMemOpParams* ops, size_t count);
+    /* Telemetry's note words (note()): pinned host memory the streams write through its device address. */
+    uint32_t* notes_host_ = nullptr;
+    CUdeviceptr notes_dev_ = 0;
+    int notes_count_ = 0;
+    CUdeviceptr note_addr(int word) const { return notes_dev_ + CUdeviceptr(word) * sizeof(uint32_t); }
 
 public:
     vcclResult_t flush() override {
@@ -988,7 +1019,7 @@ bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq, void* strea
         op.writeValue.value = ++abandoned_;
         op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
         // issue_pending's own failure path comes back here without a stream: no recursion through it.
-        if (issue_pending(us, &op) == CUDA_SUCCESS &&
+        if (issue_pending(us, op) == CUDA_SUCCESS &&
             driver().write_value(us, flag_addr(peer, release, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
             return true;
         }
@@ -1014,7 +1045,7 @@ void CudaIpcP2p::notify_abandoned(int peer, bool send, Region release, uint32_t 
                                                : "told it (vcclCommGetAsyncError reports it there; its stream waits until it aborts)");
 }
 
-CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpParams* op) {
+CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpParams* after, size_t after_count) {
     std::vector<CUstreamBatchMemOpParams> ops;
     std::vector<PendingWrite> mine;
     for (size_t i = 0; i < pending_.size();) {
@@ -1023,17 +1054,11 @@ CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpPara
             continue;
         }
         const PendingWrite& w = pending_[i];
-        CUstreamBatchMemOpParams p;
-        memset(&p, 0, sizeof(p));
-        p.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-        p.writeValue.address = w.addr;
-        p.writeValue.value = w.value;
-        p.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
-        ops.push_back(p);
+        ops.push_back(write_op(w.addr, w.value));
         mine.push_back(w);
         pending_.erase(pending_.begin() + long(i));
     }
-    if (op != nullptr) ops.push_back(*op);
+    for (size_t k = 0; k < after_count; ++k) ops.push_back(after[k]);
     CUresult res = CUDA_SUCCESS;
     constexpr size_t kMaxBatch = 256; // the driver's limit per call
     for (size_t i = 0; i < ops.size() && res == CUDA_SUCCESS; i += kMaxBatch) {
@@ -1052,7 +1077,9 @@ CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpPara
     if (res != CUDA_SUCCESS) {
         // Some or all of these writes are not enqueued: their peers are told, as an immediate write's failure
         // would have told them.
-        for (const PendingWrite& w : mine) notify_abandoned(w.peer, w.send, w.release, w.release_seq);
+        for (const PendingWrite& w : mine) {
+            if (w.peer >= 0) notify_abandoned(w.peer, w.send, w.release, w.release_seq); // peer -1: a note
+        }
     }
     return res;
 }
@@ -1244,6 +1271,24 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         }
     }
     cudaGetLastError();
+    // Telemetry's note words (comm/device_flows.h): one per peer and direction, and one for the kernels. Without
+    // them the device path is counted but not timed.
+    if (mine.ok) {
+        const size_t words = size_t(2) * size_t(nranks_) + 1;
+        void* host = nullptr;
+        void* dev = nullptr;
+        if (cudaHostAlloc(&host, words * sizeof(uint32_t), cudaHostAllocMapped) == cudaSuccess) {
+            memset(host, 0, words * sizeof(uint32_t));
+            if (cudaHostGetDevicePointer(&dev, host, 0) == cudaSuccess) {
+                notes_host_ = static_cast<uint32_t*>(host);
+                notes_dev_ = reinterpret_cast<CUdeviceptr>(dev);
+                notes_count_ = int(words);
+            } else {
+                cudaFreeHost(host);
+            }
+        }
+        cudaGetLastError();
+    }
     // The descriptor socket is only worth having where VMM buffers can be shared at all.
     if (mine.ok && vmm::supported(device_, nullptr)) {
         if (fds_.open(rank_)) {

@@ -103,8 +103,10 @@ public:
     virtual vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) = 0;
     /* Sender: wait for READY, copy into the peer's buffer, publish DONE; all on `stream`. */
     virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream) = 0;
-    /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`. */
-    virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream) = 0;
+    /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`; then, when
+     * note_word >= 0, the stream writes note_value into that note word (below), in the same driver call. */
+    virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream, int note_word = -1,
+                                        uint32_t note_value = 0) = 0;
     /* READY and DONE writes are enqueued together with their stream's next memory operation (one driver
      * call); flush() enqueues what is left. Callers flush at the end of every batch, before anything else
      * (a kernel, a copy, the caller's own work) may be enqueued on those streams. */
@@ -175,6 +177,15 @@ public:
     /* The call that ll_next described was enqueued: destroy waits for its kernel (kLlDone), not for a later
      * number that was given up and will never run. */
     virtual void ll_launched(const LlArgs& args) = 0;
+
+    /* Flow telemetry of the device path (comm/device_flows.h): note_words() 32-bit words in pinned host
+     * memory that this rank's streams write when transfers are done (0 when there are none). note() has
+     * `stream` write `value` into word `word` after everything enqueued on it so far, together with the
+     * stream's next memory operation (at the latest at flush(), so one that rides with a transfer's own flag
+     * write costs no driver call of its own); note_value() reads a word (any thread). */
+    virtual int note_words() const = 0;
+    virtual void note(int word, uint32_t value, void* stream) = 0;
+    virtual uint32_t note_value(int word) const = 0;
 
     /* Direct sends enqueued so far (post_send), for tests that check which path a transfer took. */
     virtual uint64_t direct_sends() const = 0;

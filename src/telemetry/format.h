@@ -27,8 +27,12 @@ namespace vccl {
 namespace telemetry {
 
 constexpr uint64_t kMagic = 0x314c45544c434356ull; // "VCCLTEL1" little endian
-constexpr uint32_t kVersion = 1;
-constexpr int kMaxPathsPerPeer = 2; // primary and backup
+constexpr uint32_t kVersion = 2;    // 2: a third path per peer (kDevicePath)
+constexpr int kMaxPathsPerPeer = 3; // primary and backup (the host transport), and the device path
+/* Path index of the transfers between GPUs of one host that never touch the host transport: copy-engine
+ * transfers into a peer's mapped buffer, the staging FIFO, and the low-latency and chunked kernels
+ * (comm/device_flows.h). */
+constexpr int kDevicePath = 2;
 constexpr size_t kHeaderBytes = 1024;
 
 enum class Dir : uint8_t { Send = 0, Recv = 1 };

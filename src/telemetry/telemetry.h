@@ -74,10 +74,11 @@ public:
     /* Hot path, writer thread only. on_post returns the post time to hand back to on_complete, or 0 when
      * the transfer is counted but not timed (sampling, below). `tag`: the collective and sequence number
      * the transfer belongs to, which sampling goes by; NULL times every transfer. */
-    uint64_t on_post(PathW* p, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
+    uint64_t on_post(PathW* p, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr,
+                     uint64_t timed_from_bytes = kSampleBelowBytes) {
         p->stats.outstanding_reqs++;
         p->stats.outstanding_bytes += bytes;
-        if (tag != nullptr && !sampled(*p, dir, bytes, *tag)) {
+        if (tag != nullptr && !sampled(*p, dir, bytes, *tag, timed_from_bytes)) {
             hold(*p);
             return 0;
         }
@@ -98,10 +99,13 @@ public:
         }
         complete_timed(p, dir, bytes, post_ns, tag, ok);
     }
-    /* The same by peer and path (a lookup each). */
-    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
+    /* The same by peer and path (a lookup each). `timed_from_bytes`: transfers from this size on are timed
+     * whatever the sampling (UINT64_MAX: sampled at every size, for transfers whose timing costs the
+     * device path a driver call). */
+    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr,
+                     uint64_t timed_from_bytes = kSampleBelowBytes) {
         PathW* p = path_w(peer, path);
-        return p != nullptr ? on_post(p, dir, bytes, tag) : 0;
+        return p != nullptr ? on_post(p, dir, bytes, tag, timed_from_bytes) : 0;
     }
     void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
         PathW* p = path_w(peer, path);
@@ -213,8 +217,8 @@ private:
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
      * of an 8-byte allreduce when every transfer was timed). Large transfers are always timed. */
     static constexpr uint64_t kSampleBelowBytes = 65536;
-    bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag) {
-        if (options_.sample <= 1 || bytes >= kSampleBelowBytes) return true;
+    bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag, uint64_t timed_from_bytes) {
+        if (options_.sample <= 1 || bytes >= timed_from_bytes) return true;
         uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts[dir == Dir::Send ? 0 : 1]++);
         // A mask for powers of two (the default): a 64-bit division costs as much as the rest of this path.
         return sample_mask_ != 0 ? (n & sample_mask_) == 0 : n % uint64_t(options_.sample) == 0;

@@ -32,56 +32,6 @@ using namespace vgpu;
 
 namespace {
 
-/* A host-mapped word a kernel waits on (vt_wait_flag): the stream stays blocked until the host opens it. */
-struct Gate {
-    uint32_t* host = nullptr;
-    uint32_t* dev = nullptr;
-    Gate() {
-        if (cudaHostAlloc(reinterpret_cast<void**>(&host), sizeof(uint32_t), cudaHostAllocMapped) != cudaSuccess) {
-            host = nullptr;
-            return;
-        }
-        *host = 0;
-        if (cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev), host, 0) != cudaSuccess) dev = nullptr;
-    }
-    ~Gate() {
-        if (host != nullptr) cudaFreeHost(host);
-    }
-    Gate(const Gate&) = delete;
-    Gate& operator=(const Gate&) = delete;
-    void close() { __atomic_store_n(host, 0u, __ATOMIC_RELEASE); }
-    void open() { __atomic_store_n(host, 1u, __ATOMIC_RELEASE); }
-};
-
-/* Opens the gate after `ms` unless disarmed first, so a call that waits for the blocked stream ends the test
- * with a failure instead of hanging it; fired() tells whether it had to. */
-class GateTimer {
-public:
-    GateTimer(Gate* gate, int ms) : thread_([this, gate, ms] {
-        std::unique_lock<std::mutex> lock(m_);
-        if (!cv_.wait_for(lock, std::chrono::milliseconds(ms), [this] { return disarmed_; })) {
-            fired_ = true;
-            gate->open();
-        }
-    }) {}
-    ~GateTimer() { disarm(); }
-    void disarm() {
-        {
-            std::lock_guard<std::mutex> lock(m_);
-            disarmed_ = true;
-        }
-        cv_.notify_all();
-        if (thread_.joinable()) thread_.join();
-    }
-    bool fired() const { return fired_; }
-private:
-    std::mutex m_;
-    std::condition_variable cv_;
-    bool disarmed_ = false;
-    std::atomic<bool> fired_{false};
-    std::thread thread_;
-};
-
 /* Seed of round k's data on rank r in the GpuAsync tests. */
 uint32_t async_seed(int k, int r, size_t elems) { return uint32_t(1000 * k + 10 * r + elems % 7 + 1); }
 

@@ -1,0 +1,96 @@
+/*
+ * Flow telemetry of the device path (telemetry::kDevicePath): the transfers between GPUs of one host that never
+ * touch the host transport: copy-engine transfers into a peer's buffer, the staging FIFO, and the low-latency and
+ * chunked kernels. Without this, telemetry saw nothing of a job whose GPUs share a host.
+ *
+ * A transfer is posted when the host enqueues it. It is done when its stream has written the transfer's note
+ * (IpcP2p::note, a word in pinned host memory) and a poll reads that word: at the communicator's next call on
+ * device memory, from the idle-progress thread (about every millisecond while the communicator is idle), and before
+ * vcclCommGetTelemetry's snapshot. A completion time is therefore late by up to the poll's delay, and the
+ * bandwidth of a window is a lower bound when the host polls seldom.
+ *
+ * What is timed follows the host transport's rule (telemetry.h): transfers of 64 KiB and more, and smaller ones of
+ * one collective (or point-to-point transfer) in VCCL_TELEMETRY_SAMPLE. A timed copy-engine transfer's note rides
+ * with its own flag write or wait (no driver call of its own). A kernel call is timed only when sampled, at any
+ * size: its note costs a driver call (about 1.5 us, a tenth of a small call). What is not timed is counted when
+ * posted and completed at once.
+ *
+ * Note words: 2 * peer (sends to the peer), 2 * peer + 1 (receives from it), 2 * nranks (kernel calls). A word
+ * holds the number of the last transfer noted there; numbers grow by one per timed transfer on that word, and a
+ * communicator's device work runs in call order, so every record up to the word's number is done. A record whose
+ * note never comes (its stream blocked by a failed peer) stays outstanding, which is what it is.
+ *
+ * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport.
+ */
+#ifndef VCCL_COMM_DEVICE_FLOWS_H_
+#define VCCL_COMM_DEVICE_FLOWS_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "telemetry/format.h"
+
+namespace vccl {
+
+namespace telemetry {
+class Telemetry;
+}
+
+class DeviceFlows {
+public:
+    /* read_note(word): the value the streams last wrote into note word `word` (IpcP2p::note_value). */
+    DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note);
+
+    static int send_word(int peer) { return 2 * peer; }
+    static int recv_word(int peer) { return 2 * peer + 1; }
+    int kernel_word() const { return 2 * nranks_; }
+    int words() const { return 2 * nranks_ + 1; }
+
+    /* A transfer of `bytes` with `peer` in direction `dir`, enqueued on the device path. Returns the number
+     * the stream must write into *word once the transfer is done (IpcP2p::note), or 0: not timed, already
+     * counted as done, nothing to write. */
+    uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word);
+    /* A kernel call that sends sent[p] bytes to and receives recvd[p] bytes from each peer p (0: none). Returns
+     * the number to write into kernel_word(), or 0 as above. */
+    uint32_t kernel_posted(const std::vector<uint64_t>& sent, const std::vector<uint64_t>& recvd);
+    /* The transfer that posted() just returned `note` for on `word` will not be enqueued: recorded as failed. */
+    void abandoned(int word, uint32_t note);
+
+    /* Completes every record whose note has been written. Returns whether records are still outstanding. */
+    bool poll();
+    bool outstanding() const { return outstanding_ > 0; }
+
+    /* The collective the transfers posted from now on belong to (1 + CollType, and the number of the
+     * communicator's device collective), or point-to-point ({0, 0}). */
+    void set_tag(const telemetry::TransferTag& tag) { tag_ = tag; }
+    uint64_t next_collective() { return ++collectives_; }
+    /* vccl-perf --baseline telemetry-paused: nothing is posted while paused. */
+    void set_paused(bool paused) { paused_ = paused; }
+
+private:
+    struct Pending {
+        int peer;
+        telemetry::Dir dir;
+        uint64_t bytes;
+        uint64_t post_ns;
+        uint32_t note;
+        telemetry::TransferTag tag;
+    };
+    uint32_t next_note(int word);
+
+    telemetry::Telemetry* telemetry_;
+    int nranks_;
+    std::function<uint32_t(int)> read_note_;
+    std::vector<std::deque<Pending>> pending_; // per note word, in note order
+    std::vector<uint32_t> last_note_;          // per note word: the last number handed out
+    size_t outstanding_ = 0;
+    telemetry::TransferTag tag_;
+    uint64_t collectives_ = 0;
+    bool paused_ = false;
+};
+
+} // namespace vccl
+
+#endif // VCCL_COMM_DEVICE_FLOWS_H_

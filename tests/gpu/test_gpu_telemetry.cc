@@ -1,0 +1,164 @@
+/*
+ * Device-memory tests (part of tests/gpu/test_gpu) of flow telemetry on the device path (comm/device_flows.h), as
+ * vcclCommGetTelemetry shows it: path 2 of each peer counts a ring exchange of 1 MiB (copy engines), a small
+ * exchange (the staging FIFO where it is on) and an allreduce (the low-latency kernel where it is on, else copy
+ * engines), each both ways, with nothing outstanding once the stream is done; an exchange queued behind a blocked
+ * stream shows as outstanding until the stream runs it. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each
+ * waits for its stream's note.
+ */
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "mpi_gtest_main.h"
+#include "test_util.h"
+
+using namespace vtest;
+using namespace vgpu;
+
+namespace {
+
+struct DevicePath {
+    bool found = false;
+    unsigned long long sent = 0, received = 0, outstanding = 0, completions = 0;
+    double send_bw = 0;
+};
+
+/* Path 2 (the device path) of `peer` as this rank's telemetry shows it now. */
+DevicePath device_path(vcclComm_t comm, int peer) {
+    std::vector<vcclTelemetryPeer> peers(256);
+    int n = 0;
+    DevicePath d;
+    if (vcclCommGetTelemetry(comm, peers.data(), int(peers.size()), &n) != vcclSuccess) return d;
+    for (int i = 0; i < n && i < int(peers.size()); ++i) {
+        if (peers[size_t(i)].peer != peer || peers[size_t(i)].path != 2) continue;
+        d.found = true;
+        d.sent = peers[size_t(i)].bytesSent;
+        d.received = peers[size_t(i)].bytesReceived;
+        d.outstanding = peers[size_t(i)].outstandingRequests;
+        d.completions = peers[size_t(i)].completions;
+        d.send_bw = peers[size_t(i)].sendBandwidth;
+    }
+    return d;
+}
+
+std::string describe(const DevicePath& d) {
+    std::ostringstream o;
+    o << "found " << d.found << " sent " << d.sent << " received " << d.received << " outstanding " << d.outstanding;
+    return o.str();
+}
+
+/* Sends `bytes` of send to next and receives as many from prev into recv, on s. */
+vcclResult_t ring(vcclComm_t comm, const char* send, char* recv, size_t bytes, cudaStream_t s) {
+    const int rank = world_rank(), n = world_size();
+    vcclResult_t g = vcclGroupStart();
+    vcclResult_t x = vcclSend(send, bytes, vcclUint8, (rank + 1) % n, comm, s);
+    vcclResult_t y = vcclRecv(recv, bytes, vcclUint8, (rank + n - 1) % n, comm, s);
+    vcclResult_t e = vcclGroupEnd();
+    for (vcclResult_t r : {g, x, y, e}) {
+        if (r != vcclSuccess) return r;
+    }
+    return vcclSuccess;
+}
+
+/* Empty when the device path of next shows at least `sent` more bytes sent and that of prev `received` more
+ * bytes received than before, and nothing outstanding on either. */
+std::string grew(vcclComm_t comm, const DevicePath& to_before, const DevicePath& from_before, unsigned long long sent,
+                 unsigned long long received, const char* what) {
+    const int rank = world_rank(), n = world_size();
+    DevicePath to, from;
+    // The snapshot looks at the notes only when it gets the operation lock (the idle-progress thread may hold it
+    // for a moment, and then publishes within a millisecond): a few tries.
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        to = device_path(comm, (rank + 1) % n);
+        from = device_path(comm, (rank + n - 1) % n);
+        if (to.outstanding == 0 && from.outstanding == 0 && to.sent >= to_before.sent + sent &&
+            from.received >= from_before.received + received)
+            break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::string where = std::string(what) + ": to next " + describe(to) + ", from prev " + describe(from);
+    if (!to.found || !from.found) return where + ": no device path";
+    if (to.sent < to_before.sent + sent) return where + ": sent bytes did not grow by " + std::to_string(sent);
+    if (from.received < from_before.received + received) {
+        return where + ": received bytes did not grow by " + std::to_string(received);
+    }
+    if (to.outstanding != 0 || from.outstanding != 0) return where + ": still outstanding after the stream was done";
+    return "";
+}
+
+TEST(GpuTelemetry, DevicePathShowsTransfersKernelsAndWhatIsStillQueued) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr); // first: it decides whether ranks sharing a GPU use the kernels
+    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
+                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    const size_t big = size_t(1) << 20, small = 1000;
+    DevBuf send(big), recv(big);
+    ASSERT_ALL_RANKS(send.base != nullptr && recv.base != nullptr);
+    std::string why;
+    auto step = [&](const char* what, size_t sent, size_t received, const std::function<vcclResult_t()>& call) {
+        if (!why.empty()) return;
+        const DevicePath to = device_path(comm, next), from = device_path(comm, prev);
+        vcclResult_t r = call();
+        if (r != vcclSuccess) {
+            why = std::string(what) + ": " + result_str(r) + ": " + vcclGetLastError(comm);
+            return;
+        }
+        if (cudaStreamSynchronize(s.s) != cudaSuccess) {
+            why = std::string(what) + ": stream failed";
+            return;
+        }
+        why = grew(comm, to, from, sent, received, what);
+    };
+    const long long direct_before = vccl::testing::direct_sends(comm);
+    step("ring exchange of 1 MiB", big, big, [&] { return ring(comm, send.ptr(), recv.ptr(), big, s.s); });
+    if (why.empty() && vccl::testing::direct_sends(comm) <= direct_before) {
+        why = "the 1 MiB exchange did not take the direct path (the test needs it)";
+    }
+    step("ring exchange of 1000 bytes", small, small, [&] { return ring(comm, send.ptr(), recv.ptr(), small, s.s); });
+    step("allreduce of 1024 floats", 4096, 4096, [&] {
+        return vcclAllReduce(send.ptr(), recv.ptr(), 1024, vcclFloat32, vcclSum, comm, s.s);
+    });
+    if (why.empty()) {
+        const DevicePath d = device_path(comm, next);
+        if (d.send_bw <= 0) why = "no send bandwidth on the device path: " + describe(d);
+    }
+    // Queued behind a blocked stream: outstanding until the stream gets to it (the note has not been written).
+    if (why.empty()) {
+        Gate gate;
+        GateTimer opener(&gate, 10000);
+        const DevicePath to = device_path(comm, next), from = device_path(comm, prev);
+        cudaError_t ce = gate.dev != nullptr ? vt_wait_flag(gate.dev, s.s) : cudaErrorMemoryAllocation;
+        vcclResult_t r = ce == cudaSuccess ? ring(comm, send.ptr(), recv.ptr(), big, s.s) : vcclUnhandledCudaError;
+        const DevicePath queued = device_path(comm, next);
+        gate.open();
+        opener.disarm();
+        if (ce != cudaSuccess || r != vcclSuccess) {
+            why = "blocked exchange: could not enqueue";
+        } else if (opener.fired()) {
+            why = "blocked exchange: the call waited for the blocked stream";
+        } else if (queued.outstanding == 0) {
+            why = "blocked exchange: not outstanding while its stream was blocked: " + describe(queued);
+        } else if (cudaStreamSynchronize(s.s) != cudaSuccess) {
+            why = "blocked exchange: stream failed";
+        } else {
+            why = grew(comm, to, from, big, big, "blocked exchange, once the stream ran it");
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
+}
+
+} // namespace

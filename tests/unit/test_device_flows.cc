@@ -1,0 +1,163 @@
+/*
+ * Telemetry of the device path (comm/device_flows.h) against fake note words: which transfers are timed, that a
+ * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are
+ * sampled at every size and count each peer's bytes, that a transfer given up counts as a failure, and that
+ * nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side runs on a GPU:
+ * GpuTelemetry in tests/gpu).
+ */
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "comm/device_flows.h"
+#include "telemetry/telemetry.h"
+
+using namespace vccl;
+using namespace vccl::telemetry;
+
+namespace {
+
+struct Fixture {
+    std::unique_ptr<Telemetry> telemetry;
+    std::vector<uint32_t> words;
+    std::unique_ptr<DeviceFlows> flows;
+
+    explicit Fixture(int nranks, int sample = 64) {
+        Options o;
+        o.rank = 0;
+        o.nranks = nranks;
+        o.comm_hash = 0xd1;
+        o.shm = false;
+        o.sample = sample;
+        EXPECT_EQ(Telemetry::create(o, &telemetry), vcclSuccess);
+        words.assign(size_t(2 * nranks + 1), 0);
+        flows = std::make_unique<DeviceFlows>(telemetry.get(), nranks, [this](int w) { return words[size_t(w)]; });
+    }
+    /* The device path's counters of `peer`, published now; all zero when it has none. */
+    PathStats device(int peer) {
+        telemetry->publish_held();
+        for (const PathStats& s : telemetry->snapshot()) {
+            if (s.peer == peer && s.path == kDevicePath) return s;
+        }
+        return PathStats{};
+    }
+};
+
+TEST(DeviceFlows, LargeTransfersStayOutstandingUntilTheirNoteIsWritten) {
+    Fixture f(3);
+    const uint64_t mib = 1 << 20;
+    int send_word = -1, recv_word = -1, second_word = -1;
+    const uint32_t s1 = f.flows->posted(1, Dir::Send, mib, &send_word);
+    const uint32_t r1 = f.flows->posted(1, Dir::Recv, mib, &recv_word);
+    const uint32_t s2 = f.flows->posted(1, Dir::Send, 2 * mib, &second_word);
+    EXPECT_EQ(send_word, DeviceFlows::send_word(1));
+    EXPECT_EQ(recv_word, DeviceFlows::recv_word(1));
+    EXPECT_EQ(second_word, send_word);
+    EXPECT_EQ(s1, 1u);
+    EXPECT_EQ(r1, 1u);
+    EXPECT_EQ(s2, 2u);
+    PathStats s = f.device(1);
+    EXPECT_EQ(s.outstanding_reqs, 3u);
+    EXPECT_EQ(s.outstanding_bytes, 4 * mib);
+    EXPECT_EQ(s.bytes_sent, 0u);
+
+    EXPECT_TRUE(f.flows->poll()); // no note yet
+    EXPECT_EQ(f.device(1).outstanding_reqs, 3u);
+
+    f.words[size_t(send_word)] = 1; // the first send's note
+    EXPECT_TRUE(f.flows->poll());
+    s = f.device(1);
+    EXPECT_EQ(s.bytes_sent, mib);
+    EXPECT_EQ(s.send_completions, 1u);
+    EXPECT_EQ(s.outstanding_reqs, 2u);
+    EXPECT_EQ(s.outstanding_bytes, 3 * mib);
+
+    // One word covers every earlier number on it: the receive's and the second send's notes.
+    f.words[size_t(send_word)] = 2;
+    f.words[size_t(recv_word)] = 1;
+    EXPECT_FALSE(f.flows->poll());
+    s = f.device(1);
+    EXPECT_EQ(s.bytes_sent, 3 * mib);
+    EXPECT_EQ(s.bytes_recv, mib);
+    EXPECT_EQ(s.outstanding_reqs, 0u);
+    EXPECT_EQ(s.outstanding_bytes, 0u);
+    EXPECT_GT(s.send_bw, 0.0);
+    EXPECT_EQ(f.device(2).bytes_sent, 0u); // another peer untouched
+}
+
+TEST(DeviceFlows, SmallTransfersAreSampledTheRestCountedAtOnce) {
+    Fixture f(2, 4);
+    int word = -1;
+    // Point-to-point transfers below 64 KiB: the first of every 4 per path and direction is timed.
+    EXPECT_NE(f.flows->posted(1, Dir::Send, 100, &word), 0u);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(f.flows->posted(1, Dir::Send, 100, &word), 0u);
+        EXPECT_EQ(word, -1);
+    }
+    PathStats s = f.device(1);
+    EXPECT_EQ(s.bytes_sent, 300u); // the three not timed, counted as done
+    EXPECT_EQ(s.outstanding_reqs, 1u);
+    f.words[size_t(DeviceFlows::send_word(1))] = 1;
+    EXPECT_FALSE(f.flows->poll());
+    EXPECT_EQ(f.device(1).bytes_sent, 400u);
+
+    // Every transfer is timed with a sample of 1.
+    Fixture all(2, 1);
+    EXPECT_NE(all.flows->posted(1, Dir::Recv, 8, &word), 0u);
+    EXPECT_NE(all.flows->posted(1, Dir::Recv, 8, &word), 0u);
+}
+
+TEST(DeviceFlows, KernelCallsAreSampledAtEverySizeAndCountEachPeer) {
+    Fixture f(3, 64);
+    const uint64_t big = 4 << 20;
+    // A collective whose number is not a multiple of 64: counted at once, whatever its size.
+    f.flows->set_tag(TransferTag{1, 5});
+    EXPECT_EQ(f.flows->kernel_posted({0, big, big}, {0, big, 0}), 0u);
+    EXPECT_EQ(f.device(1).bytes_sent, big);
+    EXPECT_EQ(f.device(1).bytes_recv, big);
+    EXPECT_EQ(f.device(2).bytes_sent, big);
+    EXPECT_EQ(f.device(2).bytes_recv, 0u);
+    EXPECT_FALSE(f.flows->outstanding());
+
+    // Number 64: timed; one note for the whole call, on the kernel word.
+    f.flows->set_tag(TransferTag{1, 64});
+    const uint32_t note = f.flows->kernel_posted({0, 8, 8}, {0, 8, 8});
+    EXPECT_EQ(note, 1u);
+    EXPECT_TRUE(f.flows->outstanding());
+    EXPECT_EQ(f.device(1).outstanding_reqs, 2u);
+    EXPECT_EQ(f.device(2).outstanding_reqs, 2u);
+    f.words[size_t(f.flows->kernel_word())] = note;
+    EXPECT_FALSE(f.flows->poll());
+    EXPECT_EQ(f.device(1).outstanding_reqs, 0u);
+    EXPECT_EQ(f.device(2).bytes_recv, 8u);
+    EXPECT_EQ(f.device(0).bytes_sent, 0u); // no path to itself
+}
+
+TEST(DeviceFlows, GivenUpTransfersAreFailuresAndPausedOnesAreNotRecorded) {
+    Fixture f(2);
+    int word = -1;
+    const uint32_t note = f.flows->posted(1, Dir::Recv, 1 << 20, &word);
+    ASSERT_NE(note, 0u);
+    f.flows->abandoned(word, note);
+    PathStats s = f.device(1);
+    EXPECT_EQ(s.failures, 1u);
+    EXPECT_EQ(s.outstanding_reqs, 0u);
+    EXPECT_EQ(s.bytes_recv, 0u);
+    EXPECT_FALSE(f.flows->outstanding());
+
+    f.flows->set_paused(true);
+    EXPECT_EQ(f.flows->posted(1, Dir::Send, 1 << 20, &word), 0u);
+    EXPECT_EQ(f.flows->kernel_posted({0, 1 << 20}, {0, 1 << 20}), 0u);
+    s = f.device(1);
+    EXPECT_EQ(s.bytes_sent, 0u);
+    EXPECT_EQ(s.outstanding_reqs, 0u);
+    f.flows->set_paused(false);
+    EXPECT_NE(f.flows->posted(1, Dir::Send, 1 << 20, &word), 0u);
+
+    // Peers out of range are ignored.
+    EXPECT_EQ(f.flows->posted(2, Dir::Send, 1 << 20, &word), 0u);
+    EXPECT_EQ(f.flows->posted(-1, Dir::Send, 1 << 20, &word), 0u);
+}
+
+} // namespace
