@@ -330,7 +330,8 @@ VCCL_EXPORT vcclResult_t vcclCommRegister(const vcclComm_t comm, void* buff, siz
 VCCL_EXPORT vcclResult_t vcclCommDeregister(const vcclComm_t comm, void* handle);
 
 /* ------------------------------------------------------------------------------------------------ */
-/* Telemetry. Per path (a peer and a path index: 0 primary, 1 backup) the library keeps byte counts, */
+/* Telemetry. Per path (a peer and a path index: 0 primary, 1 backup, 2 the device path between GPUs  */
+/* of one host) the library keeps byte counts,                                                       */
 /* outstanding work and the bandwidth of the last VCCL_TELEMETRY_WINDOW completions. See vccl(7)     */
 /* (VCCL_TELEMETRY*) and vccl-telemetry(1) for the live shared-memory export and files.              */
 
@@ -345,7 +346,7 @@ typedef enum {
 /** One path to one peer, as seen by the calling rank. Bandwidths are bytes per second over the window. */
 typedef struct {
     int peer;                      /**< rank of the peer in the communicator */
-    int path;                      /**< 0 primary, 1 backup */
+    int path;                      /**< 0 primary, 1 backup (host transport); 2 device path (GPUs of one host) */
     int state;                     /**< a vcclPathState_t */
     uint64_t bytesSent;            /**< bytes of completed sends */
     uint64_t bytesReceived;        /**< bytes of completed receives */

@@ -186,12 +186,23 @@ int cmd_report(int argc, char** argv) {
         l.bw = l.busy_ns > 0 ? double(l.bytes) * 1e9 / double(l.busy_ns) : 0;
         links.push_back(l);
     }
-    std::vector<double> bws;
-    for (const Link& l : links) {
-        if (l.busy_ns > 0) bws.push_back(l.bw);
+    // Links are compared with links of their own kind: the device path (path 2, GPUs of one host over NVLink or
+    // PCIe) moves tens to hundreds of GB/s, the host transport's paths (0 and 1) a few; one median over both
+    // would call every network link slow in a job that has both.
+    auto kind_of = [](int path) { return path == 2 ? 1 : 0; };
+    double med_of_kind[2] = {0, 0};
+    for (int k = 0; k < 2; ++k) {
+        std::vector<double> bws;
+        for (const Link& l : links) {
+            if (l.busy_ns > 0 && kind_of(l.path) == k) bws.push_back(l.bw);
+        }
+        med_of_kind[k] = median(bws);
     }
-    double med_bw = median(bws);
-    for (Link& l : links) l.slow = l.busy_ns > 0 && med_bw > 0 && l.bw < fraction * med_bw;
+    const double med_bw = med_of_kind[0] > 0 ? med_of_kind[0] : med_of_kind[1];
+    for (Link& l : links) {
+        const double med = med_of_kind[kind_of(l.path)];
+        l.slow = l.busy_ns > 0 && med > 0 && l.bw < fraction * med;
+    }
     for (auto& kv : ranks) {
         RankSum& rs = kv.second;
         rs.late_median = median(rs.lateness);
@@ -200,8 +211,9 @@ int cmd_report(int argc, char** argv) {
     }
 
     if (json) {
-        printf("{\"files\":%zu,\"dropped\":%" PRIu64 ",\"fraction\":%g,\"late_us\":%g,\"median_bw\":%.0f,\n\"links\":[",
-               files.size(), dropped, fraction, late_us, med_bw);
+        printf("{\"files\":%zu,\"dropped\":%" PRIu64 ",\"fraction\":%g,\"late_us\":%g,\"median_bw\":%.0f,"
+               "\"median_bw_host\":%.0f,\"median_bw_device\":%.0f,\n\"links\":[",
+               files.size(), dropped, fraction, late_us, med_bw, med_of_kind[0], med_of_kind[1]);
         for (size_t i = 0; i < links.size(); ++i) {
             const Link& l = links[i];
             printf("%s\n {\"comm\":%s,\"rank\":%d,\"peer\":%d,\"path\":%d,\"dir\":\"%s\",\"transfers\":%" PRIu64
@@ -224,8 +236,9 @@ int cmd_report(int argc, char** argv) {
         return 0;
     }
 
-    printf("Links (%zu): bandwidth = bytes / busy time; SLOW below %.2f x the median %.3f GB/s\n", links.size(),
-           fraction, med_bw / 1e9);
+    printf("Links (%zu): bandwidth = bytes / busy time; SLOW below %.2f x the median of links of the same kind "
+           "(host transport %.3f GB/s, device path %.3f GB/s)\n",
+           links.size(), fraction, med_of_kind[0] / 1e9, med_of_kind[1] / 1e9);
     printf("%-18s %5s %5s %4s %4s %9s %8s %12s %10s %10s  %s\n", "COMM", "RANK", "PEER", "PATH", "DIR", "TRANSFERS",
            "FAILED", "BYTES", "BUSY ms", "GB/s", "");
     for (const Link& l : links) {
@@ -249,7 +262,7 @@ int cmd_report(int argc, char** argv) {
     for (const Link& l : links) {
         if (!l.slow) continue;
         printf("  slow link: rank %d %s rank %d (path %d): %.3f GB/s, %.2f x the median\n", l.rank,
-               l.send ? "->" : "<-", l.peer, l.path, l.bw / 1e9, l.bw / med_bw);
+               l.send ? "->" : "<-", l.peer, l.path, l.bw / 1e9, l.bw / med_of_kind[kind_of(l.path)]);
         ++findings;
     }
     for (const auto& kv : ranks) {

@@ -1,0 +1,36 @@
+#!/bin/sh
+# vccl-telemetry report compares each link with links of its own kind: the device path (path 2, GPUs of one host,
+# here 90-100 GB/s) and the host transport (paths 0 and 1, here 0.1-1 GB/s). Synthetic records: only the host link
+# at 0.1 GB/s is slow; with one median over both kinds every host link would be flagged.
+builddir=${top_builddir:-.}
+tool=$builddir/vccl-telemetry
+[ -x "$tool" ] || { echo "FAIL: $tool not built"; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+f=$dir/vccl-kinds-0000000000000001-0.jsonl
+echo '{"type":"meta","comm":"kinds","rank":0,"nranks":4}' > "$f"
+# link PEER PATH NS_PER_MB: five 1 MB transfers back to back, each taking NS_PER_MB.
+link() {
+    i=0
+    t=0
+    while [ $i -lt 5 ]; do
+        d=$((t + $3))
+        echo "{\"type\":\"xfer\",\"rank\":0,\"peer\":$1,\"path\":$2,\"dir\":\"send\",\"bytes\":1000000,\"post_ns\":$t,\"done_ns\":$d,\"coll\":\"p2p\",\"seq\":0,\"status\":0,\"window_bw\":0,\"outstanding\":0}" >> "$f"
+        t=$d
+        i=$((i + 1))
+    done
+}
+link 1 0 1000000   # 1 GB/s
+link 2 0 1000000   # 1 GB/s
+link 3 0 10000000  # 0.1 GB/s: slow for the host transport
+link 1 2 10000     # 100 GB/s
+link 2 2 10000     # 100 GB/s
+link 3 2 11111     # 90 GB/s
+out=$("$tool" report --fraction 0.5 --json "$f") || { echo "FAIL: report exited non-zero: $out"; exit 1; }
+slow=$(echo "$out" | grep -o '"slow":true' | wc -l)
+[ "$slow" -eq 1 ] || { echo "FAIL: $slow slow links, want 1: $out"; exit 1; }
+echo "$out" | grep -q '"peer":3,"path":0,"dir":"send".*"slow":true' || { echo "FAIL: rank 0 -> 3 (path 0) not the slow one: $out"; exit 1; }
+echo "$out" | grep -q '"median_bw_device":100000000000' || { echo "FAIL: device median: $out"; exit 1; }
+text=$("$tool" report --fraction 0.5 "$f")
+echo "$text" | grep -q "slow link: rank 0 -> rank 3 (path 0)" || { echo "FAIL: text report: $text"; exit 1; }
+echo "PASS: report compares host-transport and device-path links separately"
