@@ -363,23 +363,12 @@ void abandon_kernel_call(vcclComm* comm, const LlArgs& args, vcclStream_t stream
 void kernel_flows(vcclComm* comm, const Op& op) {
     if (!comm->device_flows) return;
     const CollArgs& a = op.coll;
-    const uint64_t bytes = uint64_t(a.count) * dtype_size(a.dtype);
-    const int rank = comm->rank, n = comm->nranks;
-    std::vector<uint64_t> sent(size_t(n), 0), recvd(size_t(n), 0);
-    for (int p = 0; p < n; ++p) {
-        if (p == rank) continue;
-        bool to_peer = true, from_peer = true;
-        if (a.coll == CollType::Broadcast) {
-            to_peer = rank == a.root;
-            from_peer = p == a.root;
-        } else if (a.coll == CollType::Reduce) {
-            to_peer = p == a.root;
-            from_peer = rank == a.root;
-        }
-        if (to_peer) sent[size_t(p)] = bytes;
-        if (from_peer) recvd[size_t(p)] = bytes;
-    }
-    const uint32_t note = comm->device_flows->kernel_posted(sent, recvd);
+    using Flow = DeviceFlows::KernelFlow;
+    const Flow flow = a.coll == CollType::Broadcast ? Flow::FromRoot
+                      : a.coll == CollType::Reduce  ? Flow::ToRoot
+                                                    : Flow::EveryPeer;
+    const uint32_t note =
+        comm->device_flows->kernel_posted(comm->rank, uint64_t(a.count) * dtype_size(a.dtype), flow, a.root);
     if (note == 0) return;
     comm->ipc->note(comm->device_flows->kernel_word(), note, op.stream);
     (void)comm->ipc->flush(); // a note that cannot be written leaves the call outstanding in telemetry, no more

@@ -35,15 +35,17 @@ uint32_t DeviceFlows::posted(int peer, Dir dir, uint64_t bytes, int* word) {
     return note;
 }
 
-uint32_t DeviceFlows::kernel_posted(const std::vector<uint64_t>& sent, const std::vector<uint64_t>& recvd) {
-    if (paused_) return 0;
+uint32_t DeviceFlows::kernel_posted(int rank, uint64_t bytes, KernelFlow flow, int root) {
+    if (paused_ || bytes == 0) return 0;
     const int word = kernel_word();
     uint32_t note = 0;
     for (int p = 0; p < nranks_; ++p) {
+        if (p == rank) continue;
         for (Dir dir : {Dir::Send, Dir::Recv}) {
-            const std::vector<uint64_t>& bytes_of = dir == Dir::Send ? sent : recvd;
-            const uint64_t bytes = size_t(p) < bytes_of.size() ? bytes_of[size_t(p)] : 0;
-            if (bytes == 0) continue;
+            const bool moves = flow == KernelFlow::EveryPeer ? true
+                               : flow == KernelFlow::FromRoot ? (dir == Dir::Send ? rank == root : p == root)
+                                                              : (dir == Dir::Send ? p == root : rank == root);
+            if (!moves) continue;
             // Sampled at every size: the note of a kernel call costs a driver call of its own.
             const uint64_t post_ns = telemetry_->on_post(p, kDevicePath, dir, bytes, &tag_, UINT64_MAX);
             if (post_ns == 0) {

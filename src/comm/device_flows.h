@@ -52,9 +52,12 @@ public:
      * the stream must write into *word once the transfer is done (IpcP2p::note), or 0: not timed, already
      * counted as done, nothing to write. */
     uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word);
-    /* A kernel call that sends sent[p] bytes to and receives recvd[p] bytes from each peer p (0: none). Returns
-     * the number to write into kernel_word(), or 0 as above. */
-    uint32_t kernel_posted(const std::vector<uint64_t>& sent, const std::vector<uint64_t>& recvd);
+    /* Who a kernel call's messages go between: every pair of ranks both ways (AllReduce, ReduceScatter,
+     * AllGather, AlltoAll), the root to every other rank (Broadcast), every other rank to the root (Reduce). */
+    enum class KernelFlow { EveryPeer, FromRoot, ToRoot };
+    /* A kernel call of this rank (`rank`) whose message to or from a peer is `bytes`. Returns the number to write
+     * into kernel_word(), or 0 as above. Allocates nothing (it runs on every small collective). */
+    uint32_t kernel_posted(int rank, uint64_t bytes, KernelFlow flow, int root);
     /* The transfer that posted() just returned `note` for on `word` will not be enqueued: recorded as failed. */
     void abandoned(int word, uint32_t note);
 

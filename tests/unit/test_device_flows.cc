@@ -109,20 +109,37 @@ TEST(DeviceFlows, SmallTransfersAreSampledTheRestCountedAtOnce) {
 }
 
 TEST(DeviceFlows, KernelCallsAreSampledAtEverySizeAndCountEachPeer) {
+    using Flow = DeviceFlows::KernelFlow;
     Fixture f(3, 64);
     const uint64_t big = 4 << 20;
     // A collective whose number is not a multiple of 64: counted at once, whatever its size.
     f.flows->set_tag(TransferTag{1, 5});
-    EXPECT_EQ(f.flows->kernel_posted({0, big, big}, {0, big, 0}), 0u);
+    EXPECT_EQ(f.flows->kernel_posted(0, big, Flow::EveryPeer, 0), 0u);
     EXPECT_EQ(f.device(1).bytes_sent, big);
     EXPECT_EQ(f.device(1).bytes_recv, big);
     EXPECT_EQ(f.device(2).bytes_sent, big);
-    EXPECT_EQ(f.device(2).bytes_recv, 0u);
+    EXPECT_EQ(f.device(2).bytes_recv, big);
+    EXPECT_EQ(f.device(0).bytes_sent, 0u); // no path to itself
     EXPECT_FALSE(f.flows->outstanding());
+    // Broadcast from rank 2 (this rank is 0): one message, from the root.
+    f.flows->set_tag(TransferTag{3, 6});
+    EXPECT_EQ(f.flows->kernel_posted(0, 100, Flow::FromRoot, 2), 0u);
+    EXPECT_EQ(f.device(2).bytes_recv, big + 100);
+    EXPECT_EQ(f.device(1).bytes_recv, big);
+    // Reduce to rank 1: this rank sends to it only.
+    f.flows->set_tag(TransferTag{4, 7});
+    EXPECT_EQ(f.flows->kernel_posted(0, 10, Flow::ToRoot, 1), 0u);
+    EXPECT_EQ(f.device(1).bytes_sent, big + 10);
+    EXPECT_EQ(f.device(2).bytes_sent, big);
+    // This rank the root of a Reduce: it receives from every peer.
+    f.flows->set_tag(TransferTag{4, 8});
+    EXPECT_EQ(f.flows->kernel_posted(0, 1, Flow::ToRoot, 0), 0u);
+    EXPECT_EQ(f.device(1).bytes_recv, big + 1);
+    EXPECT_EQ(f.device(2).bytes_recv, big + 101);
 
     // Number 64: timed; one note for the whole call, on the kernel word.
     f.flows->set_tag(TransferTag{1, 64});
-    const uint32_t note = f.flows->kernel_posted({0, 8, 8}, {0, 8, 8});
+    const uint32_t note = f.flows->kernel_posted(0, 8, Flow::EveryPeer, 0);
     EXPECT_EQ(note, 1u);
     EXPECT_TRUE(f.flows->outstanding());
     EXPECT_EQ(f.device(1).outstanding_reqs, 2u);
@@ -130,8 +147,7 @@ TEST(DeviceFlows, KernelCallsAreSampledAtEverySizeAndCountEachPeer) {
     f.words[size_t(f.flows->kernel_word())] = note;
     EXPECT_FALSE(f.flows->poll());
     EXPECT_EQ(f.device(1).outstanding_reqs, 0u);
-    EXPECT_EQ(f.device(2).bytes_recv, 8u);
-    EXPECT_EQ(f.device(0).bytes_sent, 0u); // no path to itself
+    EXPECT_EQ(f.device(2).bytes_recv, big + 101 + 8);
 }
 
 TEST(DeviceFlows, GivenUpTransfersAreFailuresAndPausedOnesAreNotRecorded) {
@@ -148,7 +164,7 @@ TEST(DeviceFlows, GivenUpTransfersAreFailuresAndPausedOnesAreNotRecorded) {
 
     f.flows->set_paused(true);
     EXPECT_EQ(f.flows->posted(1, Dir::Send, 1 << 20, &word), 0u);
-    EXPECT_EQ(f.flows->kernel_posted({0, 1 << 20}, {0, 1 << 20}), 0u);
+    EXPECT_EQ(f.flows->kernel_posted(0, 1 << 20, DeviceFlows::KernelFlow::EveryPeer, 0), 0u);
     s = f.device(1);
     EXPECT_EQ(s.bytes_sent, 0u);
     EXPECT_EQ(s.outstanding_reqs, 0u);
