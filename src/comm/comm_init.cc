@@ -386,6 +386,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
         // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
+        if (comm->device_flows) comm->device_flows->poll(); // records whose notes came since the last call
         comm->device_flows.reset(); // before the telemetry and the note words it reads
         if (comm->ipc) {
             int64_t t = comm->settings.op_timeout_ms;

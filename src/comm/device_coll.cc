@@ -87,11 +87,12 @@ bool device_coll_direct_possible(const vcclComm* comm, const Op& op) {
 namespace {
 
 /* The reduction scratch, at least `bytes`. Growing frees the old block after the stream's earlier work
- * (DeviceScratch, MappedByPeers); that wait is comm_stream_wait's, which gives up when the communicator is aborted
+ * (DeviceScratch, MappedByPeers); that wait is comm_device_stream_wait's (the NULL stream too), which gives up when
+ * the communicator is aborted
  * or a peer has failed, so a stream blocked by a dead peer cannot hold this call, and with it vcclCommAbort, which
  * needs the lock, for ever. */
 vcclResult_t reduction_scratch(vcclComm* comm, size_t bytes, vcclStream_t stream, void** out) {
-    if (comm->device_scratch.grows_for(bytes)) VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, stream));
+    if (comm->device_scratch.grows_for(bytes)) VCCL_RETURN_IF_ERROR(comm_device_stream_wait(comm, stream));
     return comm->device_scratch.get(bytes, stream, out);
 }
 
@@ -371,7 +372,11 @@ void kernel_flows(vcclComm* comm, const Op& op) {
         comm->device_flows->kernel_posted(comm->rank, uint64_t(a.count) * dtype_size(a.dtype), flow, a.root);
     if (note == 0) return;
     comm->ipc->note(comm->device_flows->kernel_word(), note, op.stream);
-    (void)comm->ipc->flush(); // a note that cannot be written leaves the call outstanding in telemetry, no more
+    if (comm->ipc->flush() != vcclSuccess) {
+        // The call itself was enqueued: only its record is lost (failed, not left outstanding).
+        comm->device_flows->abandoned(comm->device_flows->kernel_word(), note);
+        clear_last_error();
+    }
 }
 #endif
 

@@ -3,16 +3,18 @@
 #include <cstdint>
 #include <utility>
 
-#include "telemetry/telemetry.h"
-
 namespace vccl {
 
 using telemetry::Dir;
 using telemetry::kDevicePath;
+using PathW = telemetry::Telemetry::PathW;
 
 DeviceFlows::DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note)
-    : telemetry_(telemetry), nranks_(nranks), read_note_(std::move(read_note)),
-      pending_(size_t(2 * nranks + 1)), last_note_(size_t(2 * nranks + 1), 0) {}
+    : telemetry_(telemetry), nranks_(nranks), read_note_(std::move(read_note)), paths_(size_t(nranks), nullptr),
+      pending_(size_t(2 * nranks + 1)), last_note_(size_t(2 * nranks + 1), 0), seen_(size_t(2 * nranks + 1), 0) {
+    // Looked up once: the lookup was a third of the cost of a counted transfer (telemetry.h).
+    for (int p = 0; p < nranks; ++p) paths_[size_t(p)] = telemetry->path(p, kDevicePath);
+}
 
 uint32_t DeviceFlows::next_note(int word) {
     uint32_t n = ++last_note_[size_t(word)];
@@ -20,19 +22,36 @@ uint32_t DeviceFlows::next_note(int word) {
     return n;
 }
 
-uint32_t DeviceFlows::posted(int peer, Dir dir, uint64_t bytes, int* word) {
-    *word = -1;
-    if (paused_ || peer < 0 || peer >= nranks_) return 0;
-    const uint64_t post_ns = telemetry_->on_post(peer, kDevicePath, dir, bytes, &tag_);
+/* Posts one transfer; a timed one is queued on `word` with `note` (a new number when 0). Returns its note, or 0
+ * when it was counted and completed at once. */
+uint32_t DeviceFlows::record(int peer, Dir dir, uint64_t bytes, int word, uint64_t timed_from_bytes, uint32_t note) {
+    PathW* path = paths_[size_t(peer)];
+    if (path == nullptr) return 0;
+    const uint64_t post_ns = telemetry_->on_post(path, dir, bytes, &tag_, timed_from_bytes);
     if (post_ns == 0) {
-        telemetry_->on_complete(peer, kDevicePath, dir, bytes, 0, tag_, true);
+        telemetry_->on_complete(path, dir, bytes, 0, tag_, true);
         return 0;
     }
-    *word = dir == Dir::Send ? send_word(peer) : recv_word(peer);
-    const uint32_t note = next_note(*word);
-    pending_[size_t(*word)].push_back(Pending{peer, dir, bytes, post_ns, note, tag_});
+    if (note == 0) note = next_note(word);
+    pending_[size_t(word)].push_back(Pending{path, dir, bytes, post_ns, note, tag_});
     ++outstanding_;
     return note;
+}
+
+uint32_t DeviceFlows::posted(int peer, Dir dir, uint64_t bytes, int* word, bool note_costs_a_call) {
+    *word = -1;
+    if (paused_ || peer < 0 || peer >= nranks_) return 0;
+    const int w = dir == Dir::Send ? send_word(peer) : recv_word(peer);
+    const uint32_t note = record(peer, dir, bytes, w, note_costs_a_call ? UINT64_MAX : telemetry::Telemetry::kSampleBelowBytes, 0);
+    if (note != 0) *word = w;
+    return note;
+}
+
+void DeviceFlows::counted(int peer, Dir dir, uint64_t bytes) {
+    if (paused_ || peer < 0 || peer >= nranks_ || paths_[size_t(peer)] == nullptr) return;
+    // Completed as not timed even when sampling picked it (on_post's clock reading then goes unused).
+    telemetry_->on_post(paths_[size_t(peer)], dir, bytes, &tag_, UINT64_MAX);
+    telemetry_->on_complete(paths_[size_t(peer)], dir, bytes, 0, tag_, true);
 }
 
 uint32_t DeviceFlows::kernel_posted(int rank, uint64_t bytes, KernelFlow flow, int root) {
@@ -45,16 +64,8 @@ uint32_t DeviceFlows::kernel_posted(int rank, uint64_t bytes, KernelFlow flow, i
             const bool moves = flow == KernelFlow::EveryPeer ? true
                                : flow == KernelFlow::FromRoot ? (dir == Dir::Send ? rank == root : p == root)
                                                               : (dir == Dir::Send ? p == root : rank == root);
-            if (!moves) continue;
             // Sampled at every size: the note of a kernel call costs a driver call of its own.
-            const uint64_t post_ns = telemetry_->on_post(p, kDevicePath, dir, bytes, &tag_, UINT64_MAX);
-            if (post_ns == 0) {
-                telemetry_->on_complete(p, kDevicePath, dir, bytes, 0, tag_, true);
-                continue;
-            }
-            if (note == 0) note = next_note(word);
-            pending_[size_t(word)].push_back(Pending{p, dir, bytes, post_ns, note, tag_});
-            ++outstanding_;
+            if (moves) note = record(p, dir, bytes, word, UINT64_MAX, note);
         }
     }
     return note;
@@ -65,7 +76,7 @@ void DeviceFlows::abandoned(int word, uint32_t note) {
     std::deque<Pending>& q = pending_[size_t(word)];
     while (!q.empty() && q.back().note == note) {
         const Pending& r = q.back();
-        telemetry_->on_complete(r.peer, kDevicePath, r.dir, r.bytes, r.post_ns, r.tag, false);
+        telemetry_->on_complete(r.path, r.dir, r.bytes, r.post_ns, r.tag, false);
         q.pop_back();
         --outstanding_;
     }
@@ -76,12 +87,15 @@ bool DeviceFlows::poll() {
     for (size_t w = 0; w < pending_.size(); ++w) {
         std::deque<Pending>& q = pending_[w];
         if (q.empty()) continue;
-        const uint32_t done = read_note_(int(w));
+        // Numbers wrap (skipping 0): a record is done when the word is at or past its number. The highest value
+        // seen counts: a word written by two streams could show an older value after a newer one.
+        uint32_t done = read_note_(int(w));
+        if (done == 0 || int32_t(done - seen_[w]) < 0) done = seen_[w];
+        seen_[w] = done;
         if (done == 0) continue;
-        // Numbers wrap (skipping 0): a record is done when the word is at or past its number.
         while (!q.empty() && int32_t(done - q.front().note) >= 0) {
             const Pending& r = q.front();
-            telemetry_->on_complete(r.peer, kDevicePath, r.dir, r.bytes, r.post_ns, r.tag, true);
+            telemetry_->on_complete(r.path, r.dir, r.bytes, r.post_ns, r.tag, true);
             q.pop_front();
             --outstanding_;
         }

@@ -10,10 +10,15 @@
  * bandwidth of a window is a lower bound when the host polls seldom.
  *
  * What is timed follows the host transport's rule (telemetry.h): transfers of 64 KiB and more, and smaller ones of
- * one collective (or point-to-point transfer) in VCCL_TELEMETRY_SAMPLE. A timed copy-engine transfer's note rides
- * with its own flag write or wait (no driver call of its own). A kernel call is timed only when sampled, at any
- * size: its note costs a driver call (about 1.5 us, a tenth of a small call). What is not timed is counted when
- * posted and completed at once.
+ * one collective (or point-to-point transfer) in VCCL_TELEMETRY_SAMPLE. A timed direct transfer's note rides with
+ * its own flag write or wait (no driver call of its own). Kernel calls and FIFO transfers are timed only when
+ * sampled, at any size: their note costs a driver call (about 1.5 us, a tenth of a small call). What is not timed
+ * is counted when posted and completed at once, as are FIFO receives into host memory (their stream is not the
+ * call's other device work's, and the call waits for it anyway).
+ *
+ * So the time of a device-path record runs from the host's enqueue to the poll that saw it done: it includes time
+ * queued behind earlier work on the stream and the poll's delay, and the bandwidth it gives is a lower bound.
+ * vccl-telemetry report therefore lists device-path links without calling them slow.
  *
  * Note words: 2 * peer (sends to the peer), 2 * peer + 1 (receives from it), 2 * nranks (kernel calls). A word
  * holds the number of the last transfer noted there; numbers grow by one per timed transfer on that word, and a
@@ -30,13 +35,9 @@
 #include <functional>
 #include <vector>
 
-#include "telemetry/format.h"
+#include "telemetry/telemetry.h"
 
 namespace vccl {
-
-namespace telemetry {
-class Telemetry;
-}
 
 class DeviceFlows {
 public:
@@ -50,31 +51,39 @@ public:
 
     /* A transfer of `bytes` with `peer` in direction `dir`, enqueued on the device path. Returns the number
      * the stream must write into *word once the transfer is done (IpcP2p::note), or 0: not timed, already
-     * counted as done, nothing to write. */
-    uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word);
+     * counted as done, nothing to write. `note_costs_a_call`: its note cannot ride with a write of its own
+     * (FIFO), so it is timed only when sampled, whatever its size. */
+    uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word, bool note_costs_a_call = false);
+    /* A transfer counted, not timed (FIFO receives into host memory). */
+    void counted(int peer, telemetry::Dir dir, uint64_t bytes);
     /* Who a kernel call's messages go between: every pair of ranks both ways (AllReduce, ReduceScatter,
      * AllGather, AlltoAll), the root to every other rank (Broadcast), every other rank to the root (Reduce). */
     enum class KernelFlow { EveryPeer, FromRoot, ToRoot };
     /* A kernel call of this rank (`rank`) whose message to or from a peer is `bytes`. Returns the number to write
      * into kernel_word(), or 0 as above. Allocates nothing (it runs on every small collective). */
     uint32_t kernel_posted(int rank, uint64_t bytes, KernelFlow flow, int root);
-    /* The transfer that posted() just returned `note` for on `word` will not be enqueued: recorded as failed. */
+    /* The transfer(s) that posted() or kernel_posted() just returned `note` for on `word` will not be
+     * enqueued, or their note could not be: recorded as failed. */
     void abandoned(int word, uint32_t note);
 
     /* Completes every record whose note has been written. Returns whether records are still outstanding. */
     bool poll();
     bool outstanding() const { return outstanding_ > 0; }
 
-    /* The collective the transfers posted from now on belong to (1 + CollType, and the number of the
-     * communicator's device collective), or point-to-point ({0, 0}). */
+    /* The collective the transfers posted from now on belong to (1 + CollType, and next_collective()), or
+     * point-to-point ({0, 0}). */
     void set_tag(const telemetry::TransferTag& tag) { tag_ = tag; }
-    uint64_t next_collective() { return ++collectives_; }
+    /* Numbers of device collectives, with the top bit set: the host transport numbers its collectives from 0
+     * (comm->coll_seq), and vccl-telemetry report pairs records by number. Equal on every rank (all ranks make
+     * the same device collectives in the same order); sampling goes by the low bits. */
+    uint64_t next_collective() { return kDeviceCollectiveBit | ++collectives_; }
+    static constexpr uint64_t kDeviceCollectiveBit = uint64_t(1) << 63;
     /* vccl-perf --baseline telemetry-paused: nothing is posted while paused. */
     void set_paused(bool paused) { paused_ = paused; }
 
 private:
     struct Pending {
-        int peer;
+        telemetry::Telemetry::PathW* path;
         telemetry::Dir dir;
         uint64_t bytes;
         uint64_t post_ns;
@@ -82,12 +91,15 @@ private:
         telemetry::TransferTag tag;
     };
     uint32_t next_note(int word);
+    uint32_t record(int peer, telemetry::Dir dir, uint64_t bytes, int word, uint64_t timed_from_bytes, uint32_t note);
 
     telemetry::Telemetry* telemetry_;
     int nranks_;
     std::function<uint32_t(int)> read_note_;
+    std::vector<telemetry::Telemetry::PathW*> paths_; // path 2 of each peer (NULL for this rank's own)
     std::vector<std::deque<Pending>> pending_; // per note word, in note order
     std::vector<uint32_t> last_note_;          // per note word: the last number handed out
+    std::vector<uint32_t> seen_;               // per note word: the highest value read (a word never goes back)
     size_t outstanding_ = 0;
     telemetry::TransferTag tag_;
     uint64_t collectives_ = 0;

@@ -126,8 +126,10 @@ bool note_polled_failure(vcclComm* comm) {
 
 } // namespace
 
-vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) {
-    return stream_synchronize_watching(stream, [comm]() {
+namespace {
+
+vcclResult_t stream_wait_watching(vcclComm* comm, vcclStream_t stream, bool null_is_legacy) {
+    return stream_synchronize_watching(stream, null_is_legacy, [comm]() {
         // vcclCommAbort on another thread waits for this call's lock: give it up.
         if (comm->aborted.load()) {
             return set_last_error(vcclRemoteError, "communicator %s aborted while the call waited for its stream",
@@ -137,6 +139,14 @@ vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) {
         if (!note_polled_failure(comm)) return vcclSuccess;
         return set_last_error(vcclRemoteError, "stopped waiting for the stream: %s", comm->async_error_text.c_str());
     });
+}
+
+} // namespace
+
+vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) { return stream_wait_watching(comm, stream, false); }
+
+vcclResult_t comm_device_stream_wait(vcclComm* comm, vcclStream_t stream) {
+    return stream_wait_watching(comm, stream, true);
 }
 
 vcclResult_t enqueue(const Op& op) {

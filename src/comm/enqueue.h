@@ -44,6 +44,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops);
  * writes must not be the caller's memory (p2p_exec.cc lands FIFO receives into host memory in pinned memory
  * of the communicator's, and copies them out after this wait). */
 vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream);
+/* The same for device work: a NULL `stream` is CUDA's legacy default stream, which is waited for too (the plain
+ * version skips NULL, which host-memory calls pass and where no GPU may be current). */
+vcclResult_t comm_device_stream_wait(vcclComm* comm, vcclStream_t stream);
 
 } // namespace vccl
 

@@ -166,10 +166,10 @@ namespace {
 
 /* Telemetry of a device-path transfer just enqueued on `stream` (comm/device_flows.h): its note, when it is timed,
  * rides with the stream's next memory operation. */
-void flow_posted(vcclComm* comm, int peer, telemetry::Dir dir, uint64_t bytes, void* stream) {
+void flow_posted(vcclComm* comm, int peer, telemetry::Dir dir, uint64_t bytes, void* stream, bool fifo = false) {
     if (!comm->device_flows) return;
     int word = -1;
-    const uint32_t note = comm->device_flows->posted(peer, dir, bytes, &word);
+    const uint32_t note = comm->device_flows->posted(peer, dir, bytes, &word, fifo);
     if (note != 0) comm->ipc->note(word, note, stream);
 }
 
@@ -387,9 +387,12 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
                                          : ipc->post_fifo_recv(op->peer, path[i] == Path::Fifo ? landing[i] : nullptr,
                                                                op->bytes, op->mem == MemType::Host, op->stream);
                 if (res != vcclSuccess) return give_up_rest(res);
-                if (path[i] == Path::Fifo) {
+                if (path[i] == Path::Fifo && kind == OpKind::Recv && op->mem == MemType::Host) {
+                    if (comm->device_flows) comm->device_flows->counted(op->peer, telemetry::Dir::Recv, op->bytes);
+                } else if (path[i] == Path::Fifo) {
+                    // FULL and FREE go out at once, so a note is a driver call of its own: sampled only.
                     flow_posted(comm, op->peer, kind == OpKind::Send ? telemetry::Dir::Send : telemetry::Dir::Recv,
-                                op->bytes, op->stream);
+                                op->bytes, op->stream, true);
                 }
             }
         }

@@ -29,9 +29,10 @@ MemType mem_type_of(const void* ptr) {
 }
 
 
-vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed) {
-    if (stream == nullptr) return vcclSuccess;
+vcclResult_t stream_synchronize_watching(vcclStream_t stream, bool null_is_legacy,
+                                         const std::function<vcclResult_t()>& failed) {
 #if VCCL_HAVE_CUDA
+    if (stream == nullptr && !null_is_legacy) return vcclSuccess;
     auto st = static_cast<cudaStream_t>(stream);
     const auto start = std::chrono::steady_clock::now();
     auto next_check = start + std::chrono::milliseconds(10);
@@ -60,6 +61,8 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::functio
     }
 #else
     (void)failed;
+    (void)null_is_legacy;
+    if (stream == nullptr) return vcclSuccess;
     return set_last_error(vcclInvalidArgument, "a non-NULL stream was passed but vccl was built without CUDA");
 #endif
 }

@@ -13,11 +13,13 @@ namespace vccl {
 
 /* Where ptr lives. Host (pageable, pinned or managed) unless CUDA reports device memory. */
 MemType mem_type_of(const void* ptr);
-/* Waits for the stream's work (a no-op for NULL; without CUDA a non-NULL stream is an invalid argument). Every
+/* Waits for the stream's work (a no-op for NULL unless null_is_legacy, which waits for CUDA's legacy default
+ * stream; without CUDA a non-NULL stream is an invalid argument and NULL a no-op). Every
  * 10 ms of waiting it asks `failed` whether the wait can still end (a peer the stream waits for may have given
  * up): when it returns an error (which it has set), the wait stops with it, the stream's work left enqueued.
  * Polls the stream instead of blocking in the driver, spinning for the first millisecond. */
-vcclResult_t stream_synchronize_watching(vcclStream_t stream, const std::function<vcclResult_t()>& failed);
+vcclResult_t stream_synchronize_watching(vcclStream_t stream, bool null_is_legacy,
+                                         const std::function<vcclResult_t()>& failed);
 
 /* The GPU `stream` belongs to (the current one for the NULL and per-thread streams); false without CUDA. */
 bool stream_device(vcclStream_t stream, int* device);

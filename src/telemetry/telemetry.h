@@ -65,6 +65,9 @@ public:
     static vcclResult_t create(const Options& options, std::unique_ptr<Telemetry>* out);
     ~Telemetry(); // final file flush, ring removed
 
+    /* Transfers from this size on are timed one by one; smaller ones are sampled (VCCL_TELEMETRY_SAMPLE). */
+    static constexpr uint64_t kSampleBelowBytes = 65536;
+
     /* One path's counters (opaque to callers). A transport that posts many transfers on one path looks it
      * up once with path() and hands it to on_post/on_complete: the lookup was a third of the cost of a
      * counted transfer. NULL for a peer or path out of range; valid as long as this object. */
@@ -216,7 +219,6 @@ private:
      * with the default 64 no send was ever timed); the others only count. Two clock
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
      * of an 8-byte allreduce when every transfer was timed). Large transfers are always timed. */
-    static constexpr uint64_t kSampleBelowBytes = 65536;
     bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag, uint64_t timed_from_bytes) {
         if (options_.sample <= 1 || bytes >= timed_from_bytes) return true;
         uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts[dir == Dir::Send ? 0 : 1]++);

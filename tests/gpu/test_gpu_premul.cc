@@ -143,6 +143,101 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 }
 
+/* PreMulSum calls queued back to back with no synchronisation between them: two streams, three sizes (the
+ * low-latency kernel, the chunked kernel or copy engines, the copy engines), two ops with host scalars and one
+ * with a device scalar, and that scalar changed on the stream between two of the calls (each call must use the
+ * value its turn on the stream sees), then a group of two calls on the two streams. Each call has buffers of
+ * its own; all are checked once both streams are done. The scaled copies share the communicator's scratch, which
+ * grows while earlier calls still read it. */
+TEST(GpuPreMulSum, CallsQueuedBackToBackOnTwoStreams) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int rank = world_rank(), n = world_size();
+    const vcclDataType_t t = vcclFloat32;
+    const size_t ts = 4;
+    Stream s1, s2;
+    // Scalars (times two) per op: host ops with salts 0 and 1, the device op with salt 2, then 0 after the change.
+    auto scalar_host = [&](int salt) {
+        std::vector<char> v(8, 0);
+        store_double(v.data(), 0, t, double(scalar_x2(rank, t, salt)) / 2.0);
+        return v;
+    };
+    std::vector<char> h0 = scalar_host(0), h1 = scalar_host(1), d2 = scalar_host(2), d0 = scalar_host(0);
+    DevBuf dev_scalar(ts);
+    ASSERT_ALL_RANKS(dev_scalar.base != nullptr);
+    dev_scalar.upload(std::vector<char>(d2.begin(), d2.begin() + 4));
+    vcclRedOp_t op0 = vcclSum, op1 = vcclSum, opd = vcclSum;
+    ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&op0, h0.data(), t, vcclScalarHostImmediate, comm) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&op1, h1.data(), t, vcclScalarHostImmediate, comm) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&opd, dev_scalar.ptr(), t, vcclScalarDevice, comm) == vcclSuccess);
+    struct Call {
+        size_t count;
+        vcclRedOp_t op;
+        int salt; // which scalars the result must show
+        cudaStream_t st;
+        std::unique_ptr<DevBuf> in, out;
+    };
+    const size_t sizes[] = {1031, (size_t(3) << 20) / 4 + 5, (size_t(12) << 20) / 4 + 1};
+    // Calls 0-5 alone, alternating streams; 6 and 7 in one group. Every buffer is made and filled first, so
+    // nothing synchronises between the calls.
+    std::vector<Call> calls;
+    for (int k = 0; k < 8; ++k) {
+        const size_t count = k < 6 ? sizes[k % 3] : sizes[k - 6];
+        vcclRedOp_t op = k == 6 ? op1 : k == 7 ? op0 : k % 3 == 0 ? op0 : k % 3 == 1 ? op1 : opd;
+        const int salt = k == 6 ? 1 : k == 7 ? 0 : k % 3 == 0 ? 0 : k % 3 == 1 ? 1 : (k < 3 ? 2 : 0);
+        calls.push_back(Call{count, op, salt, k % 2 == 0 ? s1.s : s2.s, std::make_unique<DevBuf>(count * ts),
+                             std::make_unique<DevBuf>(count * ts)});
+        ASSERT_ALL_RANKS(calls.back().in->base != nullptr && calls.back().out->base != nullptr);
+        std::vector<char> host_in(count * ts);
+        for (size_t i = 0; i < count; ++i) store_int(host_in.data(), i, t, premul_input(rank, i + size_t(k) * 7, t));
+        calls.back().in->upload(host_in);
+    }
+    std::string why;
+    auto issue = [&](size_t k) {
+        const Call& c = calls[k];
+        vcclResult_t r = vcclAllReduce(c.in->ptr(), c.out->ptr(), c.count, t, c.op, comm, c.st);
+        if (r != vcclSuccess && why.empty()) why = "call " + std::to_string(k) + ": " + result_str(r);
+    };
+    for (size_t k = 0; k < 6; ++k) {
+        if (k == 3) {
+            // After call 2 on s1, on s1: call 2 reads the old value; call 5 (on s2) runs after call 4 (on s1, later
+            // than this write) because a communicator's calls run in call order across streams.
+            if (cudaMemcpyAsync(dev_scalar.ptr(), d0.data(), ts, cudaMemcpyHostToDevice, s1.s) != cudaSuccess &&
+                why.empty()) {
+                why = "cudaMemcpyAsync of the scalar failed";
+            }
+        }
+        issue(k);
+    }
+    vcclResult_t g = vcclGroupStart();
+    issue(6);
+    issue(7);
+    vcclResult_t e = vcclGroupEnd();
+    if ((g != vcclSuccess || e != vcclSuccess) && why.empty()) why = "group failed";
+    if (cudaStreamSynchronize(s1.s) != cudaSuccess || cudaStreamSynchronize(s2.s) != cudaSuccess) {
+        if (why.empty()) why = "stream failed";
+    }
+    for (size_t c = 0; c < calls.size() && why.empty(); ++c) {
+        std::vector<char> got = calls[c].out->download();
+        const size_t seed = c * 7;
+        for (size_t i = 0; i < calls[c].count; ++i) {
+            int64_t sum_x2 = 0;
+            for (int r = 0; r < n; ++r) sum_x2 += scalar_x2(r, t, calls[c].salt) * premul_input(r, i + seed, t);
+            const double want = double(sum_x2) / 2.0;
+            if (load(got.data(), i, t) != want) {
+                why = "call " + std::to_string(c) + " (count " + std::to_string(calls[c].count) + ") element " +
+                      std::to_string(i) + ": got " + std::to_string(load(got.data(), i, t)) + ", want " +
+                      std::to_string(want);
+                break;
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_ALL_RANKS(vcclRedOpDestroy(op0, comm) == vcclSuccess);
+    EXPECT_ALL_RANKS(vcclRedOpDestroy(op1, comm) == vcclSuccess);
+    EXPECT_ALL_RANKS(vcclRedOpDestroy(opd, comm) == vcclSuccess);
+}
+
 /* Which collectives the low-latency kernel serves, by the counter of calls it took. */
 TEST(GpuLl, EveryKindTakesTheKernelAndAlltoAllStopsAtItsCap) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);

@@ -108,6 +108,24 @@ TEST(DeviceFlows, SmallTransfersAreSampledTheRestCountedAtOnce) {
     EXPECT_NE(all.flows->posted(1, Dir::Recv, 8, &word), 0u);
 }
 
+TEST(DeviceFlows, FifoTransfersAreSampledAtEverySizeHostLandingsCounted) {
+    Fixture f(2, 64);
+    int word = -1;
+    const uint64_t mib = 1 << 20;
+    // A FIFO note costs a driver call: timed only when sampled (the first point-to-point transfer of 64), even at 1 MiB.
+    EXPECT_NE(f.flows->posted(1, Dir::Send, mib, &word, true), 0u);
+    EXPECT_EQ(f.flows->posted(1, Dir::Send, mib, &word, true), 0u);
+    EXPECT_EQ(word, -1);
+    EXPECT_EQ(f.device(1).bytes_sent, mib); // the second, counted at once
+    // FIFO receives into host memory: counted, never timed.
+    f.flows->counted(1, Dir::Recv, 300);
+    f.flows->counted(1, Dir::Recv, 300);
+    PathStats s = f.device(1);
+    EXPECT_EQ(s.bytes_recv, 600u);
+    EXPECT_EQ(s.recv_completions, 2u);
+    EXPECT_EQ(s.outstanding_reqs, 1u); // the first FIFO send only
+}
+
 TEST(DeviceFlows, KernelCallsAreSampledAtEverySizeAndCountEachPeer) {
     using Flow = DeviceFlows::KernelFlow;
     Fixture f(3, 64);
