@@ -24,10 +24,11 @@ uint32_t DeviceFlows::next_note(int word) {
 
 /* Posts one transfer; a timed one is queued on `word` with `note` (a new number when 0). Returns its note, or 0
  * when it was counted and completed at once. */
-uint32_t DeviceFlows::record(int peer, Dir dir, uint64_t bytes, int word, uint64_t timed_from_bytes, uint32_t note) {
+uint32_t DeviceFlows::record(int peer, Dir dir, uint64_t bytes, int word, uint32_t note) {
     PathW* path = paths_[size_t(peer)];
     if (path == nullptr) return 0;
-    const uint64_t post_ns = telemetry_->on_post(path, dir, bytes, &tag_, timed_from_bytes);
+    // Sampled at every size (the header says why).
+    const uint64_t post_ns = telemetry_->on_post(path, dir, bytes, &tag_, UINT64_MAX);
     if (post_ns == 0) {
         telemetry_->on_complete(path, dir, bytes, 0, tag_, true);
         return 0;
@@ -38,11 +39,11 @@ uint32_t DeviceFlows::record(int peer, Dir dir, uint64_t bytes, int word, uint64
     return note;
 }
 
-uint32_t DeviceFlows::posted(int peer, Dir dir, uint64_t bytes, int* word, bool note_costs_a_call) {
+uint32_t DeviceFlows::posted(int peer, Dir dir, uint64_t bytes, int* word) {
     *word = -1;
     if (paused_ || peer < 0 || peer >= nranks_) return 0;
     const int w = dir == Dir::Send ? send_word(peer) : recv_word(peer);
-    const uint32_t note = record(peer, dir, bytes, w, note_costs_a_call ? UINT64_MAX : telemetry::Telemetry::kSampleBelowBytes, 0);
+    const uint32_t note = record(peer, dir, bytes, w, 0);
     if (note != 0) *word = w;
     return note;
 }
@@ -64,8 +65,7 @@ uint32_t DeviceFlows::kernel_posted(int rank, uint64_t bytes, KernelFlow flow, i
             const bool moves = flow == KernelFlow::EveryPeer ? true
                                : flow == KernelFlow::FromRoot ? (dir == Dir::Send ? rank == root : p == root)
                                                               : (dir == Dir::Send ? p == root : rank == root);
-            // Sampled at every size: the note of a kernel call costs a driver call of its own.
-            if (moves) note = record(p, dir, bytes, word, UINT64_MAX, note);
+            if (moves) note = record(p, dir, bytes, word, note);
         }
     }
     return note;

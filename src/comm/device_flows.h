@@ -9,12 +9,13 @@
  * vcclCommGetTelemetry's snapshot. A completion time is therefore late by up to the poll's delay, and the
  * bandwidth of a window is a lower bound when the host polls seldom.
  *
- * What is timed follows the host transport's rule (telemetry.h): transfers of 64 KiB and more, and smaller ones of
- * one collective (or point-to-point transfer) in VCCL_TELEMETRY_SAMPLE. A timed direct transfer's note rides with
- * its own flag write or wait (no driver call of its own). Kernel calls and FIFO transfers are timed only when
- * sampled, at any size: their note costs a driver call (about 1.5 us, a tenth of a small call). What is not timed
- * is counted when posted and completed at once, as are FIFO receives into host memory (their stream is not the
- * call's other device work's, and the call waits for it anyway).
+ * What is timed: one collective (or point-to-point transfer per path and direction) in VCCL_TELEMETRY_SAMPLE, at
+ * every size; the host transport also times every transfer of 64 KiB and more, but here a note costs the stream a
+ * write to host memory: timing every large transfer made 256 KiB-16 MiB send/recv 4-24% slower on 2x H200 (run190).
+ * A direct transfer's note rides with its own flag write or wait (no driver call of its own); a kernel call's or a
+ * FIFO transfer's costs a driver call (about 1.5 us). What is not timed is counted when posted and completed at
+ * once, as are FIFO receives into host memory (their stream is not the call's other device work's, and the call
+ * waits for it anyway).
  *
  * So the time of a device-path record runs from the host's enqueue to the poll that saw it done: it includes time
  * queued behind earlier work on the stream and the poll's delay, and the bandwidth it gives is a lower bound.
@@ -51,9 +52,8 @@ public:
 
     /* A transfer of `bytes` with `peer` in direction `dir`, enqueued on the device path. Returns the number
      * the stream must write into *word once the transfer is done (IpcP2p::note), or 0: not timed, already
-     * counted as done, nothing to write. `note_costs_a_call`: its note cannot ride with a write of its own
-     * (FIFO), so it is timed only when sampled, whatever its size. */
-    uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word, bool note_costs_a_call = false);
+     * counted as done, nothing to write. */
+    uint32_t posted(int peer, telemetry::Dir dir, uint64_t bytes, int* word);
     /* A transfer counted, not timed (FIFO receives into host memory). */
     void counted(int peer, telemetry::Dir dir, uint64_t bytes);
     /* Who a kernel call's messages go between: every pair of ranks both ways (AllReduce, ReduceScatter,
@@ -91,7 +91,7 @@ private:
         telemetry::TransferTag tag;
     };
     uint32_t next_note(int word);
-    uint32_t record(int peer, telemetry::Dir dir, uint64_t bytes, int word, uint64_t timed_from_bytes, uint32_t note);
+    uint32_t record(int peer, telemetry::Dir dir, uint64_t bytes, int word, uint32_t note);
 
     telemetry::Telemetry* telemetry_;
     int nranks_;

@@ -166,10 +166,10 @@ namespace {
 
 /* Telemetry of a device-path transfer just enqueued on `stream` (comm/device_flows.h): its note, when it is timed,
  * rides with the stream's next memory operation. */
-void flow_posted(vcclComm* comm, int peer, telemetry::Dir dir, uint64_t bytes, void* stream, bool fifo = false) {
+void flow_posted(vcclComm* comm, int peer, telemetry::Dir dir, uint64_t bytes, void* stream) {
     if (!comm->device_flows) return;
     int word = -1;
-    const uint32_t note = comm->device_flows->posted(peer, dir, bytes, &word, fifo);
+    const uint32_t note = comm->device_flows->posted(peer, dir, bytes, &word);
     if (note != 0) comm->ipc->note(word, note, stream);
 }
 
@@ -390,9 +390,9 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
                 if (path[i] == Path::Fifo && kind == OpKind::Recv && op->mem == MemType::Host) {
                     if (comm->device_flows) comm->device_flows->counted(op->peer, telemetry::Dir::Recv, op->bytes);
                 } else if (path[i] == Path::Fifo) {
-                    // FULL and FREE go out at once, so a note is a driver call of its own: sampled only.
+                    // FULL and FREE go out at once: a note is a driver call of its own (sampled transfers only).
                     flow_posted(comm, op->peer, kind == OpKind::Send ? telemetry::Dir::Send : telemetry::Dir::Recv,
-                                op->bytes, op->stream, true);
+                                op->bytes, op->stream);
                 }
             }
         }

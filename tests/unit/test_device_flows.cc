@@ -44,8 +44,8 @@ struct Fixture {
     }
 };
 
-TEST(DeviceFlows, LargeTransfersStayOutstandingUntilTheirNoteIsWritten) {
-    Fixture f(3);
+TEST(DeviceFlows, TimedTransfersStayOutstandingUntilTheirNoteIsWritten) {
+    Fixture f(3, 1); // every transfer timed
     const uint64_t mib = 1 << 20;
     int send_word = -1, recv_word = -1, second_word = -1;
     const uint32_t s1 = f.flows->posted(1, Dir::Send, mib, &send_word);
@@ -86,21 +86,27 @@ TEST(DeviceFlows, LargeTransfersStayOutstandingUntilTheirNoteIsWritten) {
     EXPECT_EQ(f.device(2).bytes_sent, 0u); // another peer untouched
 }
 
-TEST(DeviceFlows, SmallTransfersAreSampledTheRestCountedAtOnce) {
+TEST(DeviceFlows, TransfersOfEverySizeAreSampledTheRestCountedAtOnce) {
     Fixture f(2, 4);
     int word = -1;
-    // Point-to-point transfers below 64 KiB: the first of every 4 per path and direction is timed.
-    EXPECT_NE(f.flows->posted(1, Dir::Send, 100, &word), 0u);
+    // Point-to-point transfers, even of 1 MiB (a note costs the stream a write to host memory): the first of every
+    // 4 per path and direction is timed.
+    EXPECT_NE(f.flows->posted(1, Dir::Send, 1 << 20, &word), 0u);
     for (int i = 0; i < 3; ++i) {
-        EXPECT_EQ(f.flows->posted(1, Dir::Send, 100, &word), 0u);
+        EXPECT_EQ(f.flows->posted(1, Dir::Send, 1 << 20, &word), 0u);
         EXPECT_EQ(word, -1);
     }
     PathStats s = f.device(1);
-    EXPECT_EQ(s.bytes_sent, 300u); // the three not timed, counted as done
+    EXPECT_EQ(s.bytes_sent, 3u << 20); // the three not timed, counted as done
     EXPECT_EQ(s.outstanding_reqs, 1u);
     f.words[size_t(DeviceFlows::send_word(1))] = 1;
     EXPECT_FALSE(f.flows->poll());
-    EXPECT_EQ(f.device(1).bytes_sent, 400u);
+    EXPECT_EQ(f.device(1).bytes_sent, 4u << 20);
+    // Collectives go by their number: collective 8 timed (a multiple of 4), 9 not.
+    f.flows->set_tag(TransferTag{1, 8});
+    EXPECT_NE(f.flows->posted(1, Dir::Recv, 8, &word), 0u);
+    f.flows->set_tag(TransferTag{1, 9});
+    EXPECT_EQ(f.flows->posted(1, Dir::Recv, 8, &word), 0u);
 
     // Every transfer is timed with a sample of 1.
     Fixture all(2, 1);
@@ -108,22 +114,15 @@ TEST(DeviceFlows, SmallTransfersAreSampledTheRestCountedAtOnce) {
     EXPECT_NE(all.flows->posted(1, Dir::Recv, 8, &word), 0u);
 }
 
-TEST(DeviceFlows, FifoTransfersAreSampledAtEverySizeHostLandingsCounted) {
-    Fixture f(2, 64);
-    int word = -1;
-    const uint64_t mib = 1 << 20;
-    // A FIFO note costs a driver call: timed only when sampled (the first point-to-point transfer of 64), even at 1 MiB.
-    EXPECT_NE(f.flows->posted(1, Dir::Send, mib, &word, true), 0u);
-    EXPECT_EQ(f.flows->posted(1, Dir::Send, mib, &word, true), 0u);
-    EXPECT_EQ(word, -1);
-    EXPECT_EQ(f.device(1).bytes_sent, mib); // the second, counted at once
-    // FIFO receives into host memory: counted, never timed.
+TEST(DeviceFlows, HostLandingsAreCountedNeverTimed) {
+    Fixture f(2, 1); // everything else would be timed
     f.flows->counted(1, Dir::Recv, 300);
     f.flows->counted(1, Dir::Recv, 300);
     PathStats s = f.device(1);
     EXPECT_EQ(s.bytes_recv, 600u);
     EXPECT_EQ(s.recv_completions, 2u);
-    EXPECT_EQ(s.outstanding_reqs, 1u); // the first FIFO send only
+    EXPECT_EQ(s.outstanding_reqs, 0u);
+    EXPECT_FALSE(f.flows->outstanding());
 }
 
 TEST(DeviceFlows, KernelCallsAreSampledAtEverySizeAndCountEachPeer) {
