@@ -5,4 +5,4 @@ VTEST_GPU_SHARE=1
 VCCL_P2P_FIFO_BYTES=${VCCL_P2P_FIFO_BYTES:-32K}
 export VTEST_GPU_SHARE VCCL_P2P_FIFO_BYTES
 exec "$(dirname "$0")/run-gpu-test.sh" 2 "${top_builddir:-.}/tests/gpu/test_gpu" \
-    --gtest_filter='GpuFifo*:GpuFailure.*Fifo*:GpuP2p*:GpuStreamOrder*' "$@"
+    --gtest_filter='GpuFifo*:GpuFailure.*Fifo*:GpuP2p*:GpuStreamOrder*:GpuTelemetry*' "$@"
