@@ -443,7 +443,6 @@ class FlowTagScope {
 public:
     FlowTagScope(vcclComm* comm, const Op& op) : flows_(comm->device_flows.get()) {
         if (flows_ == nullptr) return;
-        flows_->poll();
         flows_->set_tag(telemetry::TransferTag{uint8_t(1 + int(op.coll.coll)), flows_->next_collective()});
     }
     ~FlowTagScope() {

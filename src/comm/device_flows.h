@@ -4,9 +4,9 @@
  * chunked kernels. Without this, telemetry saw nothing of a job whose GPUs share a host.
  *
  * A transfer is posted when the host enqueues it. It is done when its stream has written the transfer's note
- * (IpcP2p::note, a word in pinned host memory) and a poll reads that word: at the communicator's next call on
- * device memory, from the idle-progress thread (about every millisecond while the communicator is idle), and before
- * vcclCommGetTelemetry's snapshot. A completion time is therefore late by up to the poll's delay, and the
+ * (IpcP2p::note, a word in pinned host memory) and a poll reads that word: at the start of the communicator's next
+ * call (run_comm_ops, once no staged job runs), from the idle-progress thread (about every millisecond while the
+ * communicator is idle), and before vcclCommGetTelemetry's snapshot. A completion time is therefore late by up to the poll's delay, and the
  * bandwidth of a window is a lower bound when the host polls seldom.
  *
  * What is timed: one collective (or point-to-point transfer per path and direction) in VCCL_TELEMETRY_SAMPLE, at

@@ -214,6 +214,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->staged_queue->wait_idle();
     }
+    // Device-path telemetry whose notes have come (comm/device_flows.h): once per call, where this thread is the
+    // only writer (no staged job runs).
+    if (queue == nullptr && comm->device_flows) comm->device_flows->poll();
     // PreMulSum calls become Sums over their inputs multiplied by the scalar (comm/premul.h), each scaled right
     // before it runs. A failure there leaves the peers' parts of the call unmatched: the communicator fails.
     PreMulCall premul; // the scaled inputs, read by the collectives below

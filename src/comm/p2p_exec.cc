@@ -182,7 +182,6 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
         *rest = ops;
         return vcclSuccess;
     }
-    if (comm->device_flows) comm->device_flows->poll();
     // Flag writes left pending by the ipc calls below are enqueued on every way out.
     struct FlushAtExit {
         IpcP2p* ipc;

@@ -1012,14 +1012,8 @@ bool CudaIpcP2p::tell_failed(int peer, Region release, uint32_t seq, void* strea
     DeviceScope scope(device_);
     if (stream != nullptr && release != kFail) {
         CUstream us = static_cast<CUstream>(stream);
-        CUstreamBatchMemOpParams op;
-        memset(&op, 0, sizeof(op));
-        op.writeValue.operation = CU_STREAM_MEM_OP_WRITE_VALUE_32;
-        op.writeValue.address = flag_addr(peer, kFail, rank_);
-        op.writeValue.value = ++abandoned_;
-        op.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
         // issue_pending's own failure path comes back here without a stream: no recursion through it.
-        if (issue_pending(us, op) == CUDA_SUCCESS &&
+        if (issue_pending(us, write_op(flag_addr(peer, kFail, rank_), ++abandoned_)) == CUDA_SUCCESS &&
             driver().write_value(us, flag_addr(peer, release, rank_), seq, CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS) {
             return true;
         }

@@ -65,9 +65,6 @@ public:
     static vcclResult_t create(const Options& options, std::unique_ptr<Telemetry>* out);
     ~Telemetry(); // final file flush, ring removed
 
-    /* Transfers from this size on are timed one by one; smaller ones are sampled (VCCL_TELEMETRY_SAMPLE). */
-    static constexpr uint64_t kSampleBelowBytes = 65536;
-
     /* One path's counters (opaque to callers). A transport that posts many transfers on one path looks it
      * up once with path() and hands it to on_post/on_complete: the lookup was a third of the cost of a
      * counted transfer. NULL for a peer or path out of range; valid as long as this object. */
@@ -76,7 +73,9 @@ public:
 
     /* Hot path, writer thread only. on_post returns the post time to hand back to on_complete, or 0 when
      * the transfer is counted but not timed (sampling, below). `tag`: the collective and sequence number
-     * the transfer belongs to, which sampling goes by; NULL times every transfer. */
+     * the transfer belongs to, which sampling goes by; NULL times every transfer. `timed_from_bytes`: transfers
+     * from this size on are timed whatever the sampling (UINT64_MAX: sampled at every size, as the device path
+     * does, whose timing costs its stream a write to host memory; comm/device_flows.h). */
     uint64_t on_post(PathW* p, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr,
                      uint64_t timed_from_bytes = kSampleBelowBytes) {
         p->stats.outstanding_reqs++;
@@ -102,13 +101,10 @@ public:
         }
         complete_timed(p, dir, bytes, post_ns, tag, ok);
     }
-    /* The same by peer and path (a lookup each). `timed_from_bytes`: transfers from this size on are timed
-     * whatever the sampling (UINT64_MAX: sampled at every size, for transfers whose timing costs the
-     * device path a driver call). */
-    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr,
-                     uint64_t timed_from_bytes = kSampleBelowBytes) {
+    /* The same by peer and path (a lookup each). */
+    uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
         PathW* p = path_w(peer, path);
-        return p != nullptr ? on_post(p, dir, bytes, tag, timed_from_bytes) : 0;
+        return p != nullptr ? on_post(p, dir, bytes, tag) : 0;
     }
     void on_complete(int peer, int path, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
         PathW* p = path_w(peer, path);
@@ -219,6 +215,7 @@ private:
      * with the default 64 no send was ever timed); the others only count. Two clock
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
      * of an 8-byte allreduce when every transfer was timed). Large transfers are always timed. */
+    static constexpr uint64_t kSampleBelowBytes = 65536;
     bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag, uint64_t timed_from_bytes) {
         if (options_.sample <= 1 || bytes >= timed_from_bytes) return true;
         uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts[dir == Dir::Send ? 0 : 1]++);
