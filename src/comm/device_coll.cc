@@ -102,12 +102,29 @@ vcclResult_t run_batch(vcclComm* comm, const std::vector<Op>& ops) {
     return run_p2p_batch(comm, ptrs);
 }
 
+/* PreMulSum's scalar for a kernel (device/premul_arg.h); off for every other op. */
+[[maybe_unused]] PreMulArg premul_arg(const Op& op) {
+    PreMulArg arg;
+    if (!op.premul) return arg;
+    arg.on = 1;
+    arg.device_scalar = op.premul_scalar.on_device ? op.premul_scalar.device_ptr : nullptr;
+    arg.host_bits = op.premul_scalar.host_bits;
+    return arg;
+}
+
+/* Where the reductions read this rank's own block: the caller's input, whose block they scale as they read it, when
+ * the rest of a PreMulSum's input was scaled into a copy (PreMulPlan::OwnBlock); else `send` (the same layout). */
+const char* own_input(const Op& op, const char* send) {
+    return op.premul && op.premul_own_input != nullptr ? static_cast<const char*>(op.premul_own_input) : send;
+}
+
+/* srcs[0] is this rank's own block (own_input): PreMulSum's reductions scale it as they read it. */
 vcclResult_t reduce(vcclComm* comm, const Op& op, vcclStream_t stream, void* dst, const std::vector<const void*>& srcs,
                     size_t count) {
 #if VCCL_HAVE_CUDA
     int divide_by = op.coll.op == vcclAvg ? comm->nranks : 0;
     vcclResult_t r = device_reduce(dst, srcs.data(), int(srcs.size()), count, op.coll.dtype, op.coll.op, divide_by,
-                                   comm->max_ctas, stream);
+                                   comm->max_ctas, stream, premul_arg(op));
     if (r != vcclSuccess) return set_last_error(r, "reduction kernel launch failed");
     return vcclSuccess;
 #else
@@ -141,7 +158,7 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
     void* scratch = nullptr;
     if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, my_bytes * size_t(n - 1), op.stream, &scratch));
     std::vector<Op> ops;
-    std::vector<const void*> srcs = {send + my_off};
+    std::vector<const void*> srcs = {own_input(op, send) + my_off};
     int slot = 0;
     for (int p = 0; p < n; ++p) {
         if (p == rank) continue;
@@ -203,7 +220,7 @@ vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* sen
         part(rank, c, &my_off, &my_elems);
         char* half = static_cast<char*>(scratch) + size_t(c % 2) * half_bytes;
         std::vector<Op> ops;
-        std::vector<const void*> srcs = {send + my_off * ts};
+        std::vector<const void*> srcs = {own_input(op, send) + my_off * ts};
         int slot = 0;
         for (int p = 0; p < n; ++p) {
             if (p == rank) continue;
@@ -396,6 +413,7 @@ vcclResult_t run_kernel(vcclComm* comm, const Op& op, LlKind kind, bool chunked,
     }
     args.max_blocks = std::min(args.max_blocks, comm->max_ctas);
     args.root = op.coll.root;
+    args.premul = premul_arg(op); // PreMulPlan::Kernel: the kernel scales the input as it reads it
     if (chunked && comm->test_chunked_stop != 0) {
         args.chunk_stop = comm->test_chunked_stop;
         comm->test_chunked_stop = 0;
@@ -436,6 +454,29 @@ void device_coll_give_up(vcclComm* comm, const Op& op) {
 #endif
 }
 
+PreMulPlan device_coll_premul_plan(const vcclComm* comm, const Op& op) {
+    PreMulPlan plan;
+    const CollArgs& a = op.coll;
+    LlKind kind;
+    bool chunked = false;
+    if (a.count == 0 || comm->nranks < 2) return plan;
+    if (takes_kernel(comm, op, &kind, &chunked)) {
+        plan.kind = PreMulPlan::Kernel;
+        return plan;
+    }
+    // As run_device_coll_direct chooses: AllReduce at or below the small size sends its whole input to every peer
+    // (allreduce_one_shot), Reduce's non-roots send theirs to the root; those read a scaled copy of all of it.
+    if (a.coll == CollType::AllReduce && a.count * dtype_size(a.dtype) > comm->settings.small_bytes) {
+        block_range(a.count, comm->nranks, comm->rank, &plan.own_begin, &plan.own_end);
+        plan.kind = PreMulPlan::OwnBlock;
+    } else if (a.coll == CollType::ReduceScatter) {
+        plan.own_begin = a.count * size_t(comm->rank);
+        plan.own_end = plan.own_begin + a.count;
+        plan.kind = PreMulPlan::OwnBlock;
+    }
+    return plan;
+}
+
 namespace {
 
 /* The device transfers of one device collective carry its kind and number in telemetry. */
@@ -467,7 +508,13 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         if (a.count == 0) return vcclSuccess;
         LlKind kind;
         bool chunked = false;
-        if (takes_kernel(comm, op, &kind, &chunked)) return run_kernel(comm, op, kind, chunked, send, recv);
+        const bool kernel = takes_kernel(comm, op, &kind, &chunked);
+        // PreMulSum reached here as device_coll_premul_plan planned it, from the same sizes and settings.
+        if (op.premul && kernel != (op.premul_own_input == nullptr)) {
+            return set_last_error(vcclInternalError, "PreMulSum %s: the path planned for its scaling is not the one "
+                                  "taken", coll_name(a.coll));
+        }
+        if (kernel) return run_kernel(comm, op, kind, chunked, send, recv);
         switch (a.coll) {
         case CollType::ReduceScatter: {
             int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));

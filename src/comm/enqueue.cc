@@ -222,7 +222,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     PreMulCall premul; // the scaled inputs, read by the collectives below
     bool premul_failed = false;
     if (status == vcclSuccess) {
-        status = premul_reserve(comm, *run, &premul);
+        status = premul_reserve(comm, *run, queue != nullptr, &premul);
         premul_failed = status != vcclSuccess;
     }
     size_t started = 0; // ops of *run this call ran or began to run
@@ -233,7 +233,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
             continue;
         }
         Op op = (*run)[i];
-        status = premul_apply(comm, &op, &premul);
+        status = premul_apply(comm, &op, queue != nullptr, &premul);
         if (status != vcclSuccess) {
             premul_failed = true;
             --started; // it never began: given up below with the rest

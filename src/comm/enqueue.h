@@ -27,6 +27,10 @@ struct Op {
     int peer;               // Send / Recv
     bool premul;            // Collective: coll.op is a PreMulSum op, whose scalar is premul_scalar (comm/premul.h)
     PreMulScalar premul_scalar;
+    // Once premul_apply ran, premul stays set (coll.op is then vcclSum) only where the direct device path scales
+    // (PreMulPlan, device_coll.h): with this NULL, its kernel scales all it reads (Kernel); else this is the caller's
+    // input, whose own block the reduction scales as it reads it, and coll.sendbuf a copy scaled elsewhere (OwnBlock).
+    const void* premul_own_input;
 };
 
 /* Runs op now, or adds it to the calling thread's open group. */

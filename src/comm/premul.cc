@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "comm/comm.h"
+#include "comm/device_coll.h"
 #include "comm/enqueue.h"
 #include "core/dtype.h"
 #include "core/reduce.h"
@@ -93,12 +94,33 @@ size_t input_count(const vcclComm* comm, const Op& op) {
     return op.coll.coll == CollType::ReduceScatter ? op.coll.count * size_t(comm->nranks) : op.coll.count;
 }
 
+/* How op's scaling is done (a PreMulSum collective): on the direct path as it plans, else from a scaled copy. */
+PreMulPlan plan_of(const vcclComm* comm, const Op& op, bool staged) {
+    if (staged || !device_coll_direct_possible(comm, op)) return PreMulPlan();
+    return device_coll_premul_plan(comm, op);
+}
+
+#if VCCL_HAVE_CUDA
+/* Elements [begin, end) of the input, scaled into the copy at the same offsets. */
+vcclResult_t scale_range(const Op& op, void* scaled, size_t begin, size_t end, int max_ctas) {
+    if (end <= begin) return vcclSuccess;
+    const size_t ts = dtype_size(op.coll.dtype);
+    const PreMulScalar& s = op.premul_scalar;
+    vcclResult_t r = device_premul(static_cast<char*>(scaled) + begin * ts,
+                                   static_cast<const char*>(op.coll.sendbuf) + begin * ts, end - begin, op.coll.dtype,
+                                   s.on_device ? s.device_ptr : nullptr, s.host_bits, max_ctas, op.stream);
+    if (r != vcclSuccess) return set_last_error(r, "PreMulSum: the scaling kernel's launch failed");
+    return vcclSuccess;
+}
+#endif
+
 } // namespace
 
-vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call) {
+vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, bool staged, PreMulCall* call) {
     size_t device_total = 0;
     for (const Op& op : ops) {
         if (op.kind != OpKind::Collective || !op.premul || op.mem != MemType::Cuda) continue;
+        if (plan_of(comm, op, staged).kind == PreMulPlan::Kernel) continue;
         device_total += DeviceScratch::slot_bytes(input_count(comm, op) * dtype_size(op.coll.dtype));
     }
     if (device_total == 0) return vcclSuccess;
@@ -109,21 +131,33 @@ vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCa
     return vcclSuccess;
 }
 
-vcclResult_t premul_apply(vcclComm* comm, Op* op, PreMulCall* call) {
+vcclResult_t premul_apply(vcclComm* comm, Op* op, bool staged, PreMulCall* call) {
     if (op->kind != OpKind::Collective || !op->premul) return vcclSuccess;
     const size_t count = input_count(comm, *op);
     const size_t bytes = count * dtype_size(op->coll.dtype);
     const void* in = op->coll.sendbuf;
     void* scaled = nullptr;
     if (op->mem == MemType::Cuda) {
+        const PreMulPlan plan = plan_of(comm, *op, staged);
+        if (plan.kind == PreMulPlan::Kernel) {
+            op->coll.op = vcclSum; // premul stays set: the kernel scales (device_coll.cc)
+            op->premul_own_input = nullptr;
+            return vcclSuccess;
+        }
         scaled = call->device_base + call->device_at;
         call->device_at += DeviceScratch::slot_bytes(bytes);
         if (count > 0) {
 #if VCCL_HAVE_CUDA
-            const PreMulScalar& s = op->premul_scalar;
-            vcclResult_t r = device_premul(scaled, in, count, op->coll.dtype, s.on_device ? s.device_ptr : nullptr,
-                                           s.host_bits, comm->max_ctas, op->stream);
-            if (r != vcclSuccess) return set_last_error(r, "PreMulSum: the scaling kernel's launch failed");
+            if (plan.kind == PreMulPlan::OwnBlock) {
+                // The blocks the peers get, scaled into the copy; the own block is scaled by the reduction.
+                VCCL_RETURN_IF_ERROR(scale_range(*op, scaled, 0, plan.own_begin, comm->max_ctas));
+                VCCL_RETURN_IF_ERROR(scale_range(*op, scaled, plan.own_end, count, comm->max_ctas));
+                op->premul_own_input = in;
+                op->coll.sendbuf = scaled;
+                op->coll.op = vcclSum; // premul stays set
+                return vcclSuccess;
+            }
+            VCCL_RETURN_IF_ERROR(scale_range(*op, scaled, 0, count, comm->max_ctas));
 #else
             return set_last_error(vcclInternalError, "PreMulSum on device buffers in a build without CUDA");
 #endif

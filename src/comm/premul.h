@@ -2,13 +2,16 @@
  * PreMulSum operations (vcclRedOpCreatePreMulSum, NCCL's ncclRedOpCreatePreMulSum): out = sum over ranks r of
  * scalar_r * in_r. A communicator keeps a table of the ops it created; op values from vcclNumOps on index it.
  *
- * A call with such an op is run as a Sum over a scaled copy of its input: before its collective, the call
- * multiplies the input by the rank's scalar into scratch memory (device buffers: one small kernel on the call's
- * stream, reading a vcclScalarDevice scalar there; host buffers: on the calling thread, after the stream) and
- * hands the collective that copy. Every algorithm and path (direct kernels, copy engines, staging, the host
- * transport) then needs nothing of its own for it, at the price of one more pass over the input; NCCL fuses the
- * multiplication into its reduction instead. The copy lives in memory the communicator keeps between calls
- * (device) or for the call (host); calls reuse it in stream order, as the other scratch buffers.
+ * A call with such an op is run as a Sum. Where the collective reads its input in kernels of its own, they multiply
+ * it there (PreMulPlan in comm/device_coll.h): the direct path's low-latency and chunked kernels scale every element
+ * they read (no extra pass), and its copy-engine AllReduce and ReduceScatter scale this rank's own block in their
+ * reduction kernel, reading the blocks they send the peers from a copy scaled beforehand (a pass over (n - 1) / n of
+ * the input). Everywhere else (staging, the host transport, the direct path's small-size AllReduce and Reduce, which
+ * send the whole input) the collective reads a scaled copy of all of it: the call multiplies the input by the rank's
+ * scalar into scratch memory first (device buffers: one small kernel on the call's stream, reading a vcclScalarDevice
+ * scalar there; host buffers: on the calling thread, after the stream). The copy lives in memory the communicator
+ * keeps between calls (device) or for the call (host); calls reuse it in stream order, as the other scratch buffers.
+ * The bits are the same either way: a fused kernel rounds each product to the type as the copy would hold it.
  */
 #ifndef VCCL_COMM_PREMUL_H_
 #define VCCL_COMM_PREMUL_H_
@@ -61,11 +64,13 @@ struct PreMulCall {
 };
 
 /* Before a call (of `comm`, under its operation lock, after its stream order was taken) runs `ops`: the device
- * scratch for all its PreMulSum inputs (one growth at most per call; nothing when it has none). */
-vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, PreMulCall* call);
+ * scratch for all its scaled copies (one growth at most per call; nothing when it needs none). `staged`: the call's
+ * collectives go to the staging queue, not to the direct path. */
+vcclResult_t premul_reserve(vcclComm* comm, const std::vector<Op>& ops, bool staged, PreMulCall* call);
 /* Right before `op` runs (so a group's calls see each other's results in issue order): rewrites a PreMulSum
- * collective into a Sum over its input multiplied by the scalar, as the header says. */
-vcclResult_t premul_apply(vcclComm* comm, Op* op, PreMulCall* call);
+ * collective into a Sum, over a scaled copy of its input or (direct path) leaving the kernels to scale, as the header
+ * says. `staged` as for premul_reserve. */
+vcclResult_t premul_apply(vcclComm* comm, Op* op, bool staged, PreMulCall* call);
 
 } // namespace vccl
 

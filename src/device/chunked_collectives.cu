@@ -58,10 +58,75 @@ __device__ __forceinline__ uint4 load_local(const char* p) { return *reinterpret
 
 __device__ __forceinline__ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+/* Element k of the T-typed elements in a 16-byte vector, as the accumulation type. */
+template <typename T> __device__ __forceinline__ typename Acc<T>::type vec_element(const uint4& v, int k) {
+    constexpr int kPerHalf = 8 / sizeof(T);
+    const uint64_t half = k < kPerHalf ? (uint64_t(v.y) << 32 | v.x) : (uint64_t(v.w) << 32 | v.z);
+    return unit_element<T>(half, k % kPerHalf);
+}
+
+template <size_t N> struct BitsOf;
+template <> struct BitsOf<1> { using type = unsigned char; };
+template <> struct BitsOf<2> { using type = unsigned short; };
+template <> struct BitsOf<4> { using type = unsigned int; };
+template <> struct BitsOf<8> { using type = unsigned long long; };
+
+/* One element at p as the accumulation type: one load where p is aligned to the element, else byte by byte (user
+ * buffers need not be). The bits go through an integer, as in vec_element. */
+template <typename T> __device__ __forceinline__ typename Acc<T>::type load_element(const char* p, bool peer) {
+    using B = typename BitsOf<sizeof(T)>::type;
+    B bits = 0;
+    if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) {
+        bits = peer ? __ldcg(reinterpret_cast<const B*>(p)) : *reinterpret_cast<const B*>(p);
+    } else {
+        for (size_t k = 0; k < sizeof(T); ++k) {
+            const unsigned char byte = peer ? *reinterpret_cast<const volatile unsigned char*>(p + k)
+                                            : static_cast<unsigned char>(p[k]);
+            bits = B(bits | (B(byte) << (8 * k)));
+        }
+    }
+    return unit_element<T>(bits, 0);
+}
+
+/* Stores v as one element at p (this rank's output), likewise. */
+template <typename T> __device__ __forceinline__ void store_element(char* p, typename Acc<T>::type v) {
+    using B = typename BitsOf<sizeof(T)>::type;
+    T out[1];
+    store<T>(out, 0, v);
+    B bits;
+    memcpy(&bits, out, sizeof(T));
+    if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) {
+        *reinterpret_cast<B*>(p) = bits;
+    } else {
+        for (size_t k = 0; k < sizeof(T); ++k) p[k] = char(bits >> (8 * k));
+    }
+}
+
+/* PreMulSum's scaling of this rank's input in the chunked kernel: on or off when the kernel is compiled (the scaled
+ * copy needs more registers, which the plain kernels should not pay for), and the scalar as the accumulation type. */
+template <typename T, bool On> struct Scaling {
+    typename Acc<T>::type factor; // used when On
+};
+
+/* A 16-byte vector of T-typed elements, each multiplied by the scalar and rounded to T. */
+template <typename T> __device__ __forceinline__ uint4 scale_vec(const uint4& v, typename Acc<T>::type factor) {
+    constexpr int kPer = 16 / sizeof(T);
+    T out[kPer];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        store<T>(out, k, combine<typename Acc<T>::type, vcclProd>(vec_element<T>(v, k), factor));
+    }
+    uint4 packed;
+    memcpy(&packed, out, 16);
+    return packed;
+}
+
 /* Copies `len` bytes of this rank's input to a peer's slot, every thread of the sender group: 16-byte vectors when
- * the input is 16-byte aligned (slots always are; user buffers nearly always), else byte by byte. */
-template <int Threads>
-__device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char* src, uint32_t len) {
+ * the input is 16-byte aligned (slots always are; user buffers nearly always), else byte by byte (scaled: element
+ * by element; len is whole elements). */
+template <typename T, bool Scaled, int Threads>
+__device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char* src, uint32_t len,
+                                           const Scaling<T, Scaled>& scaling) {
     const uint32_t vecs = aligned16(dst) && aligned16(src) ? len / 16 : 0;
     constexpr int kSendBatch = copy_batch<Threads>();
     for (uint32_t v0 = g.tid(); v0 < vecs; v0 += kSendBatch * Threads) {
@@ -74,10 +139,19 @@ __device__ __forceinline__ void copy_chunk(const Group& g, char* dst, const char
 #pragma unroll
         for (int j = 0; j < kSendBatch; ++j) {
             const uint32_t v = v0 + j * Threads;
-            if (v < vecs) *reinterpret_cast<uint4*>(dst + 16 * size_t(v)) = x[j];
+            if (v >= vecs) continue;
+            if (Scaled) x[j] = scale_vec<T>(x[j], scaling.factor);
+            *reinterpret_cast<uint4*>(dst + 16 * size_t(v)) = x[j];
         }
     }
-    for (uint32_t b = 16 * vecs + g.tid(); b < len; b += Threads) dst[b] = src[b];
+    if (Scaled) {
+        for (uint32_t e = g.tid(); 16 * vecs + e * sizeof(T) < len; e += Threads) {
+            const size_t at = 16 * size_t(vecs) + size_t(e) * sizeof(T);
+            store_element<T>(dst + at, premul_scale<T>(load_element<T>(src + at, false), scaling.factor));
+        }
+    } else {
+        for (uint32_t b = 16 * vecs + g.tid(); b < len; b += Threads) dst[b] = src[b];
+    }
 }
 
 struct NothingMore {
@@ -106,9 +180,9 @@ __device__ __forceinline__ bool wait_peers(const Group& g, const LlArgs& a, cons
 /* Sender group: sends chunk i to every peer that is not skipped; src(p) is the chunk's first byte in this rank's
  * input for peer p. Waits for the slot's credit first when it held an earlier chunk of this call. Then tells the
  * block's reducers (*sent) that the chunk's input has been read: in place, they overwrite it. */
-template <int Threads, typename Src>
+template <typename T, bool Scaled, int Threads, typename Src>
 __device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, Src src,
-                           volatile uint32_t* sent) {
+                           const Scaling<T, Scaled>& scaling, volatile uint32_t* sent) {
     const uint32_t slot = i % a.chunk_slots;
     if (i >= a.chunk_slots &&
         !wait_peers(g, a, skip, [&](int p) { return credit_word(const_cast<uint64_t*>(a.inbox[p]), a, slot); },
@@ -116,7 +190,7 @@ __device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uin
         return false;
     }
     for (int p = 0; p < a.nranks; ++p) {
-        if (p != a.rank && !skip[p]) copy_chunk<Threads>(g, slot_data(a.outbox[p], a, slot), src(p), len);
+        if (p != a.rank && !skip[p]) copy_chunk<T, Scaled, Threads>(g, slot_data(a.outbox[p], a, slot), src(p), len, scaling);
     }
     g.sync(); // every thread's stores are issued (so its loads are done)
     if (g.leader()) {
@@ -176,54 +250,12 @@ __device__ __forceinline__ uint32_t chunk_len(const LlArgs& a, size_t bytes, uin
     return uint32_t(left < a.chunk_bytes ? left : a.chunk_bytes);
 }
 
-/* Element k of the T-typed elements in a 16-byte vector, as the accumulation type. */
-template <typename T> __device__ __forceinline__ typename Acc<T>::type vec_element(const uint4& v, int k) {
-    constexpr int kPerHalf = 8 / sizeof(T);
-    const uint64_t half = k < kPerHalf ? (uint64_t(v.y) << 32 | v.x) : (uint64_t(v.w) << 32 | v.z);
-    return unit_element<T>(half, k % kPerHalf);
-}
-
-template <size_t N> struct BitsOf;
-template <> struct BitsOf<1> { using type = unsigned char; };
-template <> struct BitsOf<2> { using type = unsigned short; };
-template <> struct BitsOf<4> { using type = unsigned int; };
-template <> struct BitsOf<8> { using type = unsigned long long; };
-
-/* One element at p as the accumulation type: one load where p is aligned to the element, else byte by byte (user
- * buffers need not be). The bits go through an integer, as in vec_element. */
-template <typename T> __device__ __forceinline__ typename Acc<T>::type load_element(const char* p, bool peer) {
-    using B = typename BitsOf<sizeof(T)>::type;
-    B bits = 0;
-    if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) {
-        bits = peer ? __ldcg(reinterpret_cast<const B*>(p)) : *reinterpret_cast<const B*>(p);
-    } else {
-        for (size_t k = 0; k < sizeof(T); ++k) {
-            const unsigned char byte = peer ? *reinterpret_cast<const volatile unsigned char*>(p + k)
-                                            : static_cast<unsigned char>(p[k]);
-            bits = B(bits | (B(byte) << (8 * k)));
-        }
-    }
-    return unit_element<T>(bits, 0);
-}
-
-/* Stores v as one element at p (this rank's output), likewise. */
-template <typename T> __device__ __forceinline__ void store_element(char* p, typename Acc<T>::type v) {
-    using B = typename BitsOf<sizeof(T)>::type;
-    T out[1];
-    store<T>(out, 0, v);
-    B bits;
-    memcpy(&bits, out, sizeof(T));
-    if (reinterpret_cast<uintptr_t>(p) % sizeof(T) == 0) {
-        *reinterpret_cast<B*>(p) = bits;
-    } else {
-        for (size_t k = 0; k < sizeof(T); ++k) p[k] = char(bits >> (8 * k));
-    }
-}
-
-/* Reduces chunk i (len bytes) of this rank's part in rank order: its own from `own`, each peer's from its slot;
- * writes it to `dst`. `dst` may be `own` (in place): each vector is read and written by one thread, reads first. */
-template <typename T, int Op, bool Split>
-__device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, const char* own, char* dst) {
+/* Reduces chunk i (len bytes) of this rank's part in rank order: its own from `own` (scaled first for PreMulSum, as
+ * the peers scaled what they sent), each peer's from its slot; writes it to `dst`. `dst` may be `own` (in place):
+ * each vector is read and written by one thread, reads first. */
+template <typename T, int Op, bool Split, bool Scaled>
+__device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, uint32_t i, uint32_t len, const char* own,
+                             char* dst, const Scaling<T, Scaled>& scaling) {
     using A = typename Acc<T>::type;
     constexpr int kPer = 16 / sizeof(T);
     constexpr int kReduceBatch = reduce_batch<T, Split>();
@@ -247,7 +279,8 @@ __device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, u
             for (int j = 0; j < kReduceBatch; ++j) {
 #pragma unroll
                 for (int k = 0; k < kPer; ++k) {
-                    const A e = vec_element<T>(x[j], k);
+                    A e = vec_element<T>(x[j], k);
+                    if (Scaled && r == a.rank) e = premul_scale<T>(e, scaling.factor);
                     acc[j][k] = first ? e : combine<A, Op>(acc[j][k], e);
                 }
             }
@@ -278,8 +311,9 @@ __device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, u
         bool first = true;
         for (int r = 0; r < a.nranks; ++r) {
             if (r != a.rank && skip[r]) continue;
-            const A v = r == a.rank ? load_element<T>(own + at, false)
-                                    : load_element<T>(slot_data(const_cast<uint64_t*>(a.inbox[r]), a, slot) + at, true);
+            A v = r == a.rank ? load_element<T>(own + at, false)
+                              : load_element<T>(slot_data(const_cast<uint64_t*>(a.inbox[r]), a, slot) + at, true);
+            if (Scaled && r == a.rank) v = premul_scale<T>(v, scaling.factor);
             acc = first ? v : combine<A, Op>(acc, v);
             first = false;
         }
@@ -291,8 +325,9 @@ __device__ void reduce_chunk(const Group& g, const LlArgs& a, const int* skip, u
 /* AllReduce and ReduceScatter: `bytes` is what a rank sends each peer (AllReduce: the whole input; ReduceScatter:
  * the peer's block of it) and what it writes (its output). Split: a block of senders and reducers (kThreads), each
  * group taking chunks blockIdx.x, blockIdx.x + gridDim.x, ... in that order; else one group of kReduceThreads that
- * sends a chunk, then reduces it. */
-template <typename T, int Op, LlKind Kind, bool Split>
+ * sends a chunk, then reduces it. Scaled (PreMulSum, a Sum): this rank's input is multiplied by a.premul's scalar
+ * where it is read, in what it sends and in its own part of the reduction. */
+template <typename T, int Op, LlKind Kind, bool Split, bool Scaled>
 __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     chunked_reduce_kernel(LlArgs a, const char* in, char* out, size_t bytes) {
     __shared__ int skip[kMaxLlRanks];
@@ -315,10 +350,11 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
     // Chunks this rank moves: all, but for the test hook that stops a call in the middle (testing::stop_next_chunked).
     const uint32_t moved = a.chunk_stop != 0 && a.chunk_stop < chunks ? a.chunk_stop : chunks;
     constexpr int kSenders = Split ? kSendThreads : kReduceThreads; // threads that send (and copy)
+    const Scaling<T, Scaled> scaling{Scaled ? premul_factor<T>(a.premul) : typename Acc<T>::type(1)};
     auto send_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
-        return send_chunk<kSenders>(g, a, skip, i, chunk_len(a, bytes, i),
-                                    [&](int p) { return in + size_t(p) * block_of + at; }, &sent);
+        return send_chunk<T, Scaled, kSenders>(g, a, skip, i, chunk_len(a, bytes, i),
+                                       [&](int p) { return in + size_t(p) * block_of + at; }, scaling, &sent);
     };
     auto reduce_one = [&](const Group& g, uint32_t i) {
         const size_t at = size_t(i) * a.chunk_bytes;
@@ -328,7 +364,7 @@ __global__ void __launch_bounds__(Split ? kThreads : kReduceThreads, 1)
                     : wait_peers(g, a, skip, flag, i + 1))) {
             return false;
         }
-        reduce_chunk<T, Op, Split>(g, a, skip, i, len, own + at, out + at);
+        reduce_chunk<T, Op, Split, Scaled>(g, a, skip, i, len, own + at, out + at, scaling);
         clear_slot_if_last(g, a, skip, i, chunks, len);
         give_credits(g, a, skip, i);
         return true;
@@ -363,15 +399,27 @@ cudaError_t launch_reduce(const LlArgs& a, LlKind kind, const char* in, char* ou
     const int blocks = int(std::max<size_t>(1, std::min<size_t>(size_t(std::max(1, a.max_blocks)), chunks)));
     const bool split = chunks > 2 * size_t(blocks);
     const int threads = split ? kThreads : kReduceThreads;
+    // PreMulSum is a Sum: its scaled kernels are compiled for that op alone.
+    if (a.premul.on != 0) {
+        if (op != vcclSum) return cudaErrorInvalidValue;
+        if (kind == LlKind::ReduceScatter) {
+            return launch_kernel(split ? chunked_reduce_kernel<T, vcclSum, LlKind::ReduceScatter, true, true>
+                                       : chunked_reduce_kernel<T, vcclSum, LlKind::ReduceScatter, false, true>,
+                                 blocks, threads, s, a, in, out, bytes);
+        }
+        return launch_kernel(split ? chunked_reduce_kernel<T, vcclSum, LlKind::AllReduce, true, true>
+                                   : chunked_reduce_kernel<T, vcclSum, LlKind::AllReduce, false, true>,
+                             blocks, threads, s, a, in, out, bytes);
+    }
     return for_op(op, [&](auto o) {
         constexpr int kOp = decltype(o)::value;
         if (kind == LlKind::ReduceScatter) {
-            return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, true>
-                                       : chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, false>,
+            return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, true, false>
+                                       : chunked_reduce_kernel<T, kOp, LlKind::ReduceScatter, false, false>,
                                  blocks, threads, s, a, in, out, bytes);
         }
-        return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::AllReduce, true>
-                                   : chunked_reduce_kernel<T, kOp, LlKind::AllReduce, false>,
+        return launch_kernel(split ? chunked_reduce_kernel<T, kOp, LlKind::AllReduce, true, false>
+                                   : chunked_reduce_kernel<T, kOp, LlKind::AllReduce, false, false>,
                              blocks, threads, s, a, in, out, bytes);
     });
 }

@@ -124,13 +124,19 @@ __device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip) {
     return __syncthreads_or(gave_up) == 0;
 }
 
+/* What send_and_check does to the input units it loaded before storing them: nothing, or (PreMulSum) scale them. */
+struct Unscaled {
+    __device__ __forceinline__ void operator()(uint64_t*) const {}
+};
+
 /* Steps 1 and 2 of every kind: this block's units into every peer's memory (block 0 also the header word with the
  * kind and byte count), then every peer's header (each block reads it): a peer whose header differs is reported
  * and not waited for (skip). False when the communicator was aborted while waiting. Broadcast: only the root
- * sends units; Reduce: only to the root; both: every rank sends its root. */
-template <LlKind Kind>
+ * sends units; Reduce: only to the root; both: every rank sends its root. `scale(d)` is applied to each batch of
+ * kLlBatch input units before they are stored. */
+template <LlKind Kind, typename Scale = Unscaled>
 __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, uint32_t u0, uint32_t u1, int* skip,
-                               int* aborted) {
+                               int* aborted, Scale scale = Scale()) {
     const uint64_t tag = uint64_t(a.seq) << 32;
     const bool in_aligned = aligned8(in);
     constexpr bool kBlocks = Kind == LlKind::ReduceScatter || Kind == LlKind::AlltoAll;
@@ -142,12 +148,16 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
     for (uint32_t b = u0 + threadIdx.x; sends && b < u1; b += kLlBatch * blockDim.x) {
         // The same units go to every peer, except ReduceScatter's and AlltoAll's: block p of the input to peer p.
         uint64_t d[kLlBatch];
-        if (!kBlocks) input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
+        if (!kBlocks) {
+            input_units(in, b, blockDim.x, u1, bytes, in_aligned, d);
+            scale(d);
+        }
         for (int p = 0; p < a.nranks; ++p) {
             if (p == a.rank || (Kind == LlKind::Reduce && p != a.root)) continue;
             if (kBlocks) {
                 const char* src = sent_to<Kind>(in, p, bytes);
                 input_units(src, b, blockDim.x, u1, bytes, aligned8(src), d);
+                scale(d);
             }
 #pragma unroll
             for (int j = 0; j < kLlBatch; ++j) {
@@ -169,8 +179,9 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
 /* AllReduce, ReduceScatter and Reduce. Each block sends its range of units and then, unit by unit, waits for the
  * peers' words of that unit and reduces its elements in rank order (this rank's own from `in`) straight into `out`
  * (Reduce: the root only; the others only send). `out` may alias this rank's own part of `in`: a unit of it is
- * read and written by one thread only, reads first. */
-template <typename T, int Op, LlKind Kind>
+ * read and written by one thread only, reads first. Scaled (PreMulSum, a Sum; a.premul has the scalar): the input
+ * is multiplied as it is loaded, for the peers and for this rank's own part alike, so the peers receive scaled data. */
+template <typename T, int Op, LlKind Kind, bool Scaled>
 __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const void* in, void* out, size_t count,
                                                                uint32_t bytes) {
     using A = typename Acc<T>::type;
@@ -181,7 +192,12 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
     __syncthreads(); // before any thread may set it
     uint32_t u0, u1;
     block_units((bytes + 7) / 8, &u0, &u1);
-    bool gave_up = !send_and_check<Kind>(a, in, bytes, u0, u1, skip, &aborted);
+    const A factor = Scaled ? premul_factor<T>(a.premul) : A(1);
+    auto scale = [&](uint64_t* d) {
+#pragma unroll
+        for (int j = 0; j < (Scaled ? kLlBatch : 0); ++j) d[j] = premul_scale_unit<T>(d[j], factor);
+    };
+    bool gave_up = !send_and_check<Kind>(a, in, bytes, u0, u1, skip, &aborted, scale);
     const char* own = sent_to<Kind>(in, a.rank, bytes);
     const bool own_aligned = aligned8(own);
     const bool receives = Kind != LlKind::Reduce || a.rank == a.root;
@@ -192,6 +208,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
             uint64_t d[kLlBatch];
             if (r == a.rank) {
                 input_units(own, b, blockDim.x, u1, bytes, own_aligned, d);
+                scale(d);
             } else if (skip[r]) {
                 continue;
             } else if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
@@ -283,21 +300,31 @@ int grid_for(const LlArgs& a, uint32_t bytes) {
                                   std::max(1u, (units + kLlUnitsPerBlock - 1) / kLlUnitsPerBlock)));
 }
 
+template <typename T, int Op, bool Scaled>
+cudaError_t launch_reduce_kind(const LlArgs& a, LlKind kind, const void* in, void* out, size_t count, uint32_t bytes,
+                               int blocks, cudaStream_t s) {
+    return kind == LlKind::ReduceScatter
+               ? launch_kernel(ll_reduce_kernel<T, Op, LlKind::ReduceScatter, Scaled>, blocks, kLlThreads, s, a, in,
+                               out, count, bytes)
+           : kind == LlKind::Reduce
+               ? launch_kernel(ll_reduce_kernel<T, Op, LlKind::Reduce, Scaled>, blocks, kLlThreads, s, a, in, out,
+                               count, bytes)
+               : launch_kernel(ll_reduce_kernel<T, Op, LlKind::AllReduce, Scaled>, blocks, kLlThreads, s, a, in, out,
+                               count, bytes);
+}
+
 template <typename T>
 cudaError_t launch_reduce(const LlArgs& a, LlKind kind, const void* in, void* out, size_t count, vcclRedOp_t op,
                           cudaStream_t s) {
     const uint32_t bytes = uint32_t(count * sizeof(T));
     const int blocks = grid_for(a, bytes);
+    // PreMulSum is a Sum: its scaled kernels are compiled for that op alone.
+    if (a.premul.on != 0) {
+        if (op != vcclSum) return cudaErrorInvalidValue;
+        return launch_reduce_kind<T, vcclSum, true>(a, kind, in, out, count, bytes, blocks, s);
+    }
     return for_op(op, [&](auto o) {
-        constexpr int kOp = decltype(o)::value;
-        return kind == LlKind::ReduceScatter
-                   ? launch_kernel(ll_reduce_kernel<T, kOp, LlKind::ReduceScatter>, blocks, kLlThreads, s, a, in, out,
-                                   count, bytes)
-               : kind == LlKind::Reduce
-                   ? launch_kernel(ll_reduce_kernel<T, kOp, LlKind::Reduce>, blocks, kLlThreads, s, a, in, out, count,
-                                   bytes)
-                   : launch_kernel(ll_reduce_kernel<T, kOp, LlKind::AllReduce>, blocks, kLlThreads, s, a, in, out,
-                                   count, bytes);
+        return launch_reduce_kind<T, decltype(o)::value, false>(a, kind, in, out, count, bytes, blocks, s);
     });
 }
 

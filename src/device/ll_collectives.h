@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "device/premul_arg.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -74,6 +75,9 @@ struct LlArgs {
     uint32_t chunk_bytes;
     uint32_t chunk_data_word;             // first word of slot 0's data
     uint32_t chunk_stop;                  // test hook (testing::stop_next_chunked): chunks moved, then stop; 0: all
+    // PreMulSum (AllReduce, ReduceScatter, Reduce; op is then vcclSum): each element of this rank's input is
+    // multiplied by the scalar where the kernel reads it, both what it sends and its own part of the reduction.
+    PreMulArg premul;
 };
 
 /* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^28), so that ranks

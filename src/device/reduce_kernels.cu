@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dtype.h"
 #include "device/reduce_kernels.h"
 #include "device/reduce_ops.cuh"
 
@@ -24,11 +25,13 @@ struct Sources {
 };
 
 template <typename T, int Op>
-__global__ void reduce_kernel(void* dst, Sources srcs, int nsrcs, size_t count, int divide_by) {
+__global__ void reduce_kernel(void* dst, Sources srcs, int nsrcs, size_t count, int divide_by, PreMulArg first) {
     using A = typename Acc<T>::type;
+    const A s = first.on ? premul_factor<T>(first) : A(1);
     size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
         A acc = load<T>(srcs.ptr[0], i);
+        if (first.on) acc = premul_scale<T>(acc, s);
         for (int s = 1; s < nsrcs; ++s) acc = combine<A, Op>(acc, load<T>(srcs.ptr[s], i));
         if (Op == vcclAvg && divide_by > 0) acc = acc / A(divide_by);
         store<T>(dst, i, acc);
@@ -51,10 +54,11 @@ constexpr int kScalarThreads = 512;
 
 template <typename T, int Op>
 __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst, Sources srcs, int nsrcs, size_t npacks,
-                                                                   int divide_by) {
+                                                                   int divide_by, PreMulArg first) {
     using A = typename Acc<T>::type;
     constexpr int E = Pack<T>::kElems;
     constexpr int kUnroll = Unroll<T>::value;
+    const A s = first.on ? premul_factor<T>(first) : A(1);
     size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t base = size_t(blockIdx.x) * blockDim.x + threadIdx.x; base < npacks; base += stride * kUnroll) {
         A acc[kUnroll][E];
@@ -67,7 +71,10 @@ __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst,
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-            for (int e = 0; e < E; ++e) acc[u][e] = load<T>(in[u].v, e);
+            for (int e = 0; e < E; ++e) {
+                acc[u][e] = load<T>(in[u].v, e);
+                if (first.on) acc[u][e] = premul_scale<T>(acc[u][e], s);
+            }
         }
         for (int s = 1; s < nsrcs; ++s) {
 #pragma unroll
@@ -98,21 +105,21 @@ __global__ void __launch_bounds__(kPackThreads) reduce_pack_kernel(Pack<T>* dst,
 }
 
 template <typename T>
-cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vcclRedOp_t op, int divide_by, int blocks,
-                         cudaStream_t stream) {
+cudaError_t launch_packs(void* dst, const Sources& s, int n, size_t npacks, vcclRedOp_t op, int divide_by,
+                         const PreMulArg& first, int blocks, cudaStream_t stream) {
     auto* d = static_cast<Pack<T>*>(dst);
     return for_op(op, [&](auto o) {
         return launch_kernel(reduce_pack_kernel<T, decltype(o)::value>, blocks, kPackThreads, stream, d, s, n, npacks,
-                             divide_by);
+                             divide_by, first);
     });
 }
 
 template <typename T>
-cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by, int blocks,
-                          cudaStream_t stream) {
+cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by,
+                          const PreMulArg& first, int blocks, cudaStream_t stream) {
     return for_op(op, [&](auto o) {
         return launch_kernel(reduce_kernel<T, decltype(o)::value>, blocks, kScalarThreads, stream, dst, s, n, count,
-                             divide_by);
+                             divide_by, first);
     });
 }
 
@@ -129,41 +136,31 @@ int grid_blocks(size_t items, size_t per_block, int max_ctas) {
  * pointer is not aligned). */
 template <typename T>
 cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRedOp_t op, int divide_by,
-                        int max_ctas, cudaStream_t stream) {
+                        const PreMulArg& first, int max_ctas, cudaStream_t stream) {
     const size_t per_pack = size_t(Pack<T>::kElems);
     bool aligned = aligned16(dst);
     for (int i = 0; i < n; ++i) aligned = aligned && aligned16(s.ptr[i]);
     size_t npacks = aligned ? count / per_pack : 0;
     if (npacks > 0) {
         int blocks = grid_blocks(npacks, size_t(kPackThreads) * Unroll<T>::value, max_ctas);
-        cudaError_t err = launch_packs<T>(dst, s, n, npacks, op, divide_by, blocks, stream);
+        cudaError_t err = launch_packs<T>(dst, s, n, npacks, op, divide_by, first, blocks, stream);
         if (err != cudaSuccess) return err;
     }
     size_t done = npacks * per_pack, rest = count - done;
     if (rest == 0) return cudaSuccess;
     Sources tail = {};
     for (int i = 0; i < n; ++i) tail.ptr[i] = static_cast<const T*>(s.ptr[i]) + done;
-    return launch_scalar<T>(static_cast<T*>(dst) + done, tail, n, rest, op, divide_by,
+    return launch_scalar<T>(static_cast<T*>(dst) + done, tail, n, rest, op, divide_by, first,
                             grid_blocks(rest, kScalarThreads, max_ctas), stream);
 }
 
 /* PreMulSum's scaling (device_premul): dst[i] = src[i] * scalar in the accumulation type, over 16-byte packs for
  * the aligned bulk as the reduction does (the scalar loop alone read about 0.4 TB/s at 32 blocks: 128 MiB of
  * float took 1.23 ms against a sum's 0.41 on 2x H200, run187), the scalar loop for the rest. */
-template <typename T> __device__ typename Acc<T>::type premul_scalar(const void* device_scalar, uint64_t host_bits) {
-    T raw;
-    if (device_scalar != nullptr) {
-        raw = *static_cast<const T*>(device_scalar);
-    } else {
-        memcpy(&raw, &host_bits, sizeof(T));
-    }
-    return load<T>(&raw, 0);
-}
-
 template <typename T>
-__global__ void premul_kernel(void* dst, const void* src, size_t count, const void* device_scalar, uint64_t host_bits) {
+__global__ void premul_kernel(void* dst, const void* src, size_t count, PreMulArg scalar) {
     using A = typename Acc<T>::type;
-    const A s = premul_scalar<T>(device_scalar, host_bits);
+    const A s = premul_factor<T>(scalar);
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
         store<T>(dst, i, combine<A, vcclProd>(load<T>(src, i), s));
@@ -172,11 +169,11 @@ __global__ void premul_kernel(void* dst, const void* src, size_t count, const vo
 
 template <typename T>
 __global__ void __launch_bounds__(kPackThreads) premul_pack_kernel(Pack<T>* dst, const Pack<T>* src, size_t npacks,
-                                                                   const void* device_scalar, uint64_t host_bits) {
+                                                                   PreMulArg scalar) {
     using A = typename Acc<T>::type;
     constexpr int E = Pack<T>::kElems;
     constexpr int kUnroll = Unroll<T>::value;
-    const A s = premul_scalar<T>(device_scalar, host_bits);
+    const A s = premul_factor<T>(scalar);
     const size_t stride = size_t(gridDim.x) * blockDim.x;
     for (size_t base = size_t(blockIdx.x) * blockDim.x + threadIdx.x; base < npacks; base += stride * kUnroll) {
         Pack<T> in[kUnroll];
@@ -204,6 +201,10 @@ vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataTyp
     if (count == 0) return vcclSuccess;
     cudaStream_t cs = static_cast<cudaStream_t>(stream);
     max_ctas = std::max(1, max_ctas);
+    PreMulArg scalar;
+    scalar.device_scalar = device_scalar;
+    scalar.host_bits = host_bits;
+    scalar.on = 1;
     cudaError_t err = for_type(type, [&](auto t) {
         using T = decltype(t);
         const size_t per_pack = size_t(Pack<T>::kElems);
@@ -212,40 +213,29 @@ vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataTyp
             cudaError_t e = launch_kernel(premul_pack_kernel<T>,
                                           grid_blocks(npacks, size_t(kPackThreads) * Unroll<T>::value, max_ctas),
                                           kPackThreads, cs, static_cast<Pack<T>*>(dst), static_cast<const Pack<T>*>(src),
-                                          npacks, device_scalar, host_bits);
+                                          npacks, scalar);
             if (e != cudaSuccess) return e;
         }
         const size_t done = npacks * per_pack, rest = count - done;
         if (rest == 0) return cudaSuccess;
         return launch_kernel(premul_kernel<T>, grid_blocks(rest, kScalarThreads, max_ctas), kScalarThreads, cs,
-                             static_cast<T*>(dst) + done, static_cast<const T*>(src) + done, rest, device_scalar,
-                             host_bits);
+                             static_cast<T*>(dst) + done, static_cast<const T*>(src) + done, rest, scalar);
     });
     return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
 }
 
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,
-                           vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream) {
+                           vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream, const PreMulArg& first) {
     if (count == 0) return vcclSuccess;
     if (nsrcs < 1 || nsrcs > kMaxReduceSources) return vcclInternalError;
     Sources s = {};
     for (int i = 0; i < nsrcs; ++i) s.ptr[i] = srcs[i];
     if (max_ctas < 1) max_ctas = 1;
     cudaStream_t cs = static_cast<cudaStream_t>(stream);
-    cudaError_t err;
-    switch (type) {
-    case vcclInt8: err = launch_type<int8_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclUint8: err = launch_type<uint8_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclInt32: err = launch_type<int32_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclUint32: err = launch_type<uint32_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclInt64: err = launch_type<int64_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclUint64: err = launch_type<uint64_t>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclFloat16: err = launch_type<__half>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclBfloat16: err = launch_type<__nv_bfloat16>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclFloat32: err = launch_type<float>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    case vcclFloat64: err = launch_type<double>(dst, s, nsrcs, count, op, divide_by, max_ctas, cs); break;
-    default: return vcclInvalidArgument;
-    }
+    const cudaError_t err = for_type(type, [&](auto t) {
+        return launch_type<decltype(t)>(dst, s, nsrcs, count, op, divide_by, first, max_ctas, cs);
+    });
+    if (err == cudaErrorInvalidValue && !dtype_valid(type)) return vcclInvalidArgument;
     return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
 }
 

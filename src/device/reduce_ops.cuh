@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "device/premul_arg.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -49,6 +50,40 @@ template <typename A, int Op> __device__ A combine(A a, A b) {
     if (Op == vcclMax) return a > b ? a : b;
     if (Op == vcclMin) return a < b ? a : b;
     return a + b; // vcclSum and vcclAvg
+}
+
+/* PreMulSum's scalar as the accumulation type: read from device memory when the call's scalar lives there (read when
+ * the kernel runs, so a value the stream wrote before the call counts), else the element held in host_bits. */
+template <typename T> __device__ typename Acc<T>::type premul_factor(const PreMulArg& p) {
+    T raw;
+    if (p.device_scalar != nullptr) {
+        raw = *static_cast<const T*>(p.device_scalar);
+    } else {
+        memcpy(&raw, &p.host_bits, sizeof(T));
+    }
+    return load<T>(&raw, 0);
+}
+
+/* v times PreMulSum's scalar s, rounded to T: the value a separate scaling pass would have stored, so a fused kernel
+ * gives the same bits as one that reads a scaled copy (integers wrap; fp16 and bf16 are multiplied in float). */
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type premul_scale(typename Acc<T>::type v, typename Acc<T>::type s) {
+    T t[1];
+    store<T>(t, 0, combine<typename Acc<T>::type, vcclProd>(v, s));
+    return load<T>(t, 0);
+}
+
+/* The T-typed elements packed in a 64-bit word (unit_element's layout), each multiplied by s and rounded to T. */
+template <typename T> __device__ __forceinline__ uint64_t premul_scale_unit(uint64_t unit, typename Acc<T>::type s) {
+    constexpr int kPerUnit = 8 / int(sizeof(T));
+    T out[kPerUnit];
+#pragma unroll
+    for (int k = 0; k < kPerUnit; ++k) {
+        store<T>(out, k, combine<typename Acc<T>::type, vcclProd>(unit_element<T>(unit, k), s));
+    }
+    uint64_t r;
+    memcpy(&r, out, 8);
+    return r;
 }
 
 /* kernel<<<grid, block, 0, stream>>>(args...), returning this launch's own error. After <<<>>> only

@@ -5,4 +5,4 @@ VTEST_GPU_SHARE=1
 VCCL_P2P_DIRECT=0
 export VTEST_GPU_SHARE VCCL_P2P_DIRECT
 exec "$(dirname "$0")/run-gpu-test.sh" 2 "${top_builddir:-.}/tests/gpu/test_gpu" \
-    --gtest_filter='*GpuReduction*:*GpuMove*:GpuP2p.Ring*:GpuStreamOrder.*:GpuAsync.*:GpuGraph.*' "$@"
+    --gtest_filter='*GpuReduction*:*GpuMove*:GpuP2p.Ring*:GpuStreamOrder.*:GpuAsync.*:GpuGraph.*:GpuPreMulSum*' "$@"

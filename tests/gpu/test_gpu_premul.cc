@@ -1,8 +1,9 @@
 /*
  * Device-memory tests (part of tests/gpu/test_gpu) of PreMulSum ops, of which collectives take the one-kernel
  * path, and of in-place exchanges queued back to back:
- * - PreMulSum: AllReduce, Reduce and ReduceScatter of every datatype, counts 0 to 65537 (the low-latency kernel,
- *   the chunked kernel or the copy engines, by size), in and out of place, every rank with its own scalar, held
+ * - PreMulSum: AllReduce, Reduce and ReduceScatter of every datatype, counts 0 to 2^20 (the low-latency kernel,
+ *   the chunked kernel or the copy engines, by size; and, with the kernels off, the copy engines in one piece and in
+ *   pieces), in and out of place, every rank with its own scalar, held
  *   on the host (read at creation) or on the device (read when the call runs; the test changes it on the stream
  *   between two calls), and inputs one element off a 16-byte boundary (the scaling's element loop, not its packs).
  *   Inputs and scalars are small, so the reference (int64/double, here) is exact.
@@ -139,6 +140,56 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
         }
         EXPECT_ALL_RANKS(vcclRedOpDestroy(host_op, comm) == vcclSuccess);
         EXPECT_ALL_RANKS(vcclRedOpDestroy(dev_op, comm) == vcclSuccess);
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
+
+/* The copy-engine paths of the direct device path (the kernels off), where PreMulSum's AllReduce and ReduceScatter
+ * scale the blocks they send in a pass and their own block in the reduction (PreMulPlan::OwnBlock), and the one-shot
+ * AllReduce and Reduce read a copy scaled whole: one piece (blocks, the small AllReduce one-shot below 64 KiB), then
+ * pieces of 4 bytes on a second stream (every count in 2 or more pieces, some parts empty). */
+TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    Stream s;
+    Sweep sweep;
+    const std::vector<std::vector<std::pair<const char*, const char*>>> configs = {
+        {{"VCCL_ALLREDUCE_LL_BYTES", "0"}, {"VCCL_REDUCE_PIPELINE_BYTES", "0"}},
+        {{"VCCL_ALLREDUCE_LL_BYTES", "0"}, {"VCCL_ALLREDUCE_SMALL_BYTES", "0"}, {"VCCL_REDUCE_PIPELINE_BYTES", "4"}},
+    };
+    for (size_t c = 0; c < configs.size(); ++c) {
+        vcclComm_t comm = comm_with_env(configs[c]);
+        ASSERT_ALL_RANKS(comm != nullptr);
+        for (vcclDataType_t t : kTypes) {
+            const size_t ts = type_size(t);
+            std::vector<char> host_scalar(8, 0);
+            store_double(host_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 0)) / 2.0);
+            DevBuf dev_scalar(ts);
+            ASSERT_ALL_RANKS(dev_scalar.base != nullptr);
+            dev_scalar.upload(std::vector<char>(host_scalar.begin(), host_scalar.begin() + ptrdiff_t(ts)));
+            vcclRedOp_t host_op = vcclSum, dev_op = vcclSum;
+            ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&host_op, host_scalar.data(), t, vcclScalarHostImmediate, comm) ==
+                             vcclSuccess);
+            ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&dev_op, dev_scalar.ptr(), t, vcclScalarDevice, comm) ==
+                             vcclSuccess);
+            for (PColl coll : {PColl::AllReduce, PColl::Reduce, PColl::ReduceScatter}) {
+                for (size_t count : {size_t(7), size_t(1031), size_t(65537)}) {
+                    for (bool in_place : {false, true}) {
+                        std::ostringstream label;
+                        label << "config " << c << ": " << type_name(t) << " " << int(coll) << " count " << count
+                              << (in_place ? " in place" : "");
+                        sweep.run(label.str() + " host scalar",
+                                  [&] { return premul_case(comm, s.s, host_op, coll, t, count, in_place, 0); });
+                        sweep.run(label.str() + " device scalar",
+                                  [&] { return premul_case(comm, s.s, dev_op, coll, t, count, in_place, 0); });
+                    }
+                }
+            }
+            EXPECT_ALL_RANKS(vcclRedOpDestroy(host_op, comm) == vcclSuccess);
+            EXPECT_ALL_RANKS(vcclRedOpDestroy(dev_op, comm) == vcclSuccess);
+        }
+        EXPECT_ALL_RANKS_WHY(vccl::testing::ll_calls(comm) == 0 && vccl::testing::chunked_calls(comm) == 0,
+                             "a kernel path was taken with VCCL_ALLREDUCE_LL_BYTES=0");
+        vcclCommDestroy(comm);
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
 }
