@@ -16,7 +16,8 @@
 
 namespace vccl {
 
-vcclResult_t PreMulOps::create(void* scalar, vcclDataType_t type, vcclScalarResidence_t residence, vcclRedOp_t* out) {
+vcclResult_t PreMulOps::create(void* scalar, vcclDataType_t type, vcclScalarResidence_t residence, int comm_device,
+                               vcclRedOp_t* out) {
     const char* fn = "vcclRedOpCreatePreMulSum";
     if (out == nullptr) return set_last_error(vcclInvalidArgument, "%s: op is NULL", fn);
     if (scalar == nullptr) return set_last_error(vcclInvalidArgument, "%s: scalar is NULL", fn);
@@ -34,6 +35,12 @@ vcclResult_t PreMulOps::create(void* scalar, vcclDataType_t type, vcclScalarResi
                                   "%s: the scalar is vcclScalarDevice but %p is not device memory (use "
                                   "vcclScalarHostImmediate for a host value)",
                                   fn, scalar);
+        }
+        if (comm_device >= 0 && device_of(scalar) != comm_device) {
+            return set_last_error(vcclInvalidArgument,
+                                  "%s: the vcclScalarDevice scalar %p is on GPU %d, the communicator's is GPU %d (the "
+                                  "calls' kernels read it there)",
+                                  fn, scalar, device_of(scalar), comm_device);
         }
         e.scalar.on_device = true;
         e.scalar.device_ptr = scalar;

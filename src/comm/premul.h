@@ -39,7 +39,10 @@ public:
     /* Most ops one communicator holds at once (NCCL has no fixed limit; a program that leaks them is told). */
     static constexpr size_t kMaxOps = 1u << 16;
 
-    vcclResult_t create(void* scalar, vcclDataType_t type, vcclScalarResidence_t residence, vcclRedOp_t* out);
+    /* comm_device: the communicator's GPU, where a vcclScalarDevice scalar must live (the kernels of its calls read
+     * it there; another GPU's memory may not be readable from them); -1: not checked. */
+    vcclResult_t create(void* scalar, vcclDataType_t type, vcclScalarResidence_t residence, int comm_device,
+                        vcclRedOp_t* out);
     vcclResult_t destroy(vcclRedOp_t op);
     /* The scalar of `op` for a call on `type`; a clear error when op is not a live op of this table or was
      * made for another datatype. `fn`: the API call, for the message. */

@@ -28,6 +28,17 @@ MemType mem_type_of(const void* ptr) {
     return MemType::Host;
 }
 
+int device_of(const void* ptr) {
+#if VCCL_HAVE_CUDA
+    if (ptr == nullptr) return -1;
+    cudaPointerAttributes attr;
+    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess) return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+    cudaGetLastError(); // as in mem_type_of
+#else
+    (void)ptr;
+#endif
+    return -1;
+}
 
 vcclResult_t stream_synchronize_watching(vcclStream_t stream, bool null_is_legacy,
                                          const std::function<vcclResult_t()>& failed) {

@@ -13,6 +13,8 @@ namespace vccl {
 
 /* Where ptr lives. Host (pageable, pinned or managed) unless CUDA reports device memory. */
 MemType mem_type_of(const void* ptr);
+/* The GPU whose device memory ptr is; -1 for any other pointer (and without CUDA). */
+int device_of(const void* ptr);
 /* Waits for the stream's work (a no-op for NULL unless null_is_legacy, which waits for CUDA's legacy default
  * stream; without CUDA a non-NULL stream is an invalid argument and NULL a no-op). Every
  * 10 ms of waiting it asks `failed` whether the wait can still end (a peer the stream waits for may have given

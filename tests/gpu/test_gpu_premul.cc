@@ -7,6 +7,7 @@
  *   on the host (read at creation) or on the device (read when the call runs; the test changes it on the stream
  *   between two calls), and inputs one element off a 16-byte boundary (the scaling's element loop, not its packs).
  *   Inputs and scalars are small, so the reference (int64/double, here) is exact.
+ * - A vcclScalarDevice scalar on another GPU than the communicator's is refused when the op is made.
  * - Every kind of collective that the low-latency kernel serves takes it at a small size (vccl::testing::ll_calls
  *   counts), AlltoAll above its 1 MiB cap does not: the sweeps elsewhere would pass on the copy engines too.
  * - In-place ring exchanges of four buffers of different sizes queued without a synchronisation between them:
@@ -192,6 +193,38 @@ TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
         vcclCommDestroy(comm);
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
+
+/* A vcclScalarDevice scalar in another GPU's memory is refused when the op is made, with a message that names both
+ * GPUs: the calls' kernels read it on the communicator's GPU, which may not be able to read another GPU's memory. */
+TEST(GpuPreMulSum, DeviceScalarOnAnotherGpuIsRefused) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    int count = 0, mine = -1;
+    const bool two = cudaGetDeviceCount(&count) == cudaSuccess && count >= 2 && cudaGetDevice(&mine) == cudaSuccess;
+    // Every rank decides alike (the test's verdicts are collective).
+    if (!all_ranks_ok(two)) GTEST_SKIP() << "needs 2 GPUs visible to every rank";
+    const int other = (mine + 1) % count;
+    void* scalar = nullptr;
+    const bool made = cudaSetDevice(other) == cudaSuccess && cudaMalloc(&scalar, 8) == cudaSuccess &&
+                      cudaMemset(scalar, 0, 8) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
+    cudaSetDevice(mine);
+    ASSERT_ALL_RANKS(made);
+    vcclRedOp_t op = vcclSum;
+    const vcclResult_t r = vcclRedOpCreatePreMulSum(&op, scalar, vcclFloat32, vcclScalarDevice, comm);
+    const std::string why = vcclGetLastError(comm);
+    EXPECT_ALL_RANKS_WHY(r == vcclInvalidArgument && why.find("GPU " + std::to_string(other)) != std::string::npos,
+                         "got " + result_str(r) + ": " + why);
+    if (r == vcclSuccess) vcclRedOpDestroy(op, comm);
+    // The same memory on the communicator's own GPU is taken.
+    void* own = nullptr;
+    ASSERT_ALL_RANKS(cudaMalloc(&own, 8) == cudaSuccess);
+    EXPECT_ALL_RANKS(vcclRedOpCreatePreMulSum(&op, own, vcclFloat32, vcclScalarDevice, comm) == vcclSuccess &&
+                     vcclRedOpDestroy(op, comm) == vcclSuccess);
+    cudaFree(own);
+    cudaSetDevice(other);
+    cudaFree(scalar);
+    cudaSetDevice(mine);
 }
 
 /* PreMulSum calls queued back to back with no synchronisation between them: two streams, three sizes (the
