@@ -138,7 +138,10 @@ extern "C" VCCL_EXPORT vcclResult_t vcclRecv(void* recvbuff, size_t count, vcclD
 extern "C" VCCL_EXPORT vcclResult_t vcclRedOpCreatePreMulSum(vcclRedOp_t* op, void* scalar, vcclDataType_t datatype,
                                                              vcclScalarResidence_t residence, vcclComm_t comm) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclRedOpCreatePreMulSum"));
-    return comm->premul_ops.create(scalar, datatype, residence, comm->ipc != nullptr ? comm->ipc->device() : -1, op);
+    // The GPU whose kernels will read a device scalar: the direct path's, else (staging) the one current now.
+    int device = comm->ipc != nullptr ? comm->ipc->device() : -1;
+    if (device < 0 && residence == vcclScalarDevice && !stream_device(nullptr, &device)) device = -1;
+    return comm->premul_ops.create(scalar, datatype, residence, device, op);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclRedOpDestroy(vcclRedOp_t op, vcclComm_t comm) {
