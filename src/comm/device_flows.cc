@@ -11,7 +11,9 @@ using PathW = telemetry::Telemetry::PathW;
 
 DeviceFlows::DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note)
     : telemetry_(telemetry), nranks_(nranks), read_note_(std::move(read_note)), paths_(size_t(nranks), nullptr),
-      pending_(size_t(2 * nranks + 1)), last_note_(size_t(2 * nranks + 1), 0), seen_(size_t(2 * nranks + 1), 0) {
+      pending_(size_t(2 * nranks + 1)), last_note_(size_t(2 * nranks + 1), 0), seen_(size_t(2 * nranks + 1), 0),
+      failed_(new std::atomic<bool>[size_t(nranks)]) {
+    for (int p = 0; p < nranks; ++p) failed_[size_t(p)].store(false);
     // Looked up once: the lookup was a third of the cost of a counted transfer (telemetry.h).
     for (int p = 0; p < nranks; ++p) paths_[size_t(p)] = telemetry->path(p, kDevicePath);
 }
@@ -34,7 +36,7 @@ uint32_t DeviceFlows::record(int peer, Dir dir, uint64_t bytes, int word, uint32
         return 0;
     }
     if (note == 0) note = next_note(word);
-    pending_[size_t(word)].push_back(Pending{path, dir, bytes, post_ns, note, tag_});
+    pending_[size_t(word)].push_back(Pending{peer, path, dir, bytes, post_ns, note, tag_});
     ++outstanding_;
     return note;
 }
@@ -82,6 +84,10 @@ void DeviceFlows::abandoned(int word, uint32_t note) {
     }
 }
 
+void DeviceFlows::peer_failed(int peer) {
+    if (peer >= 0 && peer < nranks_) failed_[size_t(peer)].store(true, std::memory_order_relaxed);
+}
+
 bool DeviceFlows::poll() {
     if (outstanding_ == 0) return false;
     for (size_t w = 0; w < pending_.size(); ++w) {
@@ -95,7 +101,8 @@ bool DeviceFlows::poll() {
         if (done == 0) continue;
         while (!q.empty() && int32_t(done - q.front().note) >= 0) {
             const Pending& r = q.front();
-            telemetry_->on_complete(r.path, r.dir, r.bytes, r.post_ns, r.tag, true);
+            const bool moved = !failed_[size_t(r.peer)].load(std::memory_order_relaxed);
+            telemetry_->on_complete(r.path, r.dir, r.bytes, r.post_ns, r.tag, moved);
             q.pop_front();
             --outstanding_;
         }

@@ -24,16 +24,26 @@
  * Note words: 2 * peer (sends to the peer), 2 * peer + 1 (receives from it), 2 * nranks (kernel calls). A word
  * holds the number of the last transfer noted there; numbers grow by one per timed transfer on that word, and a
  * communicator's device work runs in call order, so every record up to the word's number is done. A record whose
- * note never comes (its stream blocked by a failed peer) stays outstanding, which is what it is.
+ * note never comes (its stream blocked by a failed peer) stays outstanding, which is what it is. A peer that gave up
+ * its transfers with this rank releases this rank's waits without data: the streams go on and write the notes. Once
+ * the failure is known here (comm_note_failed_peer: the next call's or vcclCommGetAsyncError's look at the FAIL
+ * words), that peer's timed records seen done are recorded as failed, not as data moved (one that had truly finished
+ * but was not polled yet is counted failed too). Not caught: records a poll saw done before the failure was known,
+ * which the idle-progress thread's polls (about every millisecond) make the common case, and records counted at
+ * once, not timed. Telling a released wait from a completed one on the device would need the release to write a
+ * value of its own, which it does not.
  *
- * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport.
+ * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport;
+ * peer_failed() from any thread.
  */
 #ifndef VCCL_COMM_DEVICE_FLOWS_H_
 #define VCCL_COMM_DEVICE_FLOWS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "telemetry/telemetry.h"
@@ -66,6 +76,9 @@ public:
      * enqueued, or their note could not be: recorded as failed. */
     void abandoned(int word, uint32_t note);
 
+    /* Any thread: `peer` gave up transfers with this rank (the header says what follows). */
+    void peer_failed(int peer);
+
     /* Completes every record whose note has been written. Returns whether records are still outstanding. */
     bool poll();
     bool outstanding() const { return outstanding_ > 0; }
@@ -83,6 +96,7 @@ public:
 
 private:
     struct Pending {
+        int peer;
         telemetry::Telemetry::PathW* path;
         telemetry::Dir dir;
         uint64_t bytes;
@@ -100,6 +114,7 @@ private:
     std::vector<std::deque<Pending>> pending_; // per note word, in note order
     std::vector<uint32_t> last_note_;          // per note word: the last number handed out
     std::vector<uint32_t> seen_;               // per note word: the highest value read (a word never goes back)
+    std::unique_ptr<std::atomic<bool>[]> failed_; // per peer: peer_failed() was called
     size_t outstanding_ = 0;
     telemetry::TransferTag tag_;
     uint64_t collectives_ = 0;

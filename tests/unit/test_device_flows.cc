@@ -1,8 +1,8 @@
 /*
  * Telemetry of the device path (comm/device_flows.h) against fake note words: which transfers are timed, that a
  * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are
- * sampled at every size and count each peer's bytes, that a transfer given up counts as a failure, and that
- * nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side runs on a GPU:
+ * sampled at every size and count each peer's bytes, that a transfer given up (or one with a peer that gave up)
+ * counts as a failure, and that nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side runs on a GPU:
  * GpuTelemetry in tests/gpu).
  */
 #include <gtest/gtest.h>
@@ -191,6 +191,35 @@ TEST(DeviceFlows, GivenUpTransfersAreFailuresAndPausedOnesAreNotRecorded) {
     // Peers out of range are ignored.
     EXPECT_EQ(f.flows->posted(2, Dir::Send, 1 << 20, &word), 0u);
     EXPECT_EQ(f.flows->posted(-1, Dir::Send, 1 << 20, &word), 0u);
+}
+
+/* A peer that gave up its transfers with this rank releases this rank's waits without data: its timed transfers seen
+ * done afterwards are failures, not bytes moved; another peer's are not touched. */
+TEST(DeviceFlows, TransfersOfAPeerThatGaveUpAreFailuresWhenTheirNotesCome) {
+    Fixture f(3, 1); // every transfer timed
+    int from1 = -1, from2 = -1, kernel = -1;
+    const uint32_t r1 = f.flows->posted(1, Dir::Recv, 1 << 20, &from1);
+    const uint32_t r2 = f.flows->posted(2, Dir::Recv, 1 << 20, &from2);
+    const uint32_t k = f.flows->kernel_posted(0, 4096, DeviceFlows::KernelFlow::EveryPeer, 0);
+    kernel = f.flows->kernel_word();
+    ASSERT_NE(r1, 0u);
+    ASSERT_NE(r2, 0u);
+    ASSERT_NE(k, 0u);
+    f.flows->peer_failed(1);
+    f.flows->peer_failed(7);  // out of range: ignored
+    f.flows->peer_failed(-1);
+    f.words[size_t(from1)] = r1;
+    f.words[size_t(from2)] = r2;
+    f.words[size_t(kernel)] = k;
+    EXPECT_FALSE(f.flows->poll());
+    PathStats s1 = f.device(1), s2 = f.device(2);
+    EXPECT_EQ(s1.failures, 3u); // the receive and the kernel call's two directions with peer 1...
+    EXPECT_EQ(s1.bytes_recv, 0u);
+    EXPECT_EQ(s1.bytes_sent, 0u);
+    EXPECT_EQ(s1.outstanding_reqs, 0u);
+    EXPECT_EQ(s2.failures, 0u); // ...while peer 2's moved data
+    EXPECT_EQ(s2.bytes_recv, (1u << 20) + 4096u);
+    EXPECT_EQ(s2.bytes_sent, 4096u);
 }
 
 } // namespace
