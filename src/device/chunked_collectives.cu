@@ -190,7 +190,9 @@ __device__ bool send_chunk(const Group& g, const LlArgs& a, const int* skip, uin
         return false;
     }
     for (int p = 0; p < a.nranks; ++p) {
-        if (p != a.rank && !skip[p]) copy_chunk<T, Scaled, Threads>(g, slot_data(a.outbox[p], a, slot), src(p), len, scaling);
+        if (p != a.rank && !skip[p]) {
+            copy_chunk<T, Scaled, Threads>(g, slot_data(a.outbox[p], a, slot), src(p), len, scaling);
+        }
     }
     g.sync(); // every thread's stores are issued (so its loads are done)
     if (g.leader()) {

@@ -32,7 +32,9 @@ int device_of(const void* ptr) {
 #if VCCL_HAVE_CUDA
     if (ptr == nullptr) return -1;
     cudaPointerAttributes attr;
-    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess) return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess) {
+        return attr.type == cudaMemoryTypeDevice ? attr.device : -1;
+    }
     cudaGetLastError(); // as in mem_type_of
 #else
     (void)ptr;

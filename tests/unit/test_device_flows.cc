@@ -2,8 +2,8 @@
  * Telemetry of the device path (comm/device_flows.h) against fake note words: which transfers are timed, that a
  * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are
  * sampled at every size and count each peer's bytes, that a transfer given up (or one with a peer that gave up)
- * counts as a failure, and that nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side runs on a GPU:
- * GpuTelemetry in tests/gpu).
+ * counts as a failure, and that nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side
+ * runs on a GPU: GpuTelemetry in tests/gpu).
  */
 #include <gtest/gtest.h>
 
