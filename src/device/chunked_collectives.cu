@@ -108,17 +108,12 @@ template <typename T, bool On> struct Scaling {
     typename Acc<T>::type factor; // used when On
 };
 
-/* A 16-byte vector of T-typed elements, each multiplied by the scalar and rounded to T. */
+/* A 16-byte vector of T-typed elements, each multiplied by the scalar and rounded to T: its two 8-byte halves as
+ * the low-latency kernel scales its units (vec_element's layout). */
 template <typename T> __device__ __forceinline__ uint4 scale_vec(const uint4& v, typename Acc<T>::type factor) {
-    constexpr int kPer = 16 / sizeof(T);
-    T out[kPer];
-#pragma unroll
-    for (int k = 0; k < kPer; ++k) {
-        store<T>(out, k, combine<typename Acc<T>::type, vcclProd>(vec_element<T>(v, k), factor));
-    }
-    uint4 packed;
-    memcpy(&packed, out, 16);
-    return packed;
+    const uint64_t lo = premul_scale_unit<T>(uint64_t(v.y) << 32 | v.x, factor);
+    const uint64_t hi = premul_scale_unit<T>(uint64_t(v.w) << 32 | v.z, factor);
+    return make_uint4(uint32_t(lo), uint32_t(lo >> 32), uint32_t(hi), uint32_t(hi >> 32));
 }
 
 /* Copies `len` bytes of this rank's input to a peer's slot, every thread of the sender group: 16-byte vectors when

@@ -130,8 +130,6 @@ cudaError_t launch_scalar(void* dst, const Sources& s, int n, size_t count, vccl
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-/* Packs for the 16-byte-aligned bulk, the scalar kernel for the remainder (or for everything when some
- * pointer is not aligned). */
 /* Blocks for `items` at `per_block` each, at least 1 and at most max_ctas. */
 int grid_blocks(size_t items, size_t per_block, int max_ctas) {
     return int(std::min<size_t>(std::max<size_t>((items + per_block - 1) / per_block, 1), size_t(max_ctas)));
@@ -159,74 +157,19 @@ cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRe
                             grid_blocks(rest, kScalarThreads, max_ctas), stream);
 }
 
-/* PreMulSum's scaling (device_premul): dst[i] = src[i] * scalar in the accumulation type, over 16-byte packs for
- * the aligned bulk as the reduction does (the scalar loop alone read about 0.4 TB/s at 32 blocks: 128 MiB of
- * float took 1.23 ms against a sum's 0.41 on 2x H200, run187), the scalar loop for the rest. */
-template <typename T>
-__global__ void premul_kernel(void* dst, const void* src, size_t count, PreMulArg scalar) {
-    using A = typename Acc<T>::type;
-    const A s = premul_factor<T>(scalar);
-    const size_t stride = size_t(gridDim.x) * blockDim.x;
-    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-        store<T>(dst, i, combine<A, vcclProd>(load<T>(src, i), s));
-    }
-}
-
-template <typename T>
-__global__ void __launch_bounds__(kPackThreads) premul_pack_kernel(Pack<T>* dst, const Pack<T>* src, size_t npacks,
-                                                                   PreMulArg scalar) {
-    using A = typename Acc<T>::type;
-    constexpr int E = Pack<T>::kElems;
-    constexpr int kUnroll = Unroll<T>::value;
-    const A s = premul_factor<T>(scalar);
-    const size_t stride = size_t(gridDim.x) * blockDim.x;
-    for (size_t base = size_t(blockIdx.x) * blockDim.x + threadIdx.x; base < npacks; base += stride * kUnroll) {
-        Pack<T> in[kUnroll];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            size_t k = base + size_t(u) * stride;
-            if (k < npacks) in[u] = src[k];
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            size_t k = base + size_t(u) * stride;
-            if (k >= npacks) continue;
-            Pack<T> out;
-#pragma unroll
-            for (int e = 0; e < E; ++e) store<T>(out.v, e, combine<A, vcclProd>(load<T>(in[u].v, e), s));
-            dst[k] = out;
-        }
-    }
-}
-
 } // namespace
 
+/* A reduction of one source whose elements are scaled as they are read (device_reduce's `first`): the same packs and
+ * grid as every reduction (a scaling loop of its own, one element per thread, read about 0.4 TB/s at 32 blocks: 128
+ * MiB of float took 1.23 ms against a sum's 0.41 on 2x H200, run187). */
 vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataType_t type, const void* device_scalar,
                            uint64_t host_bits, int max_ctas, vcclStream_t stream) {
-    if (count == 0) return vcclSuccess;
-    cudaStream_t cs = static_cast<cudaStream_t>(stream);
-    max_ctas = std::max(1, max_ctas);
     PreMulArg scalar;
     scalar.device_scalar = device_scalar;
     scalar.host_bits = host_bits;
     scalar.on = 1;
-    cudaError_t err = for_type(type, [&](auto t) {
-        using T = decltype(t);
-        const size_t per_pack = size_t(Pack<T>::kElems);
-        const size_t npacks = aligned16(dst) && aligned16(src) ? count / per_pack : 0;
-        if (npacks > 0) {
-            cudaError_t e = launch_kernel(premul_pack_kernel<T>,
-                                          grid_blocks(npacks, size_t(kPackThreads) * Unroll<T>::value, max_ctas),
-                                          kPackThreads, cs, static_cast<Pack<T>*>(dst), static_cast<const Pack<T>*>(src),
-                                          npacks, scalar);
-            if (e != cudaSuccess) return e;
-        }
-        const size_t done = npacks * per_pack, rest = count - done;
-        if (rest == 0) return cudaSuccess;
-        return launch_kernel(premul_kernel<T>, grid_blocks(rest, kScalarThreads, max_ctas), kScalarThreads, cs,
-                             static_cast<T*>(dst) + done, static_cast<const T*>(src) + done, rest, scalar);
-    });
-    return err == cudaSuccess ? vcclSuccess : vcclUnhandledCudaError;
+    const void* srcs[1] = {src};
+    return device_reduce(dst, srcs, 1, count, type, vcclSum, 0, max_ctas, stream, scalar);
 }
 
 vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t count, vcclDataType_t type,

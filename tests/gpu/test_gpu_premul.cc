@@ -42,6 +42,24 @@ int64_t scalar_x2(int r, vcclDataType_t t, int salt) {
 
 enum class PColl { AllReduce, Reduce, ReduceScatter };
 
+/* This rank's scalar for type t (salt 0) as two PreMulSum ops of comm: held on the host, and read from device memory. */
+struct ScalarOps {
+    std::vector<char> host = std::vector<char>(8, 0);
+    std::unique_ptr<DevBuf> dev;
+    vcclRedOp_t host_op = vcclSum, dev_op = vcclSum;
+
+    /* False when the device buffer or an op could not be made. */
+    bool make(vcclComm_t comm, vcclDataType_t t) {
+        const size_t ts = type_size(t);
+        store_double(host.data(), 0, t, double(scalar_x2(world_rank(), t, 0)) / 2.0);
+        dev = std::make_unique<DevBuf>(ts);
+        if (dev->base == nullptr) return false;
+        dev->upload(std::vector<char>(host.begin(), host.begin() + ptrdiff_t(ts)));
+        return vcclRedOpCreatePreMulSum(&host_op, host.data(), t, vcclScalarHostImmediate, comm) == vcclSuccess &&
+               vcclRedOpCreatePreMulSum(&dev_op, dev->ptr(), t, vcclScalarDevice, comm) == vcclSuccess;
+    }
+};
+
 /* One call; empty when right. `salt` picks the scalars' value. `shifted` (out of place only): the input starts one
  * element past a 16-byte boundary, so the scaling cannot take its 16-byte packs. */
 std::string premul_case(vcclComm_t comm, cudaStream_t s, vcclRedOp_t op, PColl coll, vcclDataType_t t, size_t count,
@@ -105,16 +123,11 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
     const size_t counts[] = {0, 1, 7, 1031, 65537, 1 << 20};
     for (vcclDataType_t t : kTypes) {
         const size_t ts = type_size(t);
-        std::vector<char> host_scalar(8, 0), next_scalar(8, 0);
-        store_double(host_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 0)) / 2.0);
+        std::vector<char> next_scalar(8, 0);
         store_double(next_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 1)) / 2.0);
-        DevBuf dev_scalar(ts);
-        ASSERT_ALL_RANKS(dev_scalar.base != nullptr);
-        dev_scalar.upload(std::vector<char>(host_scalar.begin(), host_scalar.begin() + ptrdiff_t(ts)));
-        vcclRedOp_t host_op = vcclSum, dev_op = vcclSum;
-        ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&host_op, host_scalar.data(), t, vcclScalarHostImmediate, comm) ==
-                         vcclSuccess);
-        ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&dev_op, dev_scalar.ptr(), t, vcclScalarDevice, comm) == vcclSuccess);
+        ScalarOps ops;
+        ASSERT_ALL_RANKS(ops.make(comm, t));
+        const vcclRedOp_t host_op = ops.host_op, dev_op = ops.dev_op;
         for (PColl coll : {PColl::AllReduce, PColl::Reduce, PColl::ReduceScatter}) {
             for (size_t count : counts) {
                 if (count * ts * (coll == PColl::ReduceScatter ? size_t(world_size()) : 1) > (size_t(8) << 20)) continue;
@@ -129,7 +142,7 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
             }
         }
         // The device scalar is read when the call runs: a new value written on the stream counts from there.
-        if (cudaMemcpyAsync(dev_scalar.ptr(), next_scalar.data(), ts, cudaMemcpyHostToDevice, s.s) != cudaSuccess ||
+        if (cudaMemcpyAsync(ops.dev->ptr(), next_scalar.data(), ts, cudaMemcpyHostToDevice, s.s) != cudaSuccess ||
             cudaStreamSynchronize(s.s) != cudaSuccess) {
             sweep.run("device scalar update", [] { return std::string("cudaMemcpyAsync failed"); });
         }
@@ -161,17 +174,9 @@ TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
         vcclComm_t comm = comm_with_env(configs[c]);
         ASSERT_ALL_RANKS(comm != nullptr);
         for (vcclDataType_t t : kTypes) {
-            const size_t ts = type_size(t);
-            std::vector<char> host_scalar(8, 0);
-            store_double(host_scalar.data(), 0, t, double(scalar_x2(world_rank(), t, 0)) / 2.0);
-            DevBuf dev_scalar(ts);
-            ASSERT_ALL_RANKS(dev_scalar.base != nullptr);
-            dev_scalar.upload(std::vector<char>(host_scalar.begin(), host_scalar.begin() + ptrdiff_t(ts)));
-            vcclRedOp_t host_op = vcclSum, dev_op = vcclSum;
-            ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&host_op, host_scalar.data(), t, vcclScalarHostImmediate, comm) ==
-                             vcclSuccess);
-            ASSERT_ALL_RANKS(vcclRedOpCreatePreMulSum(&dev_op, dev_scalar.ptr(), t, vcclScalarDevice, comm) ==
-                             vcclSuccess);
+            ScalarOps ops;
+            ASSERT_ALL_RANKS(ops.make(comm, t));
+            const vcclRedOp_t host_op = ops.host_op, dev_op = ops.dev_op;
             for (PColl coll : {PColl::AllReduce, PColl::Reduce, PColl::ReduceScatter}) {
                 for (size_t count : {size_t(7), size_t(1031), size_t(65537)}) {
                     for (bool in_place : {false, true}) {
