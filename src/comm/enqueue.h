@@ -25,6 +25,10 @@ struct Op {
     void* recvbuf;          // Recv
     size_t bytes;           // Send / Recv
     int peer;               // Send / Recv
+    // Send on the direct device path: the peer's receive buffer is known to be free, because this stream already
+    // waited for something the peer's stream did after it reached this transfer's collective (the all-gather of an
+    // AllReduce, after the reduce-scatter's DONE waits): the READY wait is left out (IpcP2p::post_send).
+    bool peer_buffer_free;
     bool premul;            // Collective: coll.op is a PreMulSum op, whose scalar is premul_scalar (comm/premul.h)
     PreMulScalar premul_scalar;
     // Once premul_apply ran, premul stays set (coll.op is then vcclSum) only where the direct device path scales

@@ -399,7 +399,7 @@ vcclResult_t run_p2p_direct_part(vcclComm* comm, const std::vector<const Op*>& o
     for (size_t i = 0; i < n; ++i) {
         if (path[i] != Path::Direct || ops[i]->kind != OpKind::Send) continue;
         posted[i] = 1; // likewise post_send
-        vcclResult_t r = ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream);
+        vcclResult_t r = ipc->post_send(ops[i]->peer, ops[i]->sendbuf, theirs[i], ops[i]->stream, !ops[i]->peer_buffer_free);
         if (r != vcclSuccess) return give_up_rest(r);
         flow_posted(comm, ops[i]->peer, telemetry::Dir::Send, ops[i]->bytes, ops[i]->stream); // with its DONE
     }

@@ -45,7 +45,7 @@ public:
     }
     bool export_buffer(const void*, size_t, Registration*) override { return false; }
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
-    vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
+    vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*, bool) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*, int, uint32_t) override { return unreachable(); }
     int note_words() const override { return 0; }
     void note(int, uint32_t, void*) override {}
@@ -260,7 +260,7 @@ public:
         return vcclSuccess;
     }
 
-    vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream) override {
+    vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& desc, void* stream, bool wait_ready) override {
         DeviceScope scope(device_);
         uint32_t s = send_seq_[peer] + 1;
         // Whatever failed, transfer s is given up: counted (as if its READY wait had been enqueued, the peer
@@ -278,8 +278,14 @@ public:
         vcclResult_t mapped = map(peer, desc, stream, &base);
         if (mapped != vcclSuccess) return give_up(mapped);
         CUstream cs = static_cast<CUstream>(stream);
-        CUresult res = issue_pending(cs, wait_op(flag_addr(rank_, kReady, peer), s));
-        if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (ready)", res));
+        // Left out, READY s is still written by the peer and still counted here, so the next wait (for s + 1,
+        // or later: the waits are "at least") pairs as before. This stream's pending writes (its own READYs)
+        // then go with its next memory operation, after the copy: later, and a peer that does wait for one
+        // still gets it (the copy waits for nothing), one driver call fewer.
+        if (wait_ready) {
+            CUresult res = issue_pending(cs, wait_op(flag_addr(rank_, kReady, peer), s));
+            if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (ready)", res));
+        }
         send_seq_[peer] = s; // counted once the wait is enqueued: release_waits goes by these
         cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));

@@ -101,8 +101,11 @@ public:
     /* Receiver, step 1 (before any send of the batch is enqueued): publish READY on `stream`; *seq names the
      * transfer for step 2. */
     virtual vcclResult_t post_recv_ready(int peer, void* stream, uint32_t* seq) = 0;
-    /* Sender: wait for READY, copy into the peer's buffer, publish DONE; all on `stream`. */
-    virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream) = 0;
+    /* Sender: wait for READY, copy into the peer's buffer, publish DONE; all on `stream`. Without `wait_ready`
+     * the READY wait is left out (still counted): the caller knows the peer's buffer is free already, because
+     * `stream` waited for something the peer's stream did after it reached the transfer (Op::peer_buffer_free). */
+    virtual vcclResult_t post_send(int peer, const void* buf, const P2pDescriptor& recv_desc, void* stream,
+                                   bool wait_ready = true) = 0;
     /* Receiver, step 2 (after the batch's sends): wait for DONE of transfer `seq` on `stream`; then, when
      * note_word >= 0, the stream writes note_value into that note word (below), in the same driver call. */
     virtual vcclResult_t post_recv_wait(int peer, uint32_t seq, void* stream, int note_word = -1,

@@ -196,6 +196,62 @@ TEST(GpuStreamOrder, SecondStreamWorkKeepsCallOrder) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* An AllReduce's all-gather copies go into the peers' buffers without waiting for their READY (device_coll.cc,
+ * all_gather_send): the peers' earlier work on those buffers must still come first. In place, each rank's stream
+ * fills the buffer right before the call, the last rank's after spinning 3 ms; a copy that landed in the slow
+ * rank's buffer before its fill would be overwritten by the fill, and that rank's result would be its own input
+ * there. Copy engines only (kernels off), in one piece and in pieces of 64 KiB; sizes not divisible by the ranks. */
+TEST(GpuStreamOrder, AllReduceGatherWaitsForThePeersEarlierWork) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    const int rank = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+    std::string why;
+    for (const char* pipeline : {"0", "64K"}) {
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
+                                         {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
+                                         {"VCCL_REDUCE_PIPELINE_BYTES", pipeline}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        Stream s;
+        for (size_t elems : {size_t(65537), size_t(1 << 20) + 3}) {
+            const int iters = 4;
+            DevBuf buf(elems * 4), out(elems * 4 * iters);
+            ASSERT_ALL_RANKS(buf.base != nullptr && out.base != nullptr);
+            cudaDeviceSynchronize();
+            MPI_Barrier(MPI_COMM_WORLD);
+            auto* bp = reinterpret_cast<uint32_t*>(buf.ptr());
+            std::string f;
+            for (int it = 0; it < iters && f.empty(); ++it) {
+                unsigned spin = rank == n - 1 ? 3000 : 0;
+                cudaError_t ce = vt_slow_fill(bp, elems, uint32_t(100 * it + rank + 1), spin, s.s);
+                vcclResult_t r = vcclAllReduce(bp, bp, elems, vcclUint32, vcclSum, comm, s.s);
+                cudaError_t ce2 = vt_add_one(reinterpret_cast<uint32_t*>(out.ptr()) + size_t(it) * elems, bp, elems, s.s);
+                if (ce != cudaSuccess || ce2 != cudaSuccess) f = "kernel launch: " + cuda_str(ce != cudaSuccess ? ce : ce2);
+                if (r != vcclSuccess && f.empty()) f = std::string("call failed: ") + result_str(r);
+            }
+            cudaError_t ce = cudaStreamSynchronize(s.s);
+            if (ce != cudaSuccess && f.empty()) f = "stream: " + cuda_str(ce);
+            std::vector<char> got = out.download();
+            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+            for (int it = 0; it < iters && f.empty(); ++it) {
+                for (size_t i = 0; i < elems; ++i) {
+                    uint32_t want = 1;
+                    for (int r = 0; r < n; ++r) want += vt_pattern(i, uint32_t(100 * it + r + 1));
+                    if (g[size_t(it) * elems + i] != want) {
+                        f = "call " + std::to_string(it) + " element " + std::to_string(i) + ": got " +
+                            std::to_string(g[size_t(it) * elems + i]) + ", want " + std::to_string(want);
+                        break;
+                    }
+                }
+            }
+            if (!f.empty() && why.empty()) {
+                why = std::string("pipeline ") + pipeline + ", " + std::to_string(elems) + " elements: " + f;
+            }
+        }
+        vcclCommDestroy(comm);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The same for send/recv: a ring exchange per call. The receive of a later call must not take the place (the
  * sequence number) of an earlier one. */
 TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
