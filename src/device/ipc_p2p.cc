@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "core/status.h"
 #include "device/fd_channel.h"
 #include "device/fifo_credits.h"
+#include "device/ipc_handles.h"
 #include "device/memory.h"
 #include "device/vmm.h"
 
@@ -90,6 +92,7 @@ struct PeerInfo {
     char handle[64];
     uint64_t fd_name;         // descriptor socket (device/fd_channel.h) for VMM buffers; 0: none
     uint64_t fd_secret;
+    int64_t pid;              // with the host id, names the exporter of its handles (device/ipc_handles.h)
 };
 
 std::atomic<bool> g_ll_on_shared_gpu{false}; // testing::allow_ll_on_shared_gpu
@@ -274,9 +277,23 @@ public:
             fail_next_ = FailNext::None;
             return give_up(set_last_error(vcclInternalError, "direct send to rank %d failed (test hook)", peer));
         }
+        // Another communicator may close this mapping to open its own handle (ipc_handles.h): checked open under
+        // UseLock, which keeps it so until the copy is enqueued. Closed between map() and the check, it is
+        // opened again (map() drops closed mappings).
         void* base = nullptr;
-        vcclResult_t mapped = map(peer, desc, stream, &base);
-        if (mapped != vcclSuccess) return give_up(mapped);
+        std::optional<ipc_handles::UseLock> in_use;
+        for (int attempt = 0;; ++attempt) {
+            ipc_handles::Ref ipc;
+            vcclResult_t mapped = map(peer, desc, stream, &base, &ipc);
+            if (mapped != vcclSuccess) return give_up(mapped);
+            in_use.emplace();
+            if (!ipc || ipc->open.load()) break;
+            in_use.reset();
+            if (attempt == 2) {
+                return give_up(set_last_error(vcclInternalError, "rank %d's receive buffer was unmapped by another "
+                                              "communicator of this process three times in a row", peer));
+            }
+        }
         CUstream cs = static_cast<CUstream>(stream);
         // Left out, READY s is still written by the peer and still counted here, so the next wait (for s + 1,
         // or later: the waits are "at least") pairs as before. This stream's pending writes (its own READYs)
@@ -498,14 +515,17 @@ private:
         uint64_t alloc_base; // in the exporting process
         uint64_t alloc_size;
         size_t vmm_size;     // a VMM allocation's mapping (vmm::unmap); 0: a CUDA IPC mapping
+        ipc_handles::Ref ipc; // the CUDA IPC mapping, shared with the process's other communicators
     };
     static void unmap(const Mapping& m) {
         if (m.vmm_size > 0) {
             vmm::unmap(m.ptr, m.vmm_size);
         } else {
-            cudaIpcCloseMemHandle(m.ptr);
+            ipc_handles::release(m.ipc);
         }
     }
+    /* A CUDA IPC mapping closed to make room for another communicator's handle (ipc_handles.h). */
+    static bool closed_elsewhere(const Mapping& m) { return m.vmm_size == 0 && m.ipc && !m.ipc->open.load(); }
     /* VMM mappings let go of while copies into them may still be queued: cuMemUnmap does not wait for them
      * (cudaIpcCloseMemHandle does). Such a mapping waits in retiring_ until the batch ends (flush), when an
      * event is recorded on every stream of the batch; it is unmapped once those have completed (reap_retired,
@@ -602,8 +622,10 @@ private:
         return reinterpret_cast<char*>(peer_flags_[owner]) + slots_offset_ + index * fifo_slot_stride_;
     }
 
-    /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). */
-    vcclResult_t map(int peer, const P2pDescriptor& desc, void* stream, void** base) {
+    /* The receiver's buffer allocation mapped into this process, opened once and kept (bounded). *ipc: its
+     * CUDA IPC mapping, which the caller checks is still open under ipc_handles::UseLock (empty for VMM memory
+     * and for the rank itself). */
+    vcclResult_t map(int peer, const P2pDescriptor& desc, void* stream, void** base, ipc_handles::Ref* ipc) {
         auto& list = mappings_[peer];
         ++clock_;
         if (!retired_.empty()) reap_retired();
@@ -617,12 +639,18 @@ private:
             *base = reinterpret_cast<void*>(uintptr_t(desc.alloc_base));
             return vcclSuccess;
         }
-        for (Mapping& m : list) {
-            if (memcmp(m.handle, desc.handle, sizeof(m.handle)) == 0) {
-                m.last_use = clock_;
-                *base = m.ptr;
-                return vcclSuccess;
+        for (size_t i = 0; i < list.size(); ++i) {
+            Mapping& m = list[i];
+            if (memcmp(m.handle, desc.handle, sizeof(m.handle)) != 0) continue;
+            if (closed_elsewhere(m)) { // opened again below
+                drop(peer, m);
+                list.erase(list.begin() + long(i));
+                break;
             }
+            m.last_use = clock_;
+            *base = m.ptr;
+            *ipc = m.ipc;
+            return vcclSuccess;
         }
         // The peer freed an allocation and made a new one over its range: the old mapping is stale (its
         // last transfer completed before the peer could free it), and CUDA refuses to map the range twice.
@@ -675,40 +703,26 @@ private:
                 fds_.forget(peer, ref.id);
                 return imported;
             }
-            remember(list, desc, ptr, size_t(ref.size));
+            remember(list, desc, ptr, size_t(ref.size), nullptr);
             *base = ptr;
             return vcclSuccess;
         }
-        cudaIpcMemHandle_t handle;
-        memcpy(&handle, desc.handle, sizeof(handle));
-        cudaError_t err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
-        if (err != cudaSuccess) {
-            cudaGetLastError();
-            // Small cudaMalloc allocations share 2 MiB blocks, and CUDA may map an exported block only once per
-            // process: close the mappings of other allocations in the same blocks, then try again (counted:
-            // each close waits for the device; on the H100 with CUDA 13 this did not happen, see
-            // GpuP2p.SmallBuffersOfOneBlockAreMappedOnce).
-            auto first_block = [](uint64_t a) { return a >> 21; };
-            auto last_block = [](uint64_t a, uint64_t n) { return (a + (n > 0 ? n - 1 : 0)) >> 21; };
-            size_t before = list.size();
-            close_mappings_if(peer, [&](const Mapping& m) {
-                return first_block(m.alloc_base) <= last_block(desc.alloc_base, desc.alloc_size) &&
-                       first_block(desc.alloc_base) <= last_block(m.alloc_base, m.alloc_size);
-            });
-            if (list.size() < before) ++block_reopens_;
-            err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
-            if (err == cudaErrorAlreadyMapped && !list.empty()) {
-                // CUDA's block around this buffer is larger than 2 MiB, or the allocator put it elsewhere:
-                // let go of every mapping of this peer (they are a cache) and try once more.
-                cudaGetLastError();
-                close_mappings_if(peer, [](const Mapping&) { return true; });
-                ++block_reopens_;
-                err = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
-            }
+        // Small cudaMalloc allocations share 2 MiB blocks, and CUDA maps an exported block only once per process:
+        // the process-wide table closes the mappings of other allocations in the same blocks, of every
+        // communicator, when CUDA refuses (counted: each close waits for the device; on the H100 with CUDA 13
+        // this did not happen within one communicator, see GpuP2p.SmallBuffersOfOneBlockAreMappedOnce).
+        ipc_handles::Ref opened;
+        bool made_room = false;
+        int err = ipc_handles::acquire(exporters_[peer], desc.handle, desc.alloc_base, desc.alloc_size, &opened,
+                                       &made_room);
+        if (made_room) {
+            ++block_reopens_;
+            close_mappings_if(peer, closed_elsewhere);
         }
-        if (err != cudaSuccess) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", err);
-        remember(list, desc, ptr, 0);
-        *base = ptr;
+        if (err != 0) return cuda_fail("cudaIpcOpenMemHandle of a peer's receive buffer", cudaError_t(err));
+        remember(list, desc, opened->ptr, 0, opened);
+        *base = opened->ptr;
+        *ipc = opened;
         return vcclSuccess;
     }
     /* Whether a descriptor's handle (flags: its kDesc* bits) names a span of another allocator's VMM memory. */
@@ -718,7 +732,8 @@ private:
         memcpy(&ref, handle, sizeof(ref));
         return (ref.flags & kVmmSpan) != 0;
     }
-    void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size) {
+    void remember(std::vector<Mapping>& list, const P2pDescriptor& desc, void* ptr, size_t vmm_size,
+                  ipc_handles::Ref ipc) {
         Mapping m;
         memcpy(m.handle, desc.handle, sizeof(m.handle));
         m.ptr = ptr;
@@ -726,6 +741,7 @@ private:
         m.alloc_base = desc.alloc_base;
         m.alloc_size = desc.alloc_size;
         m.vmm_size = vmm_size;
+        m.ipc = std::move(ipc);
         list.push_back(m);
     }
 
@@ -820,6 +836,7 @@ private:
     std::vector<uint64_t> fifo_sent_, fifo_recvd_;
     std::vector<uint32_t> fifo_credit_waited_, fifo_full_waited_;
     std::vector<std::vector<Mapping>> mappings_;
+    std::vector<ipc_handles::Exporter> exporters_; // per rank: the process its handles come from
     uint64_t clock_ = 0;
     FdChannel fds_;               // VMM buffers' file descriptors to and from the ranks of this host
     uint64_t direct_sends_ = 0;
@@ -1220,6 +1237,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     std::vector<PeerInfo> infos(nranks_);
     PeerInfo& mine = infos[rank_];
     memset(&mine, 0, sizeof(mine));
+    mine.pid = int64_t(getpid());
     // Whole 2 MiB blocks: CUDA shares a block among small cudaMalloc allocations and maps an exported block
     // only once per process, so flags in a block shared with another communicator's flags (or with a receive
     // buffer) could not be mapped by a peer that mapped the other one: that communicator would silently lose
@@ -1300,6 +1318,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
         }
     }
     VCCL_RETURN_IF_ERROR(bootstrap->allgather(infos.data(), sizeof(PeerInfo)));
+    exporters_.resize(nranks_);
+    for (int r = 0; r < nranks_; ++r) exporters_[r] = ipc_handles::Exporter{host_ids.empty() ? 0 : host_ids[r], infos[r].pid};
     {
         std::vector<FdChannel::Address> addresses(nranks_);
         for (int r = 0; r < nranks_; ++r) {

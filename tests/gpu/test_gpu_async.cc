@@ -298,6 +298,74 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
+/* Two communicators of the same ranks receive into one small buffer in turn, and into a new one each round, which
+ * cudaMalloc tends to place where the previous round's was. CUDA maps an exported block once per process, so the
+ * senders' communicators share their mappings (device/ipc_handles.h); with a cache per communicator the second
+ * one's open failed with cudaErrorAlreadyMapped (run199, 2 ranks sharing one H200). Checks every result. */
+TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
+    vcclComm_t first = gpu_comm();
+    ASSERT_ALL_RANKS(first != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the direct path is off";
+    const size_t elems = 10003, bytes = elems * 4; // odd, small: cudaMalloc places such buffers in shared blocks
+    if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
+    vcclComm_t second = comm_with_env({});
+    ASSERT_ALL_RANKS(second != nullptr);
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    DevBuf send(bytes);
+    ASSERT_ALL_RANKS(send.base != nullptr);
+    auto seed = [](int round, int turn, int r) { return uint32_t(104729 * round + 131 * turn + r + 5); };
+    std::string why;
+    for (int round = 0; round < 8 && why.empty(); ++round) {
+        DevBuf recv(bytes);
+        if (recv.base == nullptr) {
+            why = "cudaMalloc failed";
+            break;
+        }
+        int turn = 0;
+        for (vcclComm_t comm : {first, second, first, second}) {
+            cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, turn, rank), 0, s.s);
+            if (ce != cudaSuccess) {
+                why = "kernel launch: " + cuda_str(ce);
+                break;
+            }
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
+            vcclResult_t y = vcclRecv(recv.ptr(), bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            why = call_failure(comm, {g, x, y, e});
+            if (!why.empty()) {
+                why = "round " + std::to_string(round) + ", communicator " + std::to_string(turn % 2) + ": " + why;
+                break;
+            }
+            if (cudaStreamSynchronize(s.s) != cudaSuccess) {
+                why = "round " + std::to_string(round) + ": stream failed";
+                break;
+            }
+            std::vector<char> got = recv.download();
+            const auto* v = reinterpret_cast<const uint32_t*>(got.data());
+            for (size_t i = 0; i < elems && why.empty(); ++i) {
+                if (v[i] != vt_pattern(i, seed(round, turn, prev))) {
+                    why = "round " + std::to_string(round) + ", communicator " + std::to_string(turn % 2) + ", element " +
+                          std::to_string(i) + " is wrong";
+                }
+            }
+            if (why.empty() && !recv.guards_intact()) why = "round " + std::to_string(round) + ": a guard zone was written";
+            if (!why.empty()) break;
+            ++turn;
+        }
+        // Every rank ends the round here (the peer frees this round's buffer only after every sender is done with
+        // it), and all stop together when one failed.
+        int failed = why.empty() ? 0 : 1, any = 0;
+        MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (any != 0 && why.empty()) why = "round " + std::to_string(round) + ": another rank failed";
+    }
+    vcclCommDestroy(second);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* A direct send given up right after an earlier send to the same peer that is still queued behind the
  * stream's own work (a kernel waiting on the host): the release that lets the receiver's stream go on (DONE)
  * must come after the earlier transfer's data. It used to be written at once on a private stream: the

@@ -1,0 +1,67 @@
+/*
+ * CUDA IPC mappings of peers' receive buffers, shared by every communicator of the process.
+ *
+ * CUDA maps an exported block of cudaMalloc memory only once per process. With a cache per communicator, a
+ * second communicator opening a handle in a block that the first had mapped (the same buffer, a neighbour in its
+ * 2 MiB block, or a new buffer where a freed one had been) got cudaErrorAlreadyMapped, and its transfer failed
+ * (GpuStreamOrder.AllReduceGatherWaitsForThePeersEarlierWork: 2 ranks sharing one H200, a test communicator
+ * beside the suite's). Here each handle is opened once and counted; when CUDA still refuses, the mappings of the
+ * same exporter whose blocks overlap are closed for every communicator (they are stale, or a neighbour's that
+ * its users open again at their next transfer), and the handle is opened again.
+ *
+ * Closing a mapping another thread is about to copy into would send that copy to an unmapped (or reused)
+ * address, so a copy is enqueued under UseLock, which closing waits for, after checking that its mapping is still
+ * open. The peers' flag buffers are not here: each communicator keeps those mapped for its life.
+ */
+#ifndef VCCL_DEVICE_IPC_HANDLES_H_
+#define VCCL_DEVICE_IPC_HANDLES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+
+namespace vccl {
+namespace ipc_handles {
+
+/* The process that exported a handle: its host and process id. Allocation addresses are that process's. */
+struct Exporter {
+    uint64_t host = 0;
+    int64_t pid = 0;
+    bool operator==(const Exporter& o) const { return host == o.host && pid == o.pid; }
+};
+
+struct Mapping {
+    Exporter exporter;
+    char handle[64];
+    uint64_t alloc_base; // in the exporting process
+    uint64_t alloc_size;
+    void* ptr;                 // its address here
+    std::atomic<bool> open{true}; // false once closed (by the last user, or to make room for another handle)
+    int users = 0;             // counted references (acquire / release)
+};
+using Ref = std::shared_ptr<Mapping>;
+
+/* Opens the cudaIpcMemHandle_t `handle` of allocation [alloc_base, alloc_base + alloc_size) of `exporter`, or
+ * shares its open mapping (one more user); *out the mapping. *made_room: other mappings were closed first.
+ * Returns CUDA's error when it cannot be opened. Not under UseLock. */
+int acquire(const Exporter& exporter, const char* handle, uint64_t alloc_base, uint64_t alloc_size, Ref* out,
+            bool* made_room);
+/* One user fewer; the last one closes the mapping (cudaIpcCloseMemHandle waits for copies into it). */
+void release(const Ref& ref);
+
+/* Held from the check that a mapping is still open (Mapping::open) until the copy into it is enqueued. */
+class UseLock {
+public:
+    UseLock();
+private:
+    std::shared_lock<std::shared_mutex> lock_;
+};
+
+/* Mappings open now (for tests). */
+size_t open_count();
+
+} // namespace ipc_handles
+} // namespace vccl
+
+#endif
