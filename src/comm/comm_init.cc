@@ -138,6 +138,7 @@ CollSettings settings_from_env() {
     s.small_bytes = env::get_size(env::kSmallMsgBytes);
     s.reduce_pipeline_bytes = env::get_size(env::kReducePipelineBytes);
     s.kernel_bytes = env::get_size(env::kAllreduceKernelBytes);
+    s.premul_kernel_bytes = env::get_size(env::kPreMulSumKernelBytes);
     s.op_timeout_ms = env::get_int(env::kOpTimeoutMs);
     return s;
 }
@@ -197,7 +198,8 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
                            {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
                            {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes},
                            {"VCCL_REDUCE_PIPELINE_BYTES", comm->settings.reduce_pipeline_bytes},
-                           {"VCCL_ALLREDUCE_KERNEL_BYTES", comm->settings.kernel_bytes}};
+                           {"VCCL_ALLREDUCE_KERNEL_BYTES", comm->settings.kernel_bytes},
+                           {"VCCL_PREMULSUM_KERNEL_BYTES", comm->settings.premul_kernel_bytes}};
         constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
         std::vector<uint64_t> votes(size_t(comm->nranks) * kVotes);
         votes[size_t(comm->rank) * kVotes] = use_failover ? 1 : 0;
@@ -214,6 +216,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         comm->settings.small_bytes = size_t(agreed[2].value);
         comm->settings.reduce_pipeline_bytes = size_t(agreed[3].value);
         comm->settings.kernel_bytes = size_t(agreed[4].value);
+        comm->settings.premul_kernel_bytes = size_t(agreed[5].value);
         uint64_t yes = 0;
         for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
         if (yes != 0 && yes != uint64_t(comm->nranks)) {

@@ -363,7 +363,10 @@ bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunke
     // ReduceScatter's blocks of other ranks start at multiples of the per-rank size: a multiple of 16 keeps the
     // kernel's 16-byte accesses aligned for all of them.
     const bool reduces = *kind == LlKind::AllReduce || *kind == LlKind::ReduceScatter;
-    if (!reduces || bytes > std::min(comm->settings.kernel_bytes, kMaxChunkedBytes) ||
+    // PreMulSum goes further on the kernel: above the limit its copy-engine path needs a scaling kernel anyway
+    // (VCCL_PREMULSUM_KERNEL_BYTES).
+    const size_t limit = op.premul ? comm->settings.premul_kernel_bytes : comm->settings.kernel_bytes;
+    if (!reduces || bytes > std::min(limit, kMaxChunkedBytes) ||
         !comm->ipc->chunked_possible() || (*kind == LlKind::ReduceScatter && bytes % 16 != 0)) {
         return false;
     }

@@ -298,10 +298,13 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-/* Two communicators of the same ranks receive into one small buffer in turn, and into a new one each round, which
- * cudaMalloc tends to place where the previous round's was. CUDA maps an exported block once per process, so the
- * senders' communicators share their mappings (device/ipc_handles.h); with a cache per communicator the second
- * one's open failed with cudaErrorAlreadyMapped (run199, 2 ranks sharing one H200). Checks every result. */
+/* Two communicators of the same ranks receive into small buffers, several in one 2 MiB block, which the receiver
+ * frees all at the end of each round and makes anew in the next (cudaMalloc then tends to give the block back and
+ * make a new one at the same addresses); the communicators take the first turn alternately. CUDA maps an exported
+ * block once per process: with a cache per communicator, a communicator could not open a new buffer's handle while
+ * the other still held a mapping of the old block (cudaErrorAlreadyMapped, found in the FIFO suite after
+ * GpuP2p.SmallBuffersOfOneBlockAreMappedOnce, run202); the senders now share their mappings (device/ipc_handles.h).
+ * Checks every result and guard zone. */
 TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     vcclComm_t first = gpu_comm();
     ASSERT_ALL_RANKS(first != nullptr);
@@ -314,50 +317,49 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     ASSERT_ALL_RANKS(second != nullptr);
     const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
     Stream s;
-    DevBuf send(bytes);
+    DevBuf send(size_t(4) << 20); // a block of its own, so that the small buffers' block empties between rounds
     ASSERT_ALL_RANKS(send.base != nullptr);
     auto seed = [](int round, int turn, int r) { return uint32_t(104729 * round + 131 * turn + r + 5); };
+    const int kBuffers = 3, kRounds = 8;
     std::string why;
-    for (int round = 0; round < 8 && why.empty(); ++round) {
-        DevBuf recv(bytes);
-        if (recv.base == nullptr) {
-            why = "cudaMalloc failed";
-            break;
+    for (int round = 0; round < kRounds && why.empty(); ++round) {
+        std::vector<std::unique_ptr<DevBuf>> recv;
+        for (int k = 0; k < kBuffers; ++k) recv.emplace_back(new DevBuf(bytes));
+        for (auto& r : recv) {
+            if (r->base == nullptr) why = "cudaMalloc failed";
         }
-        int turn = 0;
-        for (vcclComm_t comm : {first, second, first, second}) {
+        // Turn t: communicator (round + t) % 2 receives into buffer t % kBuffers.
+        for (int turn = 0; turn < 2 * kBuffers && why.empty(); ++turn) {
+            vcclComm_t comm = (round + turn) % 2 == 0 ? first : second;
+            DevBuf& into = *recv[size_t(turn % kBuffers)];
+            std::string where = "round " + std::to_string(round) + ", turn " + std::to_string(turn) + ": ";
             cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, turn, rank), 0, s.s);
             if (ce != cudaSuccess) {
-                why = "kernel launch: " + cuda_str(ce);
+                why = where + "kernel launch: " + cuda_str(ce);
                 break;
             }
             vcclResult_t g = vcclGroupStart();
             vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
-            vcclResult_t y = vcclRecv(recv.ptr(), bytes, vcclUint8, prev, comm, s.s);
+            vcclResult_t y = vcclRecv(into.ptr(), bytes, vcclUint8, prev, comm, s.s);
             vcclResult_t e = vcclGroupEnd();
             why = call_failure(comm, {g, x, y, e});
             if (!why.empty()) {
-                why = "round " + std::to_string(round) + ", communicator " + std::to_string(turn % 2) + ": " + why;
+                why = where + why;
                 break;
             }
             if (cudaStreamSynchronize(s.s) != cudaSuccess) {
-                why = "round " + std::to_string(round) + ": stream failed";
+                why = where + "stream failed";
                 break;
             }
-            std::vector<char> got = recv.download();
+            std::vector<char> got = into.download();
             const auto* v = reinterpret_cast<const uint32_t*>(got.data());
             for (size_t i = 0; i < elems && why.empty(); ++i) {
-                if (v[i] != vt_pattern(i, seed(round, turn, prev))) {
-                    why = "round " + std::to_string(round) + ", communicator " + std::to_string(turn % 2) + ", element " +
-                          std::to_string(i) + " is wrong";
-                }
+                if (v[i] != vt_pattern(i, seed(round, turn, prev))) why = where + "element " + std::to_string(i) + " is wrong";
             }
-            if (why.empty() && !recv.guards_intact()) why = "round " + std::to_string(round) + ": a guard zone was written";
-            if (!why.empty()) break;
-            ++turn;
+            if (why.empty() && !into.guards_intact()) why = where + "a guard zone was written";
         }
-        // Every rank ends the round here (the peer frees this round's buffer only after every sender is done with
-        // it), and all stop together when one failed.
+        // Every rank ends the round here (a receiver frees its buffers only after its senders are done with them),
+        // and all stop together when one failed.
         int failed = why.empty() ? 0 : 1, any = 0;
         MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any != 0 && why.empty()) why = "round " + std::to_string(round) + ": another rank failed";
