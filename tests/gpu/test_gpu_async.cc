@@ -299,12 +299,9 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
 }
 
 /* Two communicators of the same ranks receive into small buffers, several in one 2 MiB block, which the receiver
- * frees all at the end of each round and makes anew in the next (cudaMalloc then tends to give the block back and
- * make a new one at the same addresses); the communicators take the first turn alternately. CUDA maps an exported
- * block once per process: with a cache per communicator, a communicator could not open a new buffer's handle while
- * the other still held a mapping of the old block (cudaErrorAlreadyMapped, found in the FIFO suite after
- * GpuP2p.SmallBuffersOfOneBlockAreMappedOnce, run202); the senders now share their mappings (device/ipc_handles.h).
- * Checks every result and guard zone. */
+ * frees all at the end of each round and makes anew in the next; the communicators take the first turn
+ * alternately. Their mappings are shared (device/ipc_handles.h). Checks every result and guard zone. (This passed
+ * on the library before that change too, run203; the sequence that failed there is the next test's.) */
 TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     vcclComm_t first = gpu_comm();
     ASSERT_ALL_RANKS(first != nullptr);
@@ -363,6 +360,62 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
         int failed = why.empty() ? 0 : 1, any = 0;
         MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any != 0 && why.empty()) why = "round " + std::to_string(round) + ": another rank failed";
+    }
+    vcclCommDestroy(second);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* What failed in the FIFO suite before the communicators shared their mappings (run199, run202: 2 ranks sharing one
+ * H200): the suite's communicator receives into small buffers of one 2 MiB block, which are then freed; a new
+ * communicator's first AllReduce (copy engines) sends into new buffers of the peer there, and CUDA refused the
+ * new communicator's handle (cudaErrorAlreadyMapped) while the first still held its mappings of the old block.
+ * On that library this test failed inside np2_shared_gpu_fifo.sh, after the suite's earlier tests (run206, 2 of 2
+ * runs), and passed alone (run204): which of the earlier mappings CUDA objects to was not found. */
+TEST(GpuP2p, NewCommunicatorSendsWhereFreedBuffersWereMapped) {
+    vcclComm_t first = gpu_comm();
+    ASSERT_ALL_RANKS(first != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the direct path is off";
+    const size_t elems = 10003, bytes = elems * 4;
+    if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
+    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    Stream s;
+    std::string why;
+    {
+        DevBuf send(bytes);
+        std::vector<std::unique_ptr<DevBuf>> recv;
+        for (int k = 0; k < 6; ++k) recv.emplace_back(new DevBuf(bytes));
+        for (int k = 0; k < 6 && why.empty(); ++k) {
+            vcclResult_t g = vcclGroupStart();
+            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, first, s.s);
+            vcclResult_t y = vcclRecv(recv[size_t(k)]->ptr(), bytes, vcclUint8, prev, first, s.s);
+            vcclResult_t e = vcclGroupEnd();
+            why = call_failure(first, {g, x, y, e});
+        }
+        if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
+        MPI_Barrier(MPI_COMM_WORLD); // the buffers are freed here, after every sender is done with them
+    }
+    ASSERT_ALL_RANKS_WHY(why.empty(), "the first communicator: " + why);
+    vcclComm_t second = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"}, {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"}});
+    ASSERT_ALL_RANKS(second != nullptr);
+    const size_t count = 65537;
+    DevBuf buf(count * 4);
+    ASSERT_ALL_RANKS(buf.base != nullptr);
+    auto* bp = reinterpret_cast<uint32_t*>(buf.ptr());
+    cudaError_t ce = vt_slow_fill(bp, count, uint32_t(rank + 1), 0, s.s);
+    vcclResult_t r = vcclAllReduce(bp, bp, count, vcclUint32, vcclSum, second, s.s);
+    if (ce != cudaSuccess) why = "kernel launch: " + cuda_str(ce);
+    if (r != vcclSuccess && why.empty()) why = std::string("AllReduce failed: ") + result_str(r) + ": " + vcclGetLastError(second);
+    if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
+    if (why.empty()) {
+        std::vector<char> got = buf.download();
+        const auto* v = reinterpret_cast<const uint32_t*>(got.data());
+        for (size_t i = 0; i < count && why.empty(); ++i) {
+            uint32_t want = 0;
+            for (int q = 0; q < n; ++q) want += vt_pattern(i, uint32_t(q + 1));
+            if (v[i] != want) why = "element " + std::to_string(i) + " is wrong";
+        }
     }
     vcclCommDestroy(second);
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
