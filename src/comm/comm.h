@@ -66,6 +66,11 @@ struct vcclComm {
     std::unique_ptr<vccl::StagedQueue> staged_queue; // asynchronous staging (made on first use; under op_mutex;
                                                      // comm_destroy stops it before the transport goes)
     vccl::DeviceScratch device_scratch{vccl::DeviceScratch::Use::MappedByPeers}; // receive slots of device reductions
+    // Set by a copy-engine AllReduce whose last waits were for every peer's DONE written after that peer's last read
+    // of its device_scratch: the next direct device collective on this stream sends into the peers' scratch without
+    // waiting for their READY (comm/device_coll.cc, PeersScratch). Under op_mutex.
+    bool peers_scratch_waited = false;
+    vcclStream_t peers_scratch_stream = nullptr;
     // Copies of in-place sends' data (p2p_exec.cc) and PreMulSum calls' scaled inputs (comm/premul.h).
     vccl::DeviceScratch in_place_scratch{vccl::DeviceScratch::Use::LocalOnly};
     vccl::DeviceScratch premul_scratch{vccl::DeviceScratch::Use::LocalOnly};

@@ -72,6 +72,31 @@ Op all_gather_send(const Op& coll, const void* sendbuf, size_t bytes, int peer) 
     return o;
 }
 
+/* A send into a peer's reduction scratch (device_scratch). Its READY says only that the peer's earlier reductions
+ * have read that scratch. `peers_free`: known already (PeersScratch below). */
+Op scratch_send(const Op& coll, const void* sendbuf, size_t bytes, int peer, bool peers_free) {
+    Op o = p2p_op(coll, OpKind::Send, sendbuf, nullptr, bytes, peer);
+    o.peer_buffer_free = peers_free;
+    return o;
+}
+
+/* Whether the peers' scratch is free for this call's first transfers into it, with no READY. Only reductions of
+ * this file read the scratch, each peer's on its own streams, and a copy-engine AllReduce ends with this stream
+ * waiting for every peer's all-gather DONE, which that peer's stream wrote after its last reduction (the pieces'
+ * reductions on its second stream included: its all-gather waits for them). So until the next collective of this
+ * file, the peers' scratch is not read. A call on another stream is ordered after the AllReduce too (StreamOrder),
+ * except another operation of the same group: hence the stream must be the AllReduce's. Taken once: every
+ * collective of this file clears it, and only such an AllReduce sets it again (set_peers_scratch_waited). */
+bool take_peers_scratch_free(vcclComm* comm, const Op& op) {
+    const bool free = comm->peers_scratch_waited && comm->peers_scratch_stream == op.stream;
+    comm->peers_scratch_waited = false;
+    return free;
+}
+void set_peers_scratch_waited(vcclComm* comm, const Op& op) {
+    comm->peers_scratch_waited = true;
+    comm->peers_scratch_stream = op.stream;
+}
+
 vcclResult_t local_copy(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
     if (dst == src || bytes == 0) return vcclSuccess;
 #if VCCL_HAVE_CUDA
@@ -155,7 +180,7 @@ void block_bytes(size_t count, int n, int i, size_t ts, size_t* offset, size_t* 
 
 /* Each rank reduces block `rank` of the input from all ranks into `out`; blocks by `offset_of`. */
 vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* send, char* out, size_t ts,
-                                   size_t count_total, bool equal_blocks, size_t equal_count) {
+                                   size_t count_total, bool equal_blocks, size_t equal_count, bool peers_free) {
     int rank = comm->rank, n = comm->nranks;
     auto block = [&](int i, size_t* off, size_t* bytes) {
         if (equal_blocks) {
@@ -178,7 +203,7 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
         block(p, &off, &bytes);
         // Blocks can be empty (fewer elements than ranks). Both sides know every block's size, so each
         // skips exactly the transfers its peer skips.
-        if (bytes > 0) ops.push_back(p2p_op(op, OpKind::Send, send + off, nullptr, bytes, p));
+        if (bytes > 0) ops.push_back(scratch_send(op, send + off, bytes, p, peers_free));
         char* dst = static_cast<char*>(scratch) + size_t(slot++) * my_bytes;
         if (my_bytes > 0) ops.push_back(p2p_op(op, OpKind::Recv, nullptr, dst, my_bytes, p));
         srcs.push_back(dst);
@@ -213,7 +238,7 @@ using PartFn = std::function<void(int i, int c, size_t* elem_offset, size_t* ele
  * READY, which that stream writes after it. Every rank enqueues the same sequence of batches. */
 vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* send, size_t ts, int pieces,
                                    const PartFn& part, const std::function<char*(int c)>& out,
-                                   const std::function<vcclResult_t(int c)>& then) {
+                                   const std::function<vcclResult_t(int c)>& then, bool peers_free) {
     int rank = comm->rank, n = comm->nranks;
     size_t piece_max = 0; // bytes of this rank's largest part
     for (int c = 0; c < pieces; ++c) {
@@ -238,7 +263,9 @@ vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* sen
             if (p == rank) continue;
             size_t off, elems;
             part(p, c, &off, &elems);
-            if (elems > 0) ops.push_back(p2p_op(op, OpKind::Send, send + off * ts, nullptr, elems * ts, p));
+            // Pieces 0 and 1 land in the two halves, free as the scratch was (peers_free); from piece 2 on a half
+            // is free only once the peer's reduction of the piece before has read it: its READY says so.
+            if (elems > 0) ops.push_back(scratch_send(op, send + off * ts, elems * ts, p, peers_free && c < 2));
             char* dst = half + size_t(slot++) * piece_max;
             if (my_elems > 0) ops.push_back(p2p_op(op, OpKind::Recv, nullptr, dst, my_elems * ts, p));
             srcs.push_back(dst);
@@ -259,7 +286,8 @@ vcclResult_t reduce_scatter_pieces(vcclComm* comm, const Op& op, const char* sen
 
 /* AllReduce in pieces: the reduce-scatter of reduce_scatter_pieces on nearly equal blocks, each reduced piece
  * sent to every peer as soon as its kernel ran. */
-vcclResult_t allreduce_pieces(vcclComm* comm, const Op& op, const char* send, char* recv, size_t ts, int pieces) {
+vcclResult_t allreduce_pieces(vcclComm* comm, const Op& op, const char* send, char* recv, size_t ts, int pieces,
+                              bool peers_free) {
     const size_t count = op.coll.count;
     const int rank = comm->rank, n = comm->nranks;
     PartFn part = [count, n, pieces](int i, int c, size_t* off, size_t* elems) {
@@ -287,7 +315,17 @@ vcclResult_t allreduce_pieces(vcclComm* comm, const Op& op, const char* send, ch
         }
         return run_batch(comm, ops);
     };
-    return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, all_gather_piece);
+    VCCL_RETURN_IF_ERROR(reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, all_gather_piece, peers_free));
+    // The last piece's all-gather waited for every peer's DONE after all its reductions, if every peer has a part
+    // of that piece (so sent one).
+    bool every_part = true;
+    for (int i = 0; i < n; ++i) {
+        size_t off, elems;
+        part(i, pieces - 1, &off, &elems);
+        every_part = every_part && elems > 0;
+    }
+    if (every_part) set_peers_scratch_waited(comm, op);
+    return vcclSuccess;
 }
 
 /* A local copy of 1 MiB or more goes on the second stream, beside the batch that follows it; the caller joins
@@ -307,7 +345,8 @@ vcclResult_t local_copy_beside(vcclComm* comm, void* dst, const void* src, size_
 
 /* AllReduce in one batch: every rank receives every peer's whole buffer into scratch and reduces the n
  * buffers in rank order, so every rank computes the same bits (floating-point sums depend on the order). */
-vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes) {
+vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, char* recv, size_t bytes,
+                                bool peers_free) {
     int rank = comm->rank, n = comm->nranks;
     void* scratch = nullptr;
     if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, bytes * size_t(n - 1), op.stream, &scratch));
@@ -320,7 +359,7 @@ vcclResult_t allreduce_one_shot(vcclComm* comm, const Op& op, const char* send, 
             continue;
         }
         char* dst = static_cast<char*>(scratch) + size_t(slot++) * bytes;
-        ops.push_back(p2p_op(op, OpKind::Send, send, nullptr, bytes, p));
+        ops.push_back(scratch_send(op, send, bytes, p, peers_free));
         ops.push_back(p2p_op(op, OpKind::Recv, nullptr, dst, bytes, p));
         srcs.push_back(dst);
     }
@@ -520,6 +559,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         const char* send = static_cast<const char*>(a.sendbuf);
         char* recv = static_cast<char*>(a.recvbuf);
         int rank = comm->rank, n = comm->nranks;
+        const bool peers_free = take_peers_scratch_free(comm, op);
         if (a.count == 0) return vcclSuccess;
         LlKind kind;
         bool chunked = false;
@@ -533,7 +573,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         switch (a.coll) {
         case CollType::ReduceScatter: {
             int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));
-            if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count);
+            if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count, peers_free);
             const size_t count = a.count;
             PartFn part = [count, pieces](int i, int c, size_t* off, size_t* elems) {
                 size_t pb, pe;
@@ -546,15 +586,18 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
                 block_range(count, pieces, c, &pb, &pe);
                 return recv + pb * ts;
             };
-            return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; });
+            return reduce_scatter_pieces(comm, op, send, ts, pieces, part, out, [](int) { return vcclSuccess; },
+                                         peers_free);
         }
         case CollType::AllReduce: {
-            if (a.count * ts <= comm->settings.small_bytes) return allreduce_one_shot(comm, op, send, recv, a.count * ts);
+            if (a.count * ts <= comm->settings.small_bytes) {
+                return allreduce_one_shot(comm, op, send, recv, a.count * ts, peers_free);
+            }
             int pieces = pipeline_pieces(comm, a.count * ts);
-            if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces);
+            if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces, peers_free);
             size_t off, bytes;
             block_bytes(a.count, n, rank, ts, &off, &bytes);
-            VCCL_RETURN_IF_ERROR(reduce_scatter_blocks(comm, op, send, recv + off, ts, a.count, false, 0));
+            VCCL_RETURN_IF_ERROR(reduce_scatter_blocks(comm, op, send, recv + off, ts, a.count, false, 0, peers_free));
             std::vector<Op> ops;
             for (int p = 0; p < n; ++p) {
                 if (p == rank) continue;
@@ -563,11 +606,13 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
                 if (bytes > 0) ops.push_back(all_gather_send(op, recv + off, bytes, p));
                 if (pbytes > 0) ops.push_back(p2p_op(op, OpKind::Recv, nullptr, recv + poff, pbytes, p));
             }
-            return run_batch(comm, ops);
+            VCCL_RETURN_IF_ERROR(run_batch(comm, ops));
+            if (a.count >= size_t(n)) set_peers_scratch_waited(comm, op); // every peer's block, so DONE, is there
+            return vcclSuccess;
         }
         case CollType::Reduce: {
             size_t bytes = a.count * ts;
-            if (rank != a.root) return run_batch(comm, {p2p_op(op, OpKind::Send, send, nullptr, bytes, a.root)});
+            if (rank != a.root) return run_batch(comm, {scratch_send(op, send, bytes, a.root, peers_free)});
             void* scratch = nullptr;
             if (n > 1) VCCL_RETURN_IF_ERROR(reduction_scratch(comm, bytes * size_t(n - 1), op.stream, &scratch));
             std::vector<Op> ops;

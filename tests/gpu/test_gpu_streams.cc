@@ -252,6 +252,85 @@ TEST(GpuStreamOrder, AllReduceGatherWaitsForThePeersEarlierWork) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
+/* Copy-engine reductions back to back on one communicator, where a call sends into the peers' reduction scratch
+ * without their READY when the call before was a copy-engine AllReduce on the same stream (comm/device_coll.cc,
+ * take_peers_scratch_free): AllReduce after AllReduce, ReduceScatter, Reduce and the one-shot AllReduce after one,
+ * and the calls that must wait (after a ReduceScatter, a Reduce, a one-shot AllReduce, on another stream). Each
+ * call's input is written right before it by a kernel that spins 1 ms on one rank in turn, so the ranks' streams
+ * drift apart; every result is checked once all calls ran. In one piece and in pieces of 64 KiB. */
+TEST(GpuStreamOrder, ReductionsBackToBackReuseThePeersScratch) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    const int rank = world_rank(), n = world_size();
+    if (n < 2) GTEST_SKIP() << "needs 2 ranks";
+    enum Kind { AllReduceBig, AllReduceSmall, ReduceScatter, Reduce };
+    struct Call {
+        Kind kind;
+        bool other_stream;
+    };
+    const std::vector<Call> calls = {{AllReduceBig, false}, {AllReduceBig, false},  {ReduceScatter, false},
+                                     {AllReduceBig, false}, {Reduce, false},        {AllReduceSmall, false},
+                                     {AllReduceBig, false}, {AllReduceSmall, false}, {AllReduceBig, true},
+                                     {AllReduceBig, true},  {ReduceScatter, true},  {AllReduceBig, false}};
+    const size_t big = 300001, small = 4001, per_rank = 100003; // small: at most VCCL_ALLREDUCE_SMALL_BYTES (64K)
+    auto in_count = [&](Kind k) { return k == AllReduceSmall ? small : k == ReduceScatter ? per_rank * size_t(n) : big; };
+    auto out_count = [&](Kind k) { return k == AllReduceSmall ? small : k == ReduceScatter ? per_rank : big; };
+    std::string why;
+    for (const char* pipeline : {"0", "64K"}) {
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
+                                         {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
+                                         {"VCCL_REDUCE_PIPELINE_BYTES", pipeline}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        Stream a, b;
+        std::vector<std::unique_ptr<DevBuf>> in, out;
+        for (const Call& c : calls) {
+            in.emplace_back(new DevBuf(in_count(c.kind) * 4));
+            out.emplace_back(new DevBuf(out_count(c.kind) * 4));
+        }
+        cudaDeviceSynchronize();
+        MPI_Barrier(MPI_COMM_WORLD);
+        std::string f;
+        for (size_t i = 0; i < calls.size() && f.empty(); ++i) {
+            const Call& c = calls[i];
+            cudaStream_t st = c.other_stream ? b.s : a.s;
+            auto* ip = reinterpret_cast<uint32_t*>(in[i]->ptr());
+            auto* op = reinterpret_cast<uint32_t*>(out[i]->ptr());
+            unsigned spin = int(i % size_t(n)) == rank ? 1000 : 0;
+            cudaError_t ce = vt_slow_fill(ip, in_count(c.kind), uint32_t(1000 * i + rank + 1), spin, st);
+            if (ce != cudaSuccess) f = "kernel launch: " + cuda_str(ce);
+            vcclResult_t r = vcclSuccess;
+            switch (c.kind) {
+            case AllReduceBig:
+            case AllReduceSmall: r = vcclAllReduce(ip, op, out_count(c.kind), vcclUint32, vcclSum, comm, st); break;
+            case ReduceScatter: r = vcclReduceScatter(ip, op, per_rank, vcclUint32, vcclSum, comm, st); break;
+            case Reduce: r = vcclReduce(ip, op, big, vcclUint32, vcclSum, 0, comm, st); break;
+            }
+            if (r != vcclSuccess && f.empty()) f = "call " + std::to_string(i) + " failed: " + result_str(r);
+        }
+        for (cudaStream_t st : {a.s, b.s}) {
+            if (cudaStreamSynchronize(st) != cudaSuccess && f.empty()) f = "stream failed";
+        }
+        for (size_t i = 0; i < calls.size() && f.empty(); ++i) {
+            const Kind k = calls[i].kind;
+            if (k == Reduce && rank != 0) continue;
+            std::vector<char> got = out[i]->download();
+            const auto* g = reinterpret_cast<const uint32_t*>(got.data());
+            const size_t base = k == ReduceScatter ? per_rank * size_t(rank) : 0;
+            for (size_t e = 0; e < out_count(k); ++e) {
+                uint32_t want = 0;
+                for (int q = 0; q < n; ++q) want += vt_pattern(base + e, uint32_t(1000 * i + q + 1));
+                if (g[e] != want) {
+                    f = "call " + std::to_string(i) + " element " + std::to_string(e) + ": got " + std::to_string(g[e]) +
+                        ", want " + std::to_string(want);
+                    break;
+                }
+            }
+        }
+        if (!f.empty() && why.empty()) why = std::string("pipeline ") + pipeline + ": " + f;
+        vcclCommDestroy(comm);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 /* The same for send/recv: a ring exchange per call. The receive of a later call must not take the place (the
  * sequence number) of an earlier one. */
 TEST(GpuStreamOrder, SendRecvAlternatingStreamsKeepsCallOrder) {
