@@ -45,7 +45,7 @@ template <typename Pick> bool close_for_everyone(Pick pick) {
     std::unique_lock<std::shared_mutex> no_copies_meanwhile(use_mutex());
     bool closed = false;
     for (size_t i = 0; i < t.size();) {
-        if (!pick(*t[i])) {
+        if (t[i]->kept || !pick(*t[i])) {
             ++i;
             continue;
         }
@@ -125,7 +125,7 @@ void release(const Ref& ref) {
 #if VCCL_HAVE_CUDA
     if (!ref) return;
     std::lock_guard<std::mutex> guard(table_mutex());
-    if (--ref->users > 0 || !ref->open.load()) return;
+    if (--ref->users > 0 || !ref->open.load() || ref->kept) return;
     // No user is left, so no copy into it is being enqueued: no need to wait for UseLock holders.
     cudaIpcCloseMemHandle(ref->ptr);
     cudaGetLastError();
@@ -140,6 +140,12 @@ void release(const Ref& ref) {
 #else
     (void)ref;
 #endif
+}
+
+void keep_for_good(const Ref& ref) {
+    if (!ref) return;
+    std::lock_guard<std::mutex> guard(table_mutex());
+    ref->kept = true;
 }
 
 size_t open_count() {

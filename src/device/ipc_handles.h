@@ -39,6 +39,7 @@ struct Mapping {
     void* ptr;                 // its address here
     std::atomic<bool> open{true}; // false once closed (by the last user, or to make room for another handle)
     int users = 0;             // counted references (acquire / release)
+    bool kept = false;         // keep_for_good: never closed
 };
 using Ref = std::shared_ptr<Mapping>;
 
@@ -49,6 +50,10 @@ int acquire(const Exporter& exporter, const char* handle, uint64_t alloc_base, u
             bool* made_room);
 /* One user fewer; the last one closes the mapping (cudaIpcCloseMemHandle waits for copies into it). */
 void release(const Ref& ref);
+/* The mapping stays open for the life of the process, and is never closed to make room: copies into it may wait on a
+ * stream that will never run again (a communicator torn down with a blocked stream leaves its mappings so), and
+ * closing it would wait for them for ever. A handle that needs its block then fails as it did before. */
+void keep_for_good(const Ref& ref);
 
 /* Held from the check that a mapping is still open (Mapping::open) until the copy into it is enqueued. */
 class UseLock {

@@ -135,8 +135,16 @@ public:
         // A stream release_waits could not unblock would hold cudaFree (it synchronises the device) for ever:
         // leave everything allocated and mapped. Leaked mappings are not harmless (CUDA maps a peer's block
         // only once per process, so a later communicator could not map a new buffer at that address), which
-        // is why this is only done when the release did not land.
-        if (stream_blocked_) return;
+        // is why this is only done when the release did not land; nor may another communicator close them
+        // (ipc_handles::keep_for_good).
+        if (stream_blocked_) {
+            for (auto& per_peer : mappings_) {
+                for (Mapping& m : per_peer) {
+                    if (m.vmm_size == 0) ipc_handles::keep_for_good(m.ipc);
+                }
+            }
+            return;
+        }
         // cudaFree first: it waits for the device, so a copy a release let go has landed before its
         // mapping is closed.
         if (flags_ != nullptr) cudaFree(flags_);
