@@ -84,8 +84,8 @@ Op scratch_send(const Op& coll, const void* sendbuf, size_t bytes, int peer, boo
  * this file read the scratch, each peer's on its own streams, and a copy-engine AllReduce ends with this stream
  * waiting for every peer's all-gather DONE, which that peer's stream wrote after its last reduction (the pieces'
  * reductions on its second stream included: its all-gather waits for them). So until the next collective of this
- * file, the peers' scratch is not read. A call on another stream is ordered after the AllReduce too (StreamOrder),
- * except another operation of the same group: hence the stream must be the AllReduce's. Taken once: every
+ * file, the peers' scratch is not read. A call on another stream is ordered after the AllReduce too (StreamOrder;
+ * a group's operations on several streams run on one), so the same stream is required only as a safeguard. Taken once: every
  * collective of this file clears it, and only such an AllReduce sets it again (set_peers_scratch_waited). */
 bool take_peers_scratch_free(vcclComm* comm, const Op& op) {
     const bool free = comm->peers_scratch_waited && comm->peers_scratch_stream == op.stream;
@@ -403,8 +403,11 @@ bool takes_kernel(const vcclComm* comm, const Op& op, LlKind* kind, bool* chunke
     // kernel's 16-byte accesses aligned for all of them.
     const bool reduces = *kind == LlKind::AllReduce || *kind == LlKind::ReduceScatter;
     // PreMulSum goes further on the kernel: above the limit its copy-engine path needs a scaling kernel anyway
-    // (VCCL_PREMULSUM_KERNEL_BYTES).
-    const size_t limit = op.premul ? comm->settings.premul_kernel_bytes : comm->settings.kernel_bytes;
+    // (VCCL_PREMULSUM_KERNEL_BYTES). Never less far than Sum: premul_apply clears op.premul where its plan is not the
+    // kernel, and the call must then still not take the kernel (nor device_coll_give_up, which sees the op unchanged,
+    // think otherwise).
+    const size_t limit = op.premul ? std::max(comm->settings.premul_kernel_bytes, comm->settings.kernel_bytes)
+                                   : comm->settings.kernel_bytes;
     if (!reduces || bytes > std::min(limit, kMaxChunkedBytes) ||
         !comm->ipc->chunked_possible() || (*kind == LlKind::ReduceScatter && bytes % 16 != 0)) {
         return false;

@@ -116,11 +116,13 @@ VCCL_ENV_DEF(kAllreduceKernelBytes, "VCCL_ALLREDUCE_KERNEL_BYTES", Size, "8M",
              "where that kernel is off); ReduceScatter needs a per-rank size that is a multiple of 16 bytes. On 2x H200 "
              "a 4 MiB allreduce took 31 us this way and 54 us without, 8 MiB 50 against 69; at 16-32 MiB the kernel "
              "is as fast as the copy engines or faster alone, but beside a GEMM it takes more from it and finishes "
-             "later. 0: off (copy-engine transfers and a reduction kernel). Rank 0's value is used on every rank")
+             "later. 0: off (copy-engine transfers and a reduction kernel; PreMulSum ops go by "
+             "VCCL_PREMULSUM_KERNEL_BYTES). Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kPreMulSumKernelBytes, "VCCL_PREMULSUM_KERNEL_BYTES", Size, "32M",
              "The same limit as VCCL_ALLREDUCE_KERNEL_BYTES for PreMulSum ops (vcclRedOpCreatePreMulSum), whose "
              "chunked kernel multiplies each element as it loads it, where the copy-engine path first runs a "
-             "scaling kernel of its own over the blocks it sends (at most 128M; 0: off). On 2x H200 a 16 MiB "
+             "scaling kernel of its own over the blocks it sends (at most 128M; a value below "
+             "VCCL_ALLREDUCE_KERNEL_BYTES counts as that one). On 2x H200 a 16 MiB "
              "allreduce took 83 us this way and 106 us with the copy engines (NCCL 78), a 32 MiB reducescatter 84-89 "
              "against 105 (NCCL 90); beside a GEMM the copy-engine path was slower still (16 MiB: 1.5 ms a call "
              "against 1.1), while the GEMM kept 80-83% of its speed against 85-87%. Rank 0's value is used on every rank")

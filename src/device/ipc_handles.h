@@ -10,8 +10,11 @@
  * its users open again at their next transfer), and the handle is opened again.
  *
  * Closing a mapping another thread is about to copy into would send that copy to an unmapped (or reused)
- * address, so a copy is enqueued under UseLock, which closing waits for, after checking that its mapping is still
- * open. The peers' flag buffers are not here: each communicator keeps those mapped for its life.
+ * address, so a copy is enqueued under UseLock after checking that its mapping is still open, and a mapping is marked
+ * closed under the exclusive lock. Copies enqueued before are waited for by cudaIpcCloseMemHandle itself, which runs
+ * after every lock of the table is let go (it may wait for a stream that waits for a peer), one close at a time.
+ * Mappings are per importing GPU: a handle opened for one GPU of the process is not shared with another's
+ * communicators. The peers' flag buffers are not here: each communicator keeps those mapped for its life.
  */
 #ifndef VCCL_DEVICE_IPC_HANDLES_H_
 #define VCCL_DEVICE_IPC_HANDLES_H_
@@ -33,6 +36,7 @@ struct Exporter {
 
 struct Mapping {
     Exporter exporter;
+    int device;        // the GPU it was opened for (current at acquire)
     char handle[64];
     uint64_t alloc_base; // in the exporting process
     uint64_t alloc_size;
@@ -43,11 +47,11 @@ struct Mapping {
 };
 using Ref = std::shared_ptr<Mapping>;
 
-/* Opens the cudaIpcMemHandle_t `handle` of allocation [alloc_base, alloc_base + alloc_size) of `exporter`, or
- * shares its open mapping (one more user); *out the mapping. *made_room: other mappings were closed first.
- * Returns CUDA's error when it cannot be opened. Not under UseLock. */
-int acquire(const Exporter& exporter, const char* handle, uint64_t alloc_base, uint64_t alloc_size, Ref* out,
-            bool* made_room);
+/* Opens, for GPU `device` (the current one), the cudaIpcMemHandle_t `handle` of allocation [alloc_base, alloc_base
+ * + alloc_size) of `exporter`, or shares its open mapping (one more user); *out the mapping. *made_room: other
+ * mappings were closed first. Returns CUDA's error when it cannot be opened. Not under UseLock. */
+int acquire(const Exporter& exporter, int device, const char* handle, uint64_t alloc_base, uint64_t alloc_size,
+            Ref* out, bool* made_room);
 /* One user fewer; the last one closes the mapping (cudaIpcCloseMemHandle waits for copies into it). */
 void release(const Ref& ref);
 /* The mapping stays open for the life of the process, and is never closed to make room: copies into it may wait on a

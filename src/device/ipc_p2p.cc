@@ -721,8 +721,8 @@ private:
         // this did not happen within one communicator, see GpuP2p.SmallBuffersOfOneBlockAreMappedOnce).
         ipc_handles::Ref opened;
         bool made_room = false;
-        int err = ipc_handles::acquire(exporters_[peer], desc.handle, desc.alloc_base, desc.alloc_size, &opened,
-                                       &made_room);
+        int err = ipc_handles::acquire(exporters_[peer], device_, desc.handle, desc.alloc_base, desc.alloc_size,
+                                       &opened, &made_room);
         if (made_room) {
             ++block_reopens_;
             close_mappings_if(peer, closed_elsewhere);

@@ -201,60 +201,66 @@ TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
 }
 
 /* PreMulSum takes the chunked kernel up to VCCL_PREMULSUM_KERNEL_BYTES, beyond VCCL_ALLREDUCE_KERNEL_BYTES, where Sum
- * of the same size takes the copy engines: small limits here (the low-latency kernel to 64K, Sum's chunked kernel to
- * 64K, PreMulSum's to 1M), every type, AllReduce and ReduceScatter above 64K per peer, in and out of place, host and
- * device scalars; the kernels' call counters say which path ran. */
+ * of the same size takes the copy engines; a PreMulSum limit below Sum's counts as Sum's. Small limits here (the
+ * low-latency kernel to 64K; config 0: Sum's chunked kernel to 64K, PreMulSum's to 1M; config 1: Sum's to 1M,
+ * PreMulSum's 0), every type, AllReduce and ReduceScatter above 64K per peer, in and out of place, host and device
+ * scalars; the kernels' call counters say which path ran. */
 TEST(GpuPreMulSum, TakesTheChunkedKernelUpToItsOwnLimit) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"},
-                                     {"VCCL_ALLREDUCE_KERNEL_BYTES", "64K"},
-                                     {"VCCL_PREMULSUM_KERNEL_BYTES", "1M"}});
-    ASSERT_ALL_RANKS(comm != nullptr);
-    if (vccl::testing::ll_bytes(comm) <= 0) {
-        vcclCommDestroy(comm);
-        GTEST_SKIP() << "the kernels are off here (ranks share a GPU, or no direct path)";
-    }
     const int n = world_size();
     Stream s;
     Sweep sweep;
     std::string path_why;
-    for (vcclDataType_t t : kTypes) {
-        const size_t ts = type_size(t);
-        ScalarOps ops;
-        ASSERT_ALL_RANKS(ops.make(comm, t));
-        for (PColl coll : {PColl::AllReduce, PColl::ReduceScatter}) {
-            // Above 64K per peer and at most 1M; ReduceScatter's per-rank block a multiple of 16 bytes.
-            const size_t count = coll == PColl::AllReduce ? (size_t(96) << 10) / ts + 3 : (size_t(256) << 10) / ts;
-            for (bool in_place : {false, true}) {
-                for (vcclRedOp_t op : {ops.host_op, ops.dev_op}) {
-                    std::ostringstream label;
-                    label << type_name(t) << " " << (coll == PColl::AllReduce ? "AllReduce" : "ReduceScatter") << " count "
-                          << count << (in_place ? " in place" : "") << (op == ops.host_op ? " host" : " device")
-                          << " scalar";
-                    const long long before = vccl::testing::chunked_calls(comm);
-                    sweep.run(label.str(), [&] { return premul_case(comm, s.s, op, coll, t, count, in_place, 0); });
-                    if (n > 1 && vccl::testing::chunked_calls(comm) != before + 1 && path_why.empty()) {
-                        path_why = label.str() + ": not on the chunked kernel";
+    for (int config = 0; config < 2; ++config) {
+        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"},
+                                         {"VCCL_ALLREDUCE_KERNEL_BYTES", config == 0 ? "64K" : "1M"},
+                                         {"VCCL_PREMULSUM_KERNEL_BYTES", config == 0 ? "1M" : "0"}});
+        ASSERT_ALL_RANKS(comm != nullptr);
+        if (vccl::testing::ll_bytes(comm) <= 0) {
+            vcclCommDestroy(comm);
+            GTEST_SKIP() << "the kernels are off here (ranks share a GPU, or no direct path)";
+        }
+        const bool sum_on_kernel = config == 1;
+        for (vcclDataType_t t : kTypes) {
+            const size_t ts = type_size(t);
+            ScalarOps ops;
+            ASSERT_ALL_RANKS(ops.make(comm, t));
+            for (PColl coll : {PColl::AllReduce, PColl::ReduceScatter}) {
+                // Above 64K per peer and at most 1M; ReduceScatter's per-rank block a multiple of 16 bytes.
+                const size_t count = coll == PColl::AllReduce ? (size_t(96) << 10) / ts + 3 : (size_t(256) << 10) / ts;
+                for (bool in_place : {false, true}) {
+                    for (vcclRedOp_t op : {ops.host_op, ops.dev_op}) {
+                        std::ostringstream label;
+                        label << "config " << config << ": " << type_name(t) << " "
+                              << (coll == PColl::AllReduce ? "AllReduce" : "ReduceScatter") << " count " << count
+                              << (in_place ? " in place" : "") << (op == ops.host_op ? " host" : " device") << " scalar";
+                        const long long before = vccl::testing::chunked_calls(comm);
+                        sweep.run(label.str(), [&] { return premul_case(comm, s.s, op, coll, t, count, in_place, 0); });
+                        if (n > 1 && vccl::testing::chunked_calls(comm) != before + 1 && path_why.empty()) {
+                            path_why = label.str() + ": not on the chunked kernel";
+                        }
                     }
                 }
+                // Sum of the same size: the copy engines in config 0 (its limit is 64K), the kernel in config 1.
+                DevBuf a(count * ts * size_t(n)), b(count * ts * size_t(n));
+                ASSERT_ALL_RANKS(a.base != nullptr && b.base != nullptr);
+                const long long before = vccl::testing::chunked_calls(comm);
+                const vcclResult_t r = coll == PColl::AllReduce
+                                           ? vcclAllReduce(a.ptr(), b.ptr(), count, t, vcclSum, comm, s.s)
+                                           : vcclReduceScatter(a.ptr(), b.ptr(), count, t, vcclSum, comm, s.s);
+                if ((r != vcclSuccess || cudaStreamSynchronize(s.s) != cudaSuccess) && path_why.empty()) {
+                    path_why = std::string("Sum failed: ") + result_str(r);
+                }
+                if (n > 1 && (vccl::testing::chunked_calls(comm) != before) != sum_on_kernel && path_why.empty()) {
+                    path_why = "config " + std::to_string(config) + ": Sum " + (sum_on_kernel ? "did not take" : "took") +
+                               " the chunked kernel (" + type_name(t) + ")";
+                }
             }
-            // Sum of the same size stays on the copy engines (its limit is 64K).
-            DevBuf a(count * ts * size_t(n)), b(count * ts * size_t(n));
-            ASSERT_ALL_RANKS(a.base != nullptr && b.base != nullptr);
-            const long long before = vccl::testing::chunked_calls(comm);
-            const vcclResult_t r = coll == PColl::AllReduce ? vcclAllReduce(a.ptr(), b.ptr(), count, t, vcclSum, comm, s.s)
-                                                            : vcclReduceScatter(a.ptr(), b.ptr(), count, t, vcclSum, comm, s.s);
-            if ((r != vcclSuccess || cudaStreamSynchronize(s.s) != cudaSuccess) && path_why.empty()) {
-                path_why = std::string("Sum failed: ") + result_str(r);
-            }
-            if (vccl::testing::chunked_calls(comm) != before && path_why.empty()) {
-                path_why = std::string("Sum took the chunked kernel above VCCL_ALLREDUCE_KERNEL_BYTES (") + type_name(t) + ")";
-            }
+            EXPECT_ALL_RANKS(vcclRedOpDestroy(ops.host_op, comm) == vcclSuccess);
+            EXPECT_ALL_RANKS(vcclRedOpDestroy(ops.dev_op, comm) == vcclSuccess);
         }
-        EXPECT_ALL_RANKS(vcclRedOpDestroy(ops.host_op, comm) == vcclSuccess);
-        EXPECT_ALL_RANKS(vcclRedOpDestroy(ops.dev_op, comm) == vcclSuccess);
+        vcclCommDestroy(comm);
     }
-    vcclCommDestroy(comm);
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
     EXPECT_ALL_RANKS_WHY(path_why.empty(), path_why);
 }
