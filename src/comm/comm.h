@@ -68,7 +68,7 @@ struct vcclComm {
     vccl::DeviceScratch device_scratch{vccl::DeviceScratch::Use::MappedByPeers}; // receive slots of device reductions
     // Set by a copy-engine AllReduce whose last waits were for every peer's DONE written after that peer's last read
     // of its device_scratch: the next direct device collective on this stream sends into the peers' scratch without
-    // waiting for their READY (comm/device_coll.cc, PeersScratch). Under op_mutex.
+    // waiting for their READY (comm/device_coll.cc, take_peers_scratch_free). Under op_mutex.
     bool peers_scratch_waited = false;
     vcclStream_t peers_scratch_stream = nullptr;
     // Copies of in-place sends' data (p2p_exec.cc) and PreMulSum calls' scaled inputs (comm/premul.h).

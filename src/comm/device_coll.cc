@@ -73,7 +73,7 @@ Op all_gather_send(const Op& coll, const void* sendbuf, size_t bytes, int peer) 
 }
 
 /* A send into a peer's reduction scratch (device_scratch). Its READY says only that the peer's earlier reductions
- * have read that scratch. `peers_free`: known already (PeersScratch below). */
+ * have read that scratch. `peers_free`: known already (take_peers_scratch_free below). */
 Op scratch_send(const Op& coll, const void* sendbuf, size_t bytes, int peer, bool peers_free) {
     Op o = p2p_op(coll, OpKind::Send, sendbuf, nullptr, bytes, peer);
     o.peer_buffer_free = peers_free;
@@ -85,8 +85,8 @@ Op scratch_send(const Op& coll, const void* sendbuf, size_t bytes, int peer, boo
  * waiting for every peer's all-gather DONE, which that peer's stream wrote after its last reduction (the pieces'
  * reductions on its second stream included: its all-gather waits for them). So until the next collective of this
  * file, the peers' scratch is not read. A call on another stream is ordered after the AllReduce too (StreamOrder;
- * a group's operations on several streams run on one), so the same stream is required only as a safeguard. Taken once: every
- * collective of this file clears it, and only such an AllReduce sets it again (set_peers_scratch_waited). */
+ * a group's operations on several streams run on one), so the same stream is required only as a safeguard. Taken
+ * once: every collective of this file clears it, and only such an AllReduce sets it again (set_peers_scratch_waited). */
 bool take_peers_scratch_free(vcclComm* comm, const Op& op) {
     const bool free = comm->peers_scratch_waited && comm->peers_scratch_stream == op.stream;
     comm->peers_scratch_waited = false;
