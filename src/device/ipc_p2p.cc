@@ -310,8 +310,9 @@ public:
         if (wait_ready) {
             CUresult res = issue_pending(cs, wait_op(flag_addr(rank_, kReady, peer), s));
             if (res != CUDA_SUCCESS) return give_up(cu_fail("cuStreamWaitValue32 (ready)", res));
+            ready_waited_[peer] = s; // release_waits goes by these: a READY no wait needs is not waited for
         }
-        send_seq_[peer] = s; // counted once the wait is enqueued: release_waits goes by these
+        send_seq_[peer] = s;
         cudaError_t err = cudaMemcpyAsync(static_cast<char*>(base) + desc.offset, buf, desc.bytes,
                                           cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
         if (err != cudaSuccess) return give_up(cuda_fail("cudaMemcpyAsync to a peer GPU", err));
@@ -818,7 +819,8 @@ private:
     std::vector<uint32_t*> peer_flags_;    // every reachable rank's flags mapped here (own at rank_)
     std::vector<bool> reach_;
     bool everyone_reachable_ = false;
-    std::vector<uint32_t> send_seq_, recv_seq_; // READY waits enqueued per peer; READY writes per peer
+    std::vector<uint32_t> send_seq_, recv_seq_; // direct sends per peer (their READY numbers); READY writes per peer
+    std::vector<uint32_t> ready_waited_;        // the last READY wait enqueued per peer (some sends enqueue none)
     std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
     // Staging FIFO: geometry (equal on every rank it is used with), where the slots start in a rank's
     // buffer, each rank's index among the ranks of its host (its slots' row), and per peer the transfers
@@ -895,7 +897,7 @@ private:
     /* This rank's flag (region, p) as it should end: the last value a wait was enqueued for. */
     uint32_t expected(Region region, int peer) const {
         switch (region) {
-        case kReady: return send_seq_[peer];
+        case kReady: return ready_waited_[peer];
         case kDone: return done_waited_[peer];
         case kFull: return fifo_full_waited_[peer];
         case kFree: return fifo_credit_waited_[peer];
@@ -1184,6 +1186,7 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     peer_flags_.assign(nranks_, nullptr);
     reach_.assign(nranks_, false);
     send_seq_.assign(nranks_, 0);
+    ready_waited_.assign(nranks_, 0);
     recv_seq_.assign(nranks_, 0);
     done_waited_.assign(nranks_, 0);
     mappings_.resize(nranks_);
