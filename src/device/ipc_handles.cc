@@ -182,10 +182,5 @@ void keep_for_good(const Ref& ref) {
     ref->kept = true;
 }
 
-size_t open_count() {
-    std::lock_guard<std::mutex> guard(table_mutex());
-    return table().size();
-}
-
 } // namespace ipc_handles
 } // namespace vccl

@@ -67,9 +67,6 @@ private:
     std::shared_lock<std::shared_mutex> lock_;
 };
 
-/* Mappings open now (for tests). */
-size_t open_count();
-
 } // namespace ipc_handles
 } // namespace vccl
 

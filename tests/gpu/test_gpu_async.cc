@@ -32,6 +32,17 @@ using namespace vgpu;
 
 namespace {
 
+/* One ring exchange of `bytes` on `comm` and `s` (send to the next rank, receive from the previous one): empty when
+ * every call succeeded, else call_failure's account. */
+std::string ring_exchange(vcclComm_t comm, const void* send, void* recv, size_t bytes, cudaStream_t s) {
+    const int rank = world_rank(), n = world_size();
+    vcclResult_t g = vcclGroupStart();
+    vcclResult_t x = vcclSend(send, bytes, vcclUint8, (rank + 1) % n, comm, s);
+    vcclResult_t y = vcclRecv(recv, bytes, vcclUint8, (rank + n - 1) % n, comm, s);
+    vcclResult_t e = vcclGroupEnd();
+    return call_failure(comm, {g, x, y, e});
+}
+
 /* Seed of round k's data on rank r in the GpuAsync tests. */
 uint32_t async_seed(int k, int r, size_t elems) { return uint32_t(1000 * k + 10 * r + elems % 7 + 1); }
 
@@ -154,7 +165,7 @@ TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
     const char* mappings_env = getenv("VCCL_P2P_MAX_MAPPINGS");
     long long kept = mappings_env != nullptr ? atoll(mappings_env) : 64;
     if (kept < 1 || kept > 65536) kept = 64; // vccl's default, which it also takes for a value out of range
-    int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    int rank = world_rank(), n = world_size(), prev = (rank + n - 1) % n;
     const int buffers = 70;
     const size_t elems = (size_t(256) << 10) / 4 + 3, bytes = elems * 4; // within the staging pool 70 times over
     Stream s;
@@ -172,11 +183,7 @@ TEST(GpuAsync, ManyReceiveBuffersWhileTheStreamIsBlocked) {
         for (int k = 0; k < buffers; ++k) {
             cudaError_t ce = vt_slow_fill(reinterpret_cast<uint32_t*>(send.ptr()), elems, seed(round, k, rank), 0, s.s);
             if (ce != cudaSuccess) return "kernel launch: " + cuda_str(ce);
-            vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
-            vcclResult_t y = vcclRecv(recv[size_t(k)]->ptr(), bytes, vcclUint8, prev, comm, s.s);
-            vcclResult_t e = vcclGroupEnd();
-            std::string why = call_failure(comm, {g, x, y, e});
+            std::string why = ring_exchange(comm, send.ptr(), recv[size_t(k)]->ptr(), bytes, s.s);
             if (!why.empty()) return "buffer " + std::to_string(k) + ": " + why;
         }
         return "";
@@ -241,7 +248,7 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
     const int kBuffers = 6, kRounds = 60;
     const size_t elems = 10003, bytes = elems * 4; // odd, small: cudaMalloc places such buffers in shared blocks
     if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
-    int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    int rank = world_rank(), n = world_size(), prev = (rank + n - 1) % n;
     Stream s;
     DevBuf send(bytes);
     std::vector<std::unique_ptr<DevBuf>> recv;
@@ -265,11 +272,7 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
             why = "kernel launch: " + cuda_str(ce);
             break;
         }
-        vcclResult_t g = vcclGroupStart();
-        vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
-        vcclResult_t y = vcclRecv(into.ptr(), bytes, vcclUint8, prev, comm, s.s);
-        vcclResult_t e = vcclGroupEnd();
-        why = call_failure(comm, {g, x, y, e});
+        why = ring_exchange(comm, send.ptr(), into.ptr(), bytes, s.s);
         if (!why.empty()) break;
         if (cudaStreamSynchronize(s.s) != cudaSuccess) {
             why = "round " + std::to_string(round) + ": stream failed";
@@ -312,7 +315,7 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
     vcclComm_t second = comm_with_env({});
     ASSERT_ALL_RANKS(second != nullptr);
-    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const int rank = world_rank(), n = world_size(), prev = (rank + n - 1) % n;
     Stream s;
     DevBuf send(size_t(4) << 20); // a block of its own, so that the small buffers' block empties between rounds
     ASSERT_ALL_RANKS(send.base != nullptr);
@@ -335,11 +338,7 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
                 why = where + "kernel launch: " + cuda_str(ce);
                 break;
             }
-            vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, comm, s.s);
-            vcclResult_t y = vcclRecv(into.ptr(), bytes, vcclUint8, prev, comm, s.s);
-            vcclResult_t e = vcclGroupEnd();
-            why = call_failure(comm, {g, x, y, e});
+            why = ring_exchange(comm, send.ptr(), into.ptr(), bytes, s.s);
             if (!why.empty()) {
                 why = where + why;
                 break;
@@ -379,7 +378,7 @@ TEST(GpuP2p, NewCommunicatorSendsWhereFreedBuffersWereMapped) {
     if (direct != nullptr && strcmp(direct, "0") == 0) GTEST_SKIP() << "the direct path is off";
     const size_t elems = 10003, bytes = elems * 4;
     if (fifo_bytes() >= bytes) GTEST_SKIP() << "transfers of this size take the FIFO";
-    const int rank = world_rank(), n = world_size(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+    const int rank = world_rank(), n = world_size();
     Stream s;
     std::string why;
     {
@@ -387,11 +386,7 @@ TEST(GpuP2p, NewCommunicatorSendsWhereFreedBuffersWereMapped) {
         std::vector<std::unique_ptr<DevBuf>> recv;
         for (int k = 0; k < 6; ++k) recv.emplace_back(new DevBuf(bytes));
         for (int k = 0; k < 6 && why.empty(); ++k) {
-            vcclResult_t g = vcclGroupStart();
-            vcclResult_t x = vcclSend(send.ptr(), bytes, vcclUint8, next, first, s.s);
-            vcclResult_t y = vcclRecv(recv[size_t(k)]->ptr(), bytes, vcclUint8, prev, first, s.s);
-            vcclResult_t e = vcclGroupEnd();
-            why = call_failure(first, {g, x, y, e});
+            why = ring_exchange(first, send.ptr(), recv[size_t(k)]->ptr(), bytes, s.s);
         }
         if (cudaStreamSynchronize(s.s) != cudaSuccess && why.empty()) why = "stream failed";
         MPI_Barrier(MPI_COMM_WORLD); // the buffers are freed here, after every sender is done with them

@@ -30,6 +30,22 @@ using namespace vgpu;
 
 namespace {
 
+/* Element i of the sum over ranks r of the pattern vt_slow_fill writes for seed `seed0 + r + 1`: an AllReduce's
+ * result when rank r's input was filled with that seed. */
+uint32_t pattern_sum(size_t i, uint32_t seed0) {
+    uint32_t sum = 0;
+    for (int r = 0; r < world_size(); ++r) sum += vt_pattern(i, seed0 + uint32_t(r) + 1);
+    return sum;
+}
+
+/* A communicator whose reductions take the copy engines only (both kernels off), in pieces of `pipeline` bytes
+ * (VCCL_REDUCE_PIPELINE_BYTES; "0": one piece). */
+vcclComm_t copy_engine_comm(const char* pipeline) {
+    return comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
+                          {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
+                          {"VCCL_REDUCE_PIPELINE_BYTES", pipeline}});
+}
+
 /* A slow kernel fills the send buffer right before vcclSend, a kernel reads the receive buffer right after
  * vcclRecv; nothing synchronises in between. Any ordering gap shows as stale data. */
 TEST(GpuStreamOrder, KernelBeforeSendKernelAfterRecv) {
@@ -131,7 +147,6 @@ std::string alternating_streams_case(size_t elems, Issue&& issue, Want&& want) {
 TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
-    int n = world_size();
     std::string why;
     for (size_t elems : {size_t(1031), size_t(300001)}) {
         if (!why.empty()) break;
@@ -141,11 +156,7 @@ TEST(GpuStreamOrder, AllReduceAlternatingStreamsKeepsCallOrder) {
                 vcclResult_t r = vcclAllReduce(send, recv, elems, vcclUint32, vcclSum, comm, s);
                 return r == vcclSuccess ? std::string() : std::string("call failed: ") + result_str(r);
             },
-            [&](int it, size_t i) {
-                uint32_t sum = 0;
-                for (int r = 0; r < n; ++r) sum += vt_pattern(i, uint32_t(100 * it + r + 1));
-                return sum;
-            });
+            [&](int it, size_t i) { return pattern_sum(i, uint32_t(100 * it)); });
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
@@ -207,9 +218,7 @@ TEST(GpuStreamOrder, AllReduceGatherWaitsForThePeersEarlierWork) {
     if (n < 2) GTEST_SKIP() << "needs 2 ranks";
     std::string why;
     for (const char* pipeline : {"0", "64K"}) {
-        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
-                                         {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
-                                         {"VCCL_REDUCE_PIPELINE_BYTES", pipeline}});
+        vcclComm_t comm = copy_engine_comm(pipeline);
         ASSERT_ALL_RANKS(comm != nullptr);
         Stream s;
         for (size_t elems : {size_t(65537), size_t(1 << 20) + 3}) {
@@ -234,8 +243,7 @@ TEST(GpuStreamOrder, AllReduceGatherWaitsForThePeersEarlierWork) {
             const auto* g = reinterpret_cast<const uint32_t*>(got.data());
             for (int it = 0; it < iters && f.empty(); ++it) {
                 for (size_t i = 0; i < elems; ++i) {
-                    uint32_t want = 1;
-                    for (int r = 0; r < n; ++r) want += vt_pattern(i, uint32_t(100 * it + r + 1));
+                    const uint32_t want = pattern_sum(i, uint32_t(100 * it)) + 1u;
                     if (g[size_t(it) * elems + i] != want) {
                         f = "call " + std::to_string(it) + " element " + std::to_string(i) + ": got " +
                             std::to_string(g[size_t(it) * elems + i]) + ", want " + std::to_string(want);
@@ -276,9 +284,7 @@ TEST(GpuStreamOrder, ReductionsBackToBackReuseThePeersScratch) {
     auto out_count = [&](Kind k) { return k == AllReduceSmall ? small : k == ReduceScatter ? per_rank : big; };
     std::string why;
     for (const char* pipeline : {"0", "64K"}) {
-        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
-                                         {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
-                                         {"VCCL_REDUCE_PIPELINE_BYTES", pipeline}});
+        vcclComm_t comm = copy_engine_comm(pipeline);
         ASSERT_ALL_RANKS(comm != nullptr);
         Stream a, b;
         std::vector<std::unique_ptr<DevBuf>> in, out;
@@ -316,8 +322,7 @@ TEST(GpuStreamOrder, ReductionsBackToBackReuseThePeersScratch) {
             const auto* g = reinterpret_cast<const uint32_t*>(got.data());
             const size_t base = k == ReduceScatter ? per_rank * size_t(rank) : 0;
             for (size_t e = 0; e < out_count(k); ++e) {
-                uint32_t want = 0;
-                for (int q = 0; q < n; ++q) want += vt_pattern(base + e, uint32_t(1000 * i + q + 1));
+                const uint32_t want = pattern_sum(base + e, uint32_t(1000 * i));
                 if (g[e] != want) {
                     f = "call " + std::to_string(i) + " element " + std::to_string(e) + ": got " + std::to_string(g[e]) +
                         ", want " + std::to_string(want);
