@@ -1222,54 +1222,75 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
  * misaligned buffers; calls alternating with low-latency ones on the same sets; destroy; then a call only rank 0
  * makes, released by abort; counts that differ between ranks, and one rank on the low-latency kernel against the
  * others on this one, reported. Ranks sharing a GPU take turns on it (every wait costs a time slice): there only the
- * small sets and sizes. */
-TEST(GpuChunked, MatchTheReferenceAndFailCleanly) {
+ * small sets and sizes. One test per configuration (each took 35-45 s on 2 H200, together over the watchdog's
+ * 120 s in run209), then the failure cases. */
+/* One configuration of the chunked collectives against the reference (the sweep of the comment above). */
+void chunked_match_the_reference(const char* ll_limit, const char* ctas) {
+    Stream s;
+    Sweep sweep;
+    const bool shared_gpu = gpu_shared();
+    vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", ll_limit}, {"VCCL_MAX_CTAS", ctas}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const size_t limit = size_t(vccl::testing::ll_bytes(comm));
+    ASSERT_ALL_RANKS_WHY(limit > 0, std::string("VCCL_ALLREDUCE_LL_BYTES=") + ll_limit + " not taken");
+    const std::string where0 = std::string("VCCL_ALLREDUCE_LL_BYTES ") + ll_limit + " VCCL_MAX_CTAS " + ctas;
+    const long long chunked_before = vccl::testing::chunked_calls(comm);
+    for (vcclDataType_t t : kTypes) {
+        const size_t ts = type_size(t);
+        // Just above the limit with a tail of 3 elements (AllReduce's last chunk is not whole vectors; ReduceScatter
+        // takes the copy path), and 3 x the limit + 48 bytes (ReduceScatter's chunked kernel too).
+        std::vector<size_t> counts = {limit / ts + 3, (3 * limit + 48) / ts};
+        if (!shared_gpu && (t == vcclInt8 || t == vcclFloat32 || t == vcclFloat64)) {
+            counts.push_back((size_t(5) << 20) / ts + 16 / ts);
+        }
+        for (size_t count : counts) sweep_collectives(sweep, comm, s.s, where0, t, count);
+    }
+    const size_t floats = limit / 4 + 1001;
+    for (auto offsets : {std::pair<size_t, size_t>{4, 4}, {0, 8}, {12, 0}, {1, 3}}) {
+        sweep.run(where0 + ": float32 allreduce with input at +" + std::to_string(offsets.first) + ", output at +" +
+                      std::to_string(offsets.second),
+                  [&] { return misaligned_allreduce(comm, s.s, floats, offsets.first, offsets.second); });
+    }
+    // Low-latency and chunked calls in turn, so that each reuses a set the other kind left.
+    for (int call = 0; call < 6; ++call) {
+        const size_t count = call % 3 == 1 ? limit / 4 - 3 : limit / 2 + 7; // int32: at the limit and twice it
+        sweep.run(where0 + ": call " + std::to_string(call) + " of 6, int32 count " + std::to_string(count),
+                  [&] { return salted_allreduce(comm, s.s, count, call + 1); });
+    }
+    const long long chunked = vccl::testing::chunked_calls(comm) - chunked_before;
+    sweep.run(where0 + ": chunked kernel calls", [&]() -> std::string { // AllReduce alone makes 200 or more
+        return chunked >= 200 ? "" : "only " + std::to_string(chunked) + " calls took the chunked kernel";
+    });
+    destroy_promptly(sweep, comm, where0);
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
+
+TEST(GpuChunked, MatchTheReferenceWithSmallSetsOn3Blocks) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
-    Stream s;
-    Sweep sweep;
-    const std::string mixed = std::to_string(5 + 9 * world_rank()); // grids that differ between ranks
-    const bool shared_gpu = gpu_shared();
-    const std::pair<const char*, const char*> configs[] = {{"64K", "3"}, {"2M", "32"}, {"64K", mixed.c_str()}};
-    for (const auto& config : configs) {
-        if (shared_gpu && strcmp(config.first, "64K") != 0) continue;
-        vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", config.first}, {"VCCL_MAX_CTAS", config.second}});
-        ASSERT_ALL_RANKS(comm != nullptr);
-        const size_t limit = size_t(vccl::testing::ll_bytes(comm));
-        ASSERT_ALL_RANKS_WHY(limit > 0, std::string("VCCL_ALLREDUCE_LL_BYTES=") + config.first + " not taken");
-        const std::string where0 = std::string("VCCL_ALLREDUCE_LL_BYTES ") + config.first + " VCCL_MAX_CTAS " + config.second;
-        const long long chunked_before = vccl::testing::chunked_calls(comm);
-        for (vcclDataType_t t : kTypes) {
-            const size_t ts = type_size(t);
-            // Just above the limit with a tail of 3 elements (AllReduce's last chunk is not whole vectors; ReduceScatter
-            // takes the copy path), and 3 x the limit + 48 bytes (ReduceScatter's chunked kernel too).
-            std::vector<size_t> counts = {limit / ts + 3, (3 * limit + 48) / ts};
-            if (!shared_gpu && (t == vcclInt8 || t == vcclFloat32 || t == vcclFloat64)) {
-                counts.push_back((size_t(5) << 20) / ts + 16 / ts);
-            }
-            for (size_t count : counts) sweep_collectives(sweep, comm, s.s, where0, t, count);
-        }
-        const size_t floats = limit / 4 + 1001;
-        for (auto offsets : {std::pair<size_t, size_t>{4, 4}, {0, 8}, {12, 0}, {1, 3}}) {
-            sweep.run(where0 + ": float32 allreduce with input at +" + std::to_string(offsets.first) + ", output at +" +
-                          std::to_string(offsets.second),
-                      [&] { return misaligned_allreduce(comm, s.s, floats, offsets.first, offsets.second); });
-        }
-        // Low-latency and chunked calls in turn, so that each reuses a set the other kind left.
-        for (int call = 0; call < 6; ++call) {
-            const size_t count = call % 3 == 1 ? limit / 4 - 3 : limit / 2 + 7; // int32: at the limit and twice it
-            sweep.run(where0 + ": call " + std::to_string(call) + " of 6, int32 count " + std::to_string(count),
-                      [&] { return salted_allreduce(comm, s.s, count, call + 1); });
-        }
-        const long long chunked = vccl::testing::chunked_calls(comm) - chunked_before;
-        sweep.run(where0 + ": chunked kernel calls", [&]() -> std::string { // AllReduce alone makes 200 or more
-            return chunked >= 200 ? "" : "only " + std::to_string(chunked) + " calls took the chunked kernel";
-        });
-        destroy_promptly(sweep, comm, where0);
-    }
-    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+    chunked_match_the_reference("64K", "3");
+}
 
+TEST(GpuChunked, MatchTheReferenceWithDefaultSetsOn32Blocks) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
+    if (gpu_shared()) GTEST_SKIP() << "ranks sharing a GPU: only the small sets (every wait costs a time slice)";
+    chunked_match_the_reference("2M", "32");
+}
+
+TEST(GpuChunked, MatchTheReferenceWithGridsThatDifferBetweenRanks) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
+    chunked_match_the_reference("64K", std::to_string(5 + 9 * world_rank()).c_str());
+}
+
+TEST(GpuChunked, LoneAndMismatchedCallsFailCleanly) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
     vcclComm_t lone = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "64K"}});
     ASSERT_ALL_RANKS(lone != nullptr);
     const size_t floats = size_t(vccl::testing::ll_bytes(lone)) / 4 * 8; // chunked, many chunks per block
