@@ -350,7 +350,8 @@ typedef struct {
     int state;                     /**< a vcclPathState_t */
     uint64_t bytesSent;            /**< bytes of completed sends */
     uint64_t bytesReceived;        /**< bytes of completed receives */
-    double sendBandwidth;          /**< current (window) send bandwidth, bytes/s; 0 before the first send */
+    double sendBandwidth;          /**< current (window) send bandwidth, bytes/s; 0 before the first timed send
+                                        (under 4 MiB one collective in VCCL_TELEMETRY_SAMPLE is timed) */
     double recvBandwidth;          /**< current (window) receive bandwidth, bytes/s */
     uint64_t outstandingRequests;  /**< posted and not yet completed, both directions */
     uint64_t outstandingBytes;

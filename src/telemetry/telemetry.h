@@ -214,8 +214,13 @@ private:
      * exchange that posts a receive, then a send, gave receives every even number and sends every odd one, so
      * with the default 64 no send was ever timed); the others only count. Two clock
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
-     * of an 8-byte allreduce when every transfer was timed). Large transfers are always timed. */
-    static constexpr uint64_t kSampleBelowBytes = 65536;
+     * of an 8-byte allreduce when every transfer was timed). Transfers from 4 MiB on are always timed: below
+     * that, timing every one cost a 1 MiB allgather on 2 ranks +1.0% (+0.3 .. +1.8%, 200 jobs on the 2-core
+     * VM) against -0.1% (-0.7 .. +0.5%) sampled (docs/PERFORMANCE-TELEMETRY.md, twenty-fifth session),
+     * while the recording itself accounts for only 0.4% (tests/unit/bench_telemetry): what a 1 MiB transfer
+     * evicts makes telemetry's lines cold on the critical path. From 4 MiB on a recording is under 0.2% of
+     * a transfer even with cold lines. */
+    static constexpr uint64_t kSampleBelowBytes = uint64_t(4) << 20;
     bool sampled(PathW& p, Dir dir, uint64_t bytes, const TransferTag& tag, uint64_t timed_from_bytes) {
         if (options_.sample <= 1 || bytes >= timed_from_bytes) return true;
         uint64_t n = tag.coll != 0 ? tag.seq : uint64_t(p.p2p_posts[dir == Dir::Send ? 0 : 1]++);

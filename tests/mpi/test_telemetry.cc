@@ -75,7 +75,13 @@ uint64_t sum_over_ranks(uint64_t x) {
 TEST(Telemetry, ReportsBytesSentAndReceived) {
     int rank = world_rank(), n = world_size();
     vcclResult_t rc;
+    // Every transfer timed, so that every path that moved bytes has a bandwidth (sampled, a path that only
+    // carried untimed collectives shows bytes and bandwidth 0: SamplesSmallTransfersCountsAll covers that).
+    setenv("VCCL_TELEMETRY_SAMPLE", "1", 1);
+    vccl::env::reload();
     vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
+    unsetenv("VCCL_TELEMETRY_SAMPLE");
+    vccl::env::reload();
     ASSERT_ALL_RANKS(comm != nullptr);
     std::vector<vcclTelemetryPeer> before = get_telemetry(comm, &rc);
     EXPECT_ALL_RANKS(rc == vcclSuccess && before.empty()) << "fresh communicator reports " << before.size() << " paths";
@@ -235,7 +241,18 @@ TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
     MPI_Bcast(jobbuf, sizeof(jobbuf), MPI_CHAR, 0, MPI_COMM_WORLD);
     setenv("VCCL_TELEMETRY_DIR", dir, 1);
     setenv("VCCL_TELEMETRY_JOB", jobbuf, 1);
+    // 30 collectives of 1 MiB: sampled (one collective in 64 timed under 4 MiB) only the first would be timed,
+    // and it comes before the late rank starts being late. The report's arithmetic is what is under test here.
+    setenv("VCCL_TELEMETRY_SAMPLE", "1", 1);
     vccl::env::reload();
+    struct UnsetAtExit { // also when an assertion returns early: later tests must not inherit these
+        ~UnsetAtExit() {
+            unsetenv("VCCL_TELEMETRY_DIR");
+            unsetenv("VCCL_TELEMETRY_JOB");
+            unsetenv("VCCL_TELEMETRY_SAMPLE");
+            vccl::env::reload();
+        }
+    } unset_at_exit;
 
     vcclResult_t rc;
     vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
@@ -307,9 +324,6 @@ TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
         EXPECT_EQ(access(svg.c_str(), R_OK), 0);
         run_capture("rm -rf " + std::string(dir), &status);
     }
-    unsetenv("VCCL_TELEMETRY_DIR");
-    unsetenv("VCCL_TELEMETRY_JOB");
-    vccl::env::reload();
 }
 
 } // namespace

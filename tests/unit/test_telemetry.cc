@@ -383,18 +383,21 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
     EXPECT_EQ(timed_sends, 2);
     TransferTag big;
     big.coll = 1;
-    big.seq = 3; // not a sampled sequence number, but 64 KiB and more is always timed
-    uint64_t post = t->on_post(1, 0, Dir::Send, 1 << 20, &big);
+    big.seq = 3; // not a sampled sequence number, but 4 MiB and more is always timed
+    uint64_t post = t->on_post(1, 0, Dir::Send, 4 << 20, &big);
     EXPECT_NE(post, 0u);
-    t->on_complete(1, 0, Dir::Send, 1 << 20, post, big, true);
+    t->on_complete(1, 0, Dir::Send, 4 << 20, post, big, true);
     uint64_t untimed = t->on_post(1, 0, Dir::Send, 64, &big); // seq 3, small: counted only
     EXPECT_EQ(untimed, 0u);
     t->on_complete(1, 0, Dir::Send, 64, untimed, big, false);
+    uint64_t just_under = t->on_post(1, 0, Dir::Send, (4 << 20) - 1, &big); // seq 3, just under 4 MiB: counted only
+    EXPECT_EQ(just_under, 0u);
+    t->on_complete(1, 0, Dir::Send, (4 << 20) - 1, just_under, big, true);
     t->publish_held();
     std::vector<PathStats> s = t->snapshot();
     ASSERT_EQ(s.size(), 1u);
-    EXPECT_EQ(s[0].send_completions, 17u);
-    EXPECT_EQ(s[0].bytes_sent, 16u * 64 + (1u << 20));
+    EXPECT_EQ(s[0].send_completions, 18u);
+    EXPECT_EQ(s[0].bytes_sent, 16u * 64 + (4u << 20) + (4u << 20) - 1);
     EXPECT_EQ(s[0].recv_completions, 16u);
     EXPECT_EQ(s[0].bytes_recv, 1600u);
     EXPECT_EQ(s[0].failures, 1u);
@@ -407,7 +410,7 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
     int send_recs = 0;
     for (size_t i = 4; i < 8; ++i) send_recs += recs[i].dir == uint8_t(Dir::Send);
     EXPECT_EQ(send_recs, 2);
-    EXPECT_EQ(recs[8].bytes, uint64_t(1) << 20);
+    EXPECT_EQ(recs[8].bytes, uint64_t(4) << 20);
 }
 
 /* Run for real by tests/unit/telemetry_shm_full.sh, inside a private mount namespace whose /dev/shm is a 256 KiB
