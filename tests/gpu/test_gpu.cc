@@ -41,6 +41,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -1584,6 +1585,101 @@ TEST(GpuP2p, NoKernelNoHostFunctionDuringSendRecv) {
         }
     }
     cuptiUnsubscribe(sub);
+    EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* What the device ran, from CUPTI's activity records: the test above counts the launches the host asks for,
+ * which would miss a copy the driver itself runs as a kernel (a graph's copy node does: docs/PERFORMANCE.md,
+ * fifteenth session). The staging FIFO's receive copy and a send to oneself are copies within one GPU. */
+struct DeviceActivity {
+    int kernels = 0, memcpys = 0;
+    std::string kernel_names;
+};
+std::mutex g_activity_mutex; // CUPTI hands buffers over on its own thread
+DeviceActivity g_activity;
+
+void CUPTIAPI activity_buffer_requested(uint8_t** buf, size_t* size, size_t* max_records) {
+    *size = size_t(1) << 20;
+    *buf = static_cast<uint8_t*>(aligned_alloc(8, *size));
+    *max_records = 0;
+}
+
+void CUPTIAPI activity_buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_t, size_t valid) {
+    CUpti_Activity* rec = nullptr;
+    std::lock_guard<std::mutex> lock(g_activity_mutex);
+    while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            ++g_activity.kernels;
+            const char* name = reinterpret_cast<const CUpti_ActivityKernel10*>(rec)->name;
+            if (g_activity.kernel_names.size() < 300) g_activity.kernel_names += std::string(" ") + (name ? name : "?");
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            ++g_activity.memcpys;
+        }
+    }
+    free(buf);
+}
+
+/* Device activity of `work` (run, then its stream synchronised by the caller): kernels, copies, kernel names. */
+DeviceActivity activity_of(const std::function<void()>& work) {
+    cuptiActivityFlushAll(1);
+    {
+        std::lock_guard<std::mutex> lock(g_activity_mutex);
+        g_activity = DeviceActivity();
+    }
+    work();
+    cuptiActivityFlushAll(1);
+    std::lock_guard<std::mutex> lock(g_activity_mutex);
+    return g_activity;
+}
+
+TEST(GpuP2p, DeviceRunsNoKernelForSendRecv) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    static bool registered = cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) ==
+                             CUPTI_SUCCESS;
+    ASSERT_ALL_RANKS_WHY(registered, std::string("cuptiActivityRegisterCallbacks failed"));
+    bool enabled = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
+                   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS;
+    ASSERT_ALL_RANKS_WHY(enabled, std::string("cuptiActivityEnable failed"));
+    Stream s;
+    const int rank = world_rank(), n = world_size();
+    // The records must show libvccl's kernels: an AllReduce on device memory runs one.
+    DevBuf a(4096), b(4096);
+    cudaMemset(a.ptr(), 0, 4096);
+    cudaDeviceSynchronize();
+    DeviceActivity seen = activity_of([&] {
+        vcclAllReduce(a.ptr(), b.ptr(), 1024, vcclFloat32, vcclSum, comm, s.s);
+        cudaStreamSynchronize(s.s);
+    });
+    EXPECT_ALL_RANKS_WHY(seen.kernels > 0, "an AllReduce showed no kernel record")
+        << "the records do not show libvccl's kernels, so the check below would prove nothing";
+    std::string first_failure;
+    for (size_t bytes : {size_t(8), size_t(4096), size_t(1 << 20), size_t(64 << 20)}) {
+        DevBuf send(bytes), recv(bytes), self_recv(bytes);
+        cudaDeviceSynchronize();
+        DeviceActivity act = activity_of([&] {
+            for (int it = 0; it < 10; ++it) {
+                vcclGroupStart();
+                vcclSend(send.ptr(), bytes, vcclUint8, (rank + 1) % n, comm, s.s);
+                vcclRecv(recv.ptr(), bytes, vcclUint8, (rank + n - 1) % n, comm, s.s);
+                vcclSend(send.ptr(), bytes, vcclUint8, rank, comm, s.s); // to oneself: a copy within the GPU
+                vcclRecv(self_recv.ptr(), bytes, vcclUint8, rank, comm, s.s);
+                if (vcclGroupEnd() != vcclSuccess && first_failure.empty()) first_failure = "vcclGroupEnd failed";
+            }
+            cudaStreamSynchronize(s.s);
+        });
+        if (first_failure.empty() && act.kernels != 0) {
+            first_failure = std::to_string(bytes) + " bytes: the device ran " + std::to_string(act.kernels) +
+                            " kernels in 10 send/recv:" + act.kernel_names;
+        } else if (first_failure.empty() && act.memcpys < 10) {
+            first_failure = std::to_string(bytes) + " bytes: only " + std::to_string(act.memcpys) +
+                            " copy records in 10 send/recv with a send to oneself each (the records miss copies)";
+        }
+    }
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    cuptiActivityFlushAll(1);
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 #endif
