@@ -357,7 +357,8 @@ typedef struct {
     uint64_t outstandingBytes;
     uint64_t completions;          /**< completed sends plus receives */
     uint64_t failures;             /**< transfers that ended with an error */
-    uint64_t lastCompletionNs;     /**< CLOCK_MONOTONIC time of the last completion, ns (0: none yet) */
+    uint64_t lastCompletionNs;     /**< CLOCK_MONOTONIC time of the last completion, ns (0: none yet); for an
+                                        untimed (sampled-out) one, when it was published: up to 1 ms late */
 } vcclTelemetryPeer;
 
 /**

@@ -140,7 +140,7 @@ VCCL_ENV_DEF(kTelemetryWindow, "VCCL_TELEMETRY_WINDOW", Int, "8",
              "Completions per path and direction in the sliding window that gives the current bandwidth: their "
              "bytes over the time at least one of them was in progress (1-1024)")
 VCCL_ENV_DEF(kTelemetrySample, "VCCL_TELEMETRY_SAMPLE", Int, "64",
-             "Host transport transfers under 4 MiB (device path: all) are timed and recorded for one collective in N (by sequence number, the same on every rank) and one point-to-point transfer in N per path; the others are only counted. 1: time every transfer")
+             "Host transport transfers under 4 MiB (each transfer: collectives move in VCCL_CHUNK_SIZE chunks; device path: all sizes; failover transport: none sampled) are timed and recorded for one collective in N (by sequence number, the same on every rank) and one point-to-point transfer in N per path; the others are only counted. 1: time every transfer")
 VCCL_ENV_DEF(kTelemetryRing, "VCCL_TELEMETRY_RING", Int, "4096",
              "Records in each rank's telemetry ring (shared memory, read by vccl-telemetry); older records are overwritten")
 VCCL_ENV_DEF(kTelemetryShm, "VCCL_TELEMETRY_SHM", Bool, "1",

@@ -148,6 +148,7 @@ public:
         uint32_t p2p_posts[2] = {0, 0}; // point-to-point posts per direction (Dir), for sampling
         bool held = false;         // changed since the last publication; listed in held_
         uint64_t published_ns = 0; // when stats last went to the ring
+        uint64_t published_completions = 0; // completions (both directions) at that publication
         Window tx, rx;
         double slow_factor = 0; // test_slow_link
         uint64_t slow_real_done = 0, slow_virt_done = 0;
@@ -170,6 +171,13 @@ private:
     /* Writes the path's counters to the ring now (it is no longer held). */
     static size_t slot_of(const PathW& p) { return size_t(p.stats.peer) * kMaxPathsPerPeer + size_t(p.stats.path); }
     void publish(PathW& p, uint64_t now) {
+        // Untimed completions read no clock; the publication's time stands for them (at most the publication
+        // interval late), so lastCompletionNs does not look stalled on a path whose transfers are sampled.
+        const uint64_t done = p.stats.send_completions + p.stats.recv_completions;
+        if (done != p.published_completions) {
+            p.published_completions = done;
+            if (p.stats.last_done_ns < now) p.stats.last_done_ns = now;
+        }
         ring_.publish_path(slot_of(p), p.stats);
         p.published_ns = now;
         p.held = false;

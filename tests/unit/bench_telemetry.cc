@@ -3,9 +3,9 @@
  * costs <= 1% at >= 1 MiB and <= 3% at 8 B). End-to-end comparisons (vccl-perf --baseline telemetry-off or
  * telemetry-paused) vary by several percent from job to job, far more than the cost itself; this times
  * Telemetry::on_post + on_complete directly, as the UCX transport calls them:
- *   - a large transfer (1 MiB: always timed, a window entry and a ring record);
- *   - small transfers (8 B) of successive collectives: one collective in VCCL_TELEMETRY_SAMPLE (64) timed,
- *     the others only counted;
+ *   - transfers under 4 MiB (8 B and 1 MiB) of successive collectives: one collective in VCCL_TELEMETRY_SAMPLE
+ *     (64) timed, the others only counted;
+ *   - a 4 MiB transfer: always timed (clock, a window entry and a ring record);
  * each with warm caches (back to back) and colder ones: 2 MiB of other memory written between transfers (about
  * what a 1 MiB operation moves through the cache: telemetry's lines then come from the last-level cache),
  * and 32 MiB (more than most last-level caches: they come from memory, a worst case). Prints nanoseconds per
@@ -97,12 +97,13 @@ int main() {
         Case* k = static_cast<Case*>(c);
         return per_transfer_ns(k->t, k->p, k->bytes, k->n, k->evict);
     };
-    for (uint64_t bytes : {uint64_t(8), uint64_t(1) << 20}) {
+    for (uint64_t bytes : {uint64_t(8), uint64_t(1) << 20, uint64_t(4) << 20}) {
         Case warm{t.get(), p, bytes, 2000000, nullptr}, l2{t.get(), p, bytes, 20000, &evict_l2},
             all{t.get(), p, bytes, 4000, &evict_all};
         double w = median5(run, &warm), c2 = median5(run, &l2) - clock_ns, c32 = median5(run, &all) - clock_ns;
-        printf("%-32s %10.1f %14.1f %15.1f\n", bytes == 8 ? "8 B (1 collective in 64 timed)" : "1 MiB (every one timed)",
-               w, c2, c32);
+        const char* what = bytes == 8 ? "8 B (1 collective in 64 timed)"
+                           : bytes < (uint64_t(4) << 20) ? "1 MiB (1 collective in 64 timed)" : "4 MiB (every one timed)";
+        printf("%-32s %10.1f %14.1f %15.1f\n", what, w, c2, c32);
     }
     return 0;
 }

@@ -37,7 +37,7 @@ echo "$out" | grep -q '"median_bw_device":950004' || { echo "FAIL: device median
 text=$("$tool" report --fraction 0.5 "$f")
 echo "$text" | grep -q "slow link: rank 0 -> rank 3 (path 0)" || { echo "FAIL: text report: $text"; exit 1; }
 echo "$text" | grep -q "device-path links (path 2, median 95.000 GB/s) are lower bounds" || { echo "FAIL: text header: $text"; exit 1; }
-echo "$text" | grep -q "collective(s) timed" && { echo "FAIL: a note on sampled collectives for point-to-point records: $text"; exit 1; }
+echo "$text" | grep -q "timed collective(s)" && { echo "FAIL: a note on sampled collectives for point-to-point records: $text"; exit 1; }
 # Two timed collectives (0 and 64: sampled, one in 64): the report says that lateness rests on few of them.
 g=$dir/vccl-few-0000000000000002-0.jsonl
 echo '{"type":"meta","comm":"few","rank":0,"nranks":2}' > "$g"
@@ -45,5 +45,5 @@ for seq in 0 64; do
     echo "{\"type\":\"xfer\",\"rank\":0,\"peer\":1,\"path\":0,\"dir\":\"send\",\"bytes\":1000000,\"post_ns\":$((seq * 1000000)),\"done_ns\":$((seq * 1000000 + 900000)),\"coll\":\"allreduce\",\"seq\":$seq,\"status\":0,\"window_bw\":0,\"outstanding\":0}" >> "$g"
 done
 text=$("$tool" report "$g")
-echo "$text" | grep -q "note: 2 collective(s) timed per rank at most.*VCCL_TELEMETRY_SAMPLE=1" || { echo "FAIL: no note on few timed collectives: $text"; exit 1; }
+echo "$text" | grep -q "note: at most 2 timed collective(s) per rank, too few to judge lateness; unless the job ran with VCCL_TELEMETRY_SAMPLE=1" || { echo "FAIL: no note on few timed collectives: $text"; exit 1; }
 echo "PASS: report compares host-transport links among themselves and flags no device-path link; notes few timed collectives"

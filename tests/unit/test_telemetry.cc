@@ -413,6 +413,47 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
     EXPECT_EQ(recs[8].bytes, uint64_t(4) << 20);
 }
 
+/* Untimed (sampled-out) completions read no clock, but the path's last completion time must still move: a path busy
+ * with transfers under 4 MiB times one collective in 64, and lastCompletionNs (vccl-telemetry top's LAST) would
+ * otherwise look stalled while data moves. Their publication's time stands for them. */
+TEST(Telemetry, UntimedCompletionsMoveTheLastCompletionTime) {
+    Options o;
+    o.rank = 0;
+    o.nranks = 2;
+    o.comm_hash = 0xabc;
+    o.shm = false;
+    o.sample = 64;
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    TransferTag tag;
+    tag.coll = 1;
+    tag.seq = 0; // timed
+    uint64_t post = t->on_post(1, 0, Dir::Send, 1 << 20, &tag);
+    ASSERT_NE(post, 0u);
+    t->on_complete(1, 0, Dir::Send, 1 << 20, post, tag, true);
+    t->publish_held();
+    const uint64_t timed_done = t->snapshot()[0].last_done_ns;
+    ASSERT_NE(timed_done, 0u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const uint64_t before = vccl::now_ns();
+    tag.seq = 1; // not sampled: counted only
+    post = t->on_post(1, 0, Dir::Send, 1 << 20, &tag);
+    ASSERT_EQ(post, 0u);
+    t->on_complete(1, 0, Dir::Send, 1 << 20, post, tag, true);
+    t->publish_held();
+    const uint64_t after = vccl::now_ns();
+    std::vector<PathStats> s = t->snapshot();
+    ASSERT_EQ(s.size(), 1u);
+    EXPECT_EQ(s[0].send_completions, 2u);
+    // The fast clock tracks CLOCK_MONOTONIC within about a microsecond (FastClock's test); 100 us of slack.
+    EXPECT_GE(s[0].last_done_ns + 100000, before) << "timed completion at " << timed_done;
+    EXPECT_LE(s[0].last_done_ns, after + 100000);
+    // Nothing completed since: a later publication leaves it alone.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    t->publish_held();
+    EXPECT_EQ(t->snapshot()[0].last_done_ns, s[0].last_done_ns);
+}
+
 /* Run for real by tests/unit/telemetry_shm_full.sh, inside a private mount namespace whose /dev/shm is a 256 KiB
  * tmpfs: a 4 MiB ring cannot be reserved there. Before posix_fallocate the ring was created sparse, counted as
  * shared, and the first record beyond 256 KiB killed the process with SIGBUS. */

@@ -280,12 +280,14 @@ int cmd_report(int argc, char** argv) {
     }
     if (findings == 0) printf("  none\n");
     // Transfers under 4 MiB are timed for one collective in VCCL_TELEMETRY_SAMPLE (64): a short job leaves too
-    // few for lateness (and for the links of such transfers) to mean much; say so rather than report "none".
+    // few for lateness (and for the links of such transfers) to mean much; the findings above (or "none") are
+    // then followed by this note. The files do not say which sample the job ran with, so the note says both.
     size_t most_colls = 0;
     for (const auto& kv : ranks) most_colls = std::max(most_colls, kv.second.colls.size());
     if (most_colls > 0 && most_colls < 8) {
-        printf("  note: %zu collective(s) timed per rank at most; transfers under 4 MiB are timed for one collective "
-               "in VCCL_TELEMETRY_SAMPLE (VCCL_TELEMETRY_SAMPLE=1 times every transfer)\n", most_colls);
+        printf("  note: at most %zu timed collective(s) per rank, too few to judge lateness; unless the job ran with "
+               "VCCL_TELEMETRY_SAMPLE=1 (or failover), transfers under 4 MiB were timed for one collective in "
+               "VCCL_TELEMETRY_SAMPLE\n", most_colls);
     }
     return 0;
 }
