@@ -282,13 +282,19 @@ TEST(TelemetryRing, NotARing) {
     EXPECT_FALSE(why.empty());
 }
 
-TEST(Telemetry, CountsOutstandingBytesAndEvents) {
+/* Options for rank 0 of `nranks` with a private ring (no /dev/shm object), the rest at their defaults. */
+Options private_options(int nranks, uint64_t comm_hash) {
     Options o;
     o.rank = 0;
-    o.nranks = 3;
-    o.comm_hash = 0xabc;
-    o.window = 4;
+    o.nranks = nranks;
+    o.comm_hash = comm_hash;
     o.shm = false;
+    return o;
+}
+
+TEST(Telemetry, CountsOutstandingBytesAndEvents) {
+    Options o = private_options(3, 0xabc);
+    o.window = 4;
     std::unique_ptr<Telemetry> t;
     ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
     TransferTag tag;
@@ -344,11 +350,7 @@ TEST(Telemetry, CountsOutstandingBytesAndEvents) {
 /* Small transfers are timed for one collective in `sample` (by sequence number) and one point-to-point
  * transfer in `sample` per path; all are counted; large ones are always timed. */
 TEST(Telemetry, SamplesSmallTransfersCountsAll) {
-    Options o;
-    o.rank = 0;
-    o.nranks = 2;
-    o.comm_hash = 0xdef;
-    o.shm = false;
+    Options o = private_options(2, 0xdef);
     o.sample = 4;
     std::unique_ptr<Telemetry> t;
     ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
@@ -417,11 +419,7 @@ TEST(Telemetry, SamplesSmallTransfersCountsAll) {
  * with transfers under 4 MiB times one collective in 64, and lastCompletionNs (vccl-telemetry top's LAST) would
  * otherwise look stalled while data moves. Their publication's time stands for them. */
 TEST(Telemetry, UntimedCompletionsMoveTheLastCompletionTime) {
-    Options o;
-    o.rank = 0;
-    o.nranks = 2;
-    o.comm_hash = 0xabc;
-    o.shm = false;
+    Options o = private_options(2, 0xabc);
     o.sample = 64;
     std::unique_ptr<Telemetry> t;
     ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
