@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #if VCCL_HAVE_CUDA && __has_include(<cublas_v2.h>)
 #define VPERF_HAVE_CUBLAS_HEADER 1
@@ -177,9 +179,11 @@ bool gemm_solo(double* tflops, std::string* error) {
     return true;
 }
 
-bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, double* tflops,
-                 double* transfer_ms, std::string* error) {
+bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, GemmDuring* out,
+                 std::string* error) {
     cudaStream_t ts = static_cast<cudaStream_t>(transfer_stream);
+    int device = 0;
+    if (!cuda_ok(cudaGetDevice(&device), "cudaGetDevice", error)) return false;
     if (!cuda_ok(cudaEventRecord(g.origin, g.stream), "cudaEventRecord", error)) return false;
     int issued = 0;
     /* The GEMM is running before the transfer starts, so the whole window sees it. */
@@ -187,11 +191,42 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
         if (!enqueue_gemm(issued, error)) return false;
     }
     if (!cuda_ok(cudaEventRecord(g.transfer_begin, ts), "cudaEventRecord", error)) return false;
+    /* A thread of its own keeps kInFlight GEMMs queued until the transfer has finished. Fed from this thread,
+     * the GEMM stream ran dry whenever the library's calls held the caller for longer than kInFlight GEMMs
+     * take (a full stream queue, a wait for the peer), and that idle time counted as slowdown. */
+    std::atomic<bool> transfer_enqueued{false};
+    std::string feeder_error;
+    bool feeder_ok = true;
+    std::thread feeder([&] {
+        if (cudaSetDevice(device) != cudaSuccess) {
+            feeder_ok = false;
+            feeder_error = "--concurrent-gemm: cudaSetDevice in the GEMM thread failed";
+            return;
+        }
+        for (;;) {
+            if (cudaEventQuery(g.end[size_t(issued - kInFlight)]) == cudaSuccess) {
+                if (issued == kMaxGemms) return;
+                if (!enqueue_gemm(issued, &feeder_error)) {
+                    feeder_ok = false;
+                    return;
+                }
+                issued += 1;
+                continue;
+            }
+            /* transfer_end is only queried once recorded: an event never recorded reports complete. */
+            if (transfer_enqueued.load() && cudaEventQuery(g.transfer_end) == cudaSuccess) return;
+            usleep(20);
+        }
+    });
     enqueue_transfer();
-    if (!cuda_ok(cudaEventRecord(g.transfer_end, ts), "cudaEventRecord", error)) return false;
-    /* Keep kInFlight GEMMs queued until the transfer has finished. */
-    while (issued < kMaxGemms && wait_gemm_or(issued - kInFlight, g.transfer_end)) {
-        if (!enqueue_gemm(issued++, error)) return false;
+    bool recorded = cuda_ok(cudaEventRecord(g.transfer_end, ts), "cudaEventRecord", error);
+    if (!recorded) cudaEventRecord(g.transfer_end, nullptr); // lets the feeder stop on a legacy-stream event
+    transfer_enqueued.store(true);
+    feeder.join();
+    if (!recorded) return false;
+    if (!feeder_ok) {
+        *error = feeder_error;
+        return false;
     }
     if (!cuda_ok(cudaEventSynchronize(g.transfer_end), "cudaEventSynchronize", error) ||
         !cuda_ok(cudaStreamSynchronize(g.stream), "cudaStreamSynchronize", error))
@@ -203,14 +238,20 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
         return false;
     }
     double work = 0; // GEMMs' worth of work done inside [t0, t1]
+    double idle = 0; // time inside [t0, t1] between one GEMM's end and the next one's start
     for (int i = 0; i < issued; ++i) {
         double b = at_ms(g.begin[size_t(i)]), e = at_ms(g.end[size_t(i)]);
         double overlap = std::min(e, t1) - std::max(b, t0);
         if (overlap > 0 && e > b) work += overlap / (e - b);
+        if (i + 1 < issued) {
+            double gap = std::min(at_ms(g.begin[size_t(i) + 1]), t1) - std::max(e, t0);
+            if (gap > 0) idle += gap;
+        }
     }
     double window = t1 - t0;
-    *transfer_ms = window;
-    *tflops = window > 0 ? work * flops_per_gemm() / (window * 1e-3) / 1e12 : 0;
+    out->transfer_ms = window;
+    out->tflops = window > 0 ? work * flops_per_gemm() / (window * 1e-3) / 1e12 : 0;
+    out->idle_pct = window > 0 ? 100.0 * idle / window : 0;
     return true;
 }
 
@@ -239,7 +280,7 @@ bool gemm_solo(double*, std::string* error) {
     *error = "--concurrent-gemm: not available";
     return false;
 }
-bool gemm_during(void*, const std::function<void()>&, double*, double*, std::string* error) {
+bool gemm_during(void*, const std::function<void()>&, GemmDuring*, std::string* error) {
     *error = "--concurrent-gemm: not available";
     return false;
 }

@@ -255,14 +255,13 @@ void time_telemetry_pair(const Options& o, const Shape& shape, const CallBuffers
     return (MPI_Wtime() - t0) / o.iters;
 }
 
-/* --concurrent-gemm: the GEMM alone, beside `iters` vccl operations and beside as many baseline ones (all
- * ranks at once, after a barrier each). Fills the row's gemm_* fields. */
+/* --concurrent-gemm: the GEMM alone, beside `iters` vccl operations, beside as many baseline ones, and alone
+ * again (all ranks at once, after a barrier each). Each rank's share is taken against the mean of its two solo
+ * runs: the GPU warms up over the passes and its clocks drift, and one solo run taken cold would flatter the
+ * solo side. Fills the row's gemm_* fields. */
 void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank, int nranks,
                   void* stream, bool with_baseline, Row* row) {
     std::string error;
-    double solo = 0;
-    check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-    if (!gemm_solo(&solo, &error)) die("GEMM", error);
     auto mean = [&](double v) {
         double sum = 0;
         check_mpi(MPI_Allreduce(&v, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
@@ -274,7 +273,14 @@ void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, v
         return m;
     };
     auto highest = [&](double v) { return -lowest(-v); };
-    row->gemm_solo = mean(solo);
+    auto solo_run = [&] {
+        double tflops = 0;
+        check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        if (!gemm_solo(&tflops, &error)) die("GEMM", error);
+        return tflops;
+    };
+    double solo_before = solo_run();
+    GemmDuring during[2];
     for (int pass = 0; pass < (with_baseline ? 2 : 1); ++pass) {
         std::function<void()> transfer = [&] {
             for (int i = 0; i < o.iters; ++i) {
@@ -282,13 +288,20 @@ void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, v
                 else run_baseline(o, shape, cb, rank, nranks, stream);
             }
         };
-        double tflops = 0, ms = 0;
         check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        if (!gemm_during(stream, transfer, &tflops, &ms, &error)) die("GEMM", error);
-        double pct = solo > 0 ? 100.0 * tflops / solo : 0;
-        (pass == 0 ? row->gemm_vccl : row->gemm_base) = mean(tflops);
-        (pass == 0 ? row->gemm_vccl_min_pct : row->gemm_base_min_pct) = lowest(pct);
-        (pass == 0 ? row->gemm_vccl_transfer_ms : row->gemm_base_transfer_ms) = highest(ms) / o.iters;
+        if (!gemm_during(stream, transfer, &during[pass], &error)) die("GEMM", error);
+    }
+    double solo_after = solo_run();
+    double solo = (solo_before + solo_after) / 2;
+    row->gemm_solo = mean(solo_before);
+    row->gemm_solo_after = mean(solo_after);
+    for (int pass = 0; pass < (with_baseline ? 2 : 1); ++pass) {
+        const GemmDuring& d = during[pass];
+        GemmFigures& f = pass == 0 ? row->gemm_vccl : row->gemm_base;
+        f.tflops = mean(d.tflops);
+        f.min_pct = lowest(solo > 0 ? 100.0 * d.tflops / solo : 0);
+        f.transfer_ms = highest(d.transfer_ms) / o.iters;
+        f.idle_pct = highest(d.idle_pct);
     }
 }
 

@@ -197,10 +197,15 @@ int run_nccl(const Options& opts, const Shape& shape, const CallBuffers& cb, int
 bool gemm_init(int n, std::string* error);
 /* GEMMs back to back, alone: TFLOP/s. */
 bool gemm_solo(double* tflops, std::string* error);
-/* GEMMs back to back on their stream while `enqueue_transfer` queues work on `transfer_stream`: the GEMM's
- * TFLOP/s inside the transfer's window and the window's length. */
-bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, double* tflops,
-                 double* transfer_ms, std::string* error);
+struct GemmDuring {
+    double tflops = 0;      // the GEMM's throughput inside the transfer's window
+    double transfer_ms = 0; // the window's length
+    double idle_pct = 0;    // share of the window the GEMM stream sat empty (the feeder fell behind)
+};
+/* GEMMs back to back on their stream, fed by a thread of their own, while `enqueue_transfer` queues work on
+ * `transfer_stream` from the calling thread. */
+bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_transfer, GemmDuring* out,
+                 std::string* error);
 void gemm_finalize();
 
 /* ---- soak.cc ---- */
@@ -225,6 +230,14 @@ struct Measure {
     CpuUse cpu;           // over the timed operations, mean over ranks
 };
 
+/* The GEMM beside one library's transfers (--concurrent-gemm). */
+struct GemmFigures {
+    double tflops = -1;      // averaged over ranks; negative: not measured
+    double min_pct = -1;     // the lowest rank's share of its solo throughput (mean of before and after)
+    double transfer_ms = -1; // the slowest rank's window per operation
+    double idle_pct = -1;    // the largest share of a window any rank's GEMM stream sat empty
+};
+
 struct Row {
     Shape shape;
     Measure out_of_place;
@@ -232,11 +245,10 @@ struct Row {
     bool has_mpi = false;        // baseline requested
     bool mpi_supported = false;  // and possible for this type/op
     Measure mpi;
-    /* --concurrent-gemm, averaged over ranks (TFLOP/s); *_min_pct: the lowest rank's share of its solo
-     * throughput; negative: not measured */
-    double gemm_solo = -1;
-    double gemm_vccl = -1, gemm_vccl_min_pct = -1, gemm_vccl_transfer_ms = -1;
-    double gemm_base = -1, gemm_base_min_pct = -1, gemm_base_transfer_ms = -1;
+    /* --concurrent-gemm: solo TFLOP/s before and after the passes, averaged over ranks; negative: not
+     * measured */
+    double gemm_solo = -1, gemm_solo_after = -1;
+    GemmFigures gemm_vccl, gemm_base;
 };
 
 /* Reduces one rank's time across ranks per opts.average (collective over comm). */

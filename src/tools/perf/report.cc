@@ -46,6 +46,12 @@ void json_measure(FILE* f, const Measure& m) {
     fputc('}', f);
 }
 
+/* The GEMM's figures beside one library's transfers, as "NAME_tflops" and friends. */
+void json_gemm(FILE* f, const char* name, const GemmFigures& g) {
+    fprintf(f, ", \"%s_tflops\": %.3f, \"%s_min_pct\": %.3f, \"%s_transfer_ms\": %.4f, \"%s_gemm_idle_pct\": %.3f",
+            name, g.tflops, name, g.min_pct, name, g.transfer_ms, name, g.idle_pct);
+}
+
 /* JSON string with the few escapes a path or host name may need. */
 void json_string(FILE* f, const char* s) {
     fputc('"', f);
@@ -162,12 +168,14 @@ void print_row(FILE* out, const Options& o, const Row& row) {
     }
     fprintf(out, "\n");
     if (row.gemm_solo >= 0) {
-        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s; during vccl %.1f (lowest rank %.1f%% of alone, "
-                     "transfer %.3f ms/op)", o.gemm_n, o.gemm_n, o.gemm_n, row.gemm_solo, row.gemm_vccl,
-                row.gemm_vccl_min_pct, row.gemm_vccl_transfer_ms);
-        if (row.gemm_base >= 0)
-            fprintf(out, "; during %s %.1f (lowest rank %.1f%%, transfer %.3f ms/op)", baseline_name(o.baseline),
-                    row.gemm_base, row.gemm_base_min_pct, row.gemm_base_transfer_ms);
+        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s (%.1f after); during vccl %.1f (lowest rank "
+                     "%.1f%% of alone, transfer %.3f ms/op, GEMM idle %.1f%%)", o.gemm_n, o.gemm_n, o.gemm_n,
+                row.gemm_solo, row.gemm_solo_after, row.gemm_vccl.tflops, row.gemm_vccl.min_pct,
+                row.gemm_vccl.transfer_ms, row.gemm_vccl.idle_pct);
+        if (row.gemm_base.tflops >= 0)
+            fprintf(out, "; during %s %.1f (lowest rank %.1f%%, transfer %.3f ms/op, GEMM idle %.1f%%)",
+                    baseline_name(o.baseline), row.gemm_base.tflops, row.gemm_base.min_pct, row.gemm_base.transfer_ms,
+                    row.gemm_base.idle_pct);
         fprintf(out, "\n");
     }
     fflush(out);
@@ -233,13 +241,10 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
             fprintf(f, ", \"%s\": null", baseline_name(o.baseline));
         }
         if (r.gemm_solo >= 0) {
-            fprintf(f, ", \"gemm\": {\"n\": %d, \"solo_tflops\": %.3f, \"vccl_tflops\": %.3f, \"vccl_min_pct\": %.3f, "
-                       "\"vccl_transfer_ms\": %.4f", o.gemm_n, r.gemm_solo, r.gemm_vccl, r.gemm_vccl_min_pct,
-                    r.gemm_vccl_transfer_ms);
-            if (r.gemm_base >= 0)
-                fprintf(f, ", \"%s_tflops\": %.3f, \"%s_min_pct\": %.3f, \"%s_transfer_ms\": %.4f",
-                        baseline_name(o.baseline), r.gemm_base, baseline_name(o.baseline), r.gemm_base_min_pct,
-                        baseline_name(o.baseline), r.gemm_base_transfer_ms);
+            fprintf(f, ", \"gemm\": {\"n\": %d, \"solo_tflops\": %.3f, \"solo_after_tflops\": %.3f", o.gemm_n,
+                    r.gemm_solo, r.gemm_solo_after);
+            json_gemm(f, "vccl", r.gemm_vccl);
+            if (r.gemm_base.tflops >= 0) json_gemm(f, baseline_name(o.baseline), r.gemm_base);
             fprintf(f, "}");
         }
         fprintf(f, "}");

@@ -1,0 +1,294 @@
+/*
+ * Why does a GEMM lose throughput beside a copy-engine transfer that takes none of its SMs? vccl-perf
+ * --concurrent-gemm measured 87-93% of solo beside vccl's send/recv (docs/PERFORMANCE.md), against a target of
+ * 99%. This probe takes vccl out of the picture: one process, two GPUs with peer access, a bf16 GEMM (cuBLAS,
+ * fp32 accumulate) back to back on GPU 0 for a fixed window while plain cudaMemcpyAsync copies of 1 GiB run on
+ * copy engines in one of several patterns (GPU 0 pushes to GPU 1, GPU 1 pulls from GPU 0, GPU 1 pushes into
+ * GPU 0, both push at once as a 2-rank send/recv ring does, a copy within GPU 0). A thread samples GPU 0's SM
+ * clock, power draw and clock-event reasons through NVML (loaded with dlopen) every 10 ms, so each pattern's
+ * GEMM throughput comes with the clocks it ran at. "solo" runs first and last: the GPU warms up over the run,
+ * and a solo figure taken cold (vccl-perf times 20 GEMMs) would flatter the solo side.
+ * Not built by make:
+ *   nvcc -O2 -std=c++17 -o gemm-beside-copy contrib/probes/gemm-beside-copy.cc -lcublas -ldl -lpthread
+ *   ./gemm-beside-copy [N=8192] [SECONDS_PER_PATTERN=2]
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace {
+
+#define CHECK(x)                                                                                        \
+    do {                                                                                                \
+        cudaError_t e_ = (x);                                                                           \
+        if (e_ != cudaSuccess) {                                                                        \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));          \
+            exit(1);                                                                                    \
+        }                                                                                               \
+    } while (0)
+
+/* The few NVML entry points used, by their C signatures (nvml.h is not in the CUDA toolkit here). */
+struct Nvml {
+    int (*init)() = nullptr;
+    int (*by_pci)(const char*, void**) = nullptr;
+    int (*clock)(void*, int, unsigned*) = nullptr;     // nvmlDeviceGetClockInfo, type 1 = SM, 2 = memory
+    int (*power)(void*, unsigned*) = nullptr;          // milliwatts
+    int (*reasons)(void*, unsigned long long*) = nullptr; // clock-event (throttle) reasons bit mask
+    void* dev = nullptr;
+};
+
+bool load_nvml(Nvml* n, int cuda_device) {
+    void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (lib == nullptr) return false;
+    n->init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
+    n->by_pci = reinterpret_cast<int (*)(const char*, void**)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    n->clock = reinterpret_cast<int (*)(void*, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+    n->power = reinterpret_cast<int (*)(void*, unsigned*)>(dlsym(lib, "nvmlDeviceGetPowerUsage"));
+    void* r = dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (r == nullptr) r = dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    n->reasons = reinterpret_cast<int (*)(void*, unsigned long long*)>(r);
+    if (!n->init || !n->by_pci || !n->clock || !n->power || !n->reasons || n->init() != 0) return false;
+    char bus[64];
+    CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), cuda_device));
+    return n->by_pci(bus, &n->dev) == 0;
+}
+
+struct Samples {
+    double sm_mhz = 0, mem_mhz = 0, watts = 0;
+    int count = 0, power_capped = 0, thermal = 0; // samples with a software power cap / any thermal slowdown
+};
+
+/* Samples GPU 0 every 10 ms while `on`; the caller reads and resets `acc` between patterns. */
+void sampler(Nvml* n, std::atomic<bool>* on, std::atomic<bool>* quit, Samples* acc, std::atomic<int>* lock) {
+    while (!quit->load()) {
+        if (on->load()) {
+            unsigned sm = 0, mem = 0, mw = 0;
+            unsigned long long why = 0;
+            n->clock(n->dev, 1, &sm);
+            n->clock(n->dev, 2, &mem);
+            n->power(n->dev, &mw);
+            n->reasons(n->dev, &why);
+            while (lock->exchange(1) != 0) {
+            }
+            acc->sm_mhz += sm;
+            acc->mem_mhz += mem;
+            acc->watts += mw / 1000.0;
+            acc->count += 1;
+            acc->power_capped += (why & 0x4) ? 1 : 0;          // SwPowerCap
+            acc->thermal += (why & (0x20 | 0x40 | 0x8)) ? 1 : 0; // Sw/Hw thermal, HW slowdown
+            lock->store(0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+struct CopyLane {
+    int device;          // the GPU whose stream (and copy engine) runs the copy
+    void* dst;
+    const void* src;
+    cudaStream_t stream = nullptr;
+    std::vector<cudaEvent_t> done; // ring of events, one per copy in flight
+    long issued = 0;
+};
+
+constexpr size_t kCopyBytes = size_t(1) << 30;
+constexpr int kCopiesInFlight = 2;
+constexpr int kGemmsInFlight = 3;
+
+void issue_copy(CopyLane* l) {
+    CHECK(cudaSetDevice(l->device));
+    CHECK(cudaMemcpyAsync(l->dst, l->src, kCopyBytes, cudaMemcpyDefault, l->stream));
+    CHECK(cudaEventRecord(l->done[size_t(l->issued % kCopiesInFlight)], l->stream));
+    l->issued += 1;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 8192;
+    double seconds = argc > 2 ? atof(argv[2]) : 2.0;
+    int ngpu = 0;
+    CHECK(cudaGetDeviceCount(&ngpu));
+    if (ngpu < 2) {
+        printf("SKIP: needs 2 GPUs (found %d)\n", ngpu);
+        return 0;
+    }
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaDeviceEnablePeerAccess(0, 0));
+    CHECK(cudaSetDevice(0));
+    CHECK(cudaDeviceEnablePeerAccess(1, 0));
+
+    /* GEMM on GPU 0, inputs in [-1, 1) (zeros draw less power and would run at other clocks). */
+    size_t bytes = size_t(n) * size_t(n) * 2;
+    void *a, *b, *c;
+    CHECK(cudaMalloc(&a, bytes));
+    CHECK(cudaMalloc(&b, bytes));
+    CHECK(cudaMalloc(&c, bytes));
+    std::vector<uint16_t> host(size_t(n) * size_t(n));
+    uint32_t x = 12345;
+    for (uint16_t& v : host) {
+        x = x * 1664525u + 1013904223u;
+        float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
+        uint32_t bits;
+        memcpy(&bits, &f, sizeof(bits));
+        v = uint16_t(bits >> 16);
+    }
+    CHECK(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
+    cublasHandle_t blas;
+    cudaStream_t gemm_stream;
+    CHECK(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking));
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas, gemm_stream) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasCreate failed\n");
+        return 1;
+    }
+    const float alpha = 1.0f, beta = 0.0f;
+    auto gemm = [&] {
+        if (cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
+                         CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "cublasGemmEx failed\n");
+            exit(1);
+        }
+    };
+
+    /* Copy buffers: 1 GiB each way on each GPU, plus a local destination on GPU 0. */
+    void *out0, *in0, *local0, *out1, *in1;
+    CHECK(cudaMalloc(&out0, kCopyBytes));
+    CHECK(cudaMalloc(&in0, kCopyBytes));
+    CHECK(cudaMalloc(&local0, kCopyBytes));
+    CHECK(cudaMemset(out0, 1, kCopyBytes));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaMalloc(&out1, kCopyBytes));
+    CHECK(cudaMalloc(&in1, kCopyBytes));
+    CHECK(cudaMemset(out1, 2, kCopyBytes));
+    CHECK(cudaSetDevice(0));
+
+    struct Pattern {
+        const char* name;
+        std::vector<CopyLane> lanes;
+    };
+    std::vector<Pattern> patterns = {
+        {"solo", {}},
+        {"push 0->1 (GPU 0's engine)", {{0, in1, out0}}},
+        {"pull 0->1 (GPU 1's engine)", {{1, in1, out0}}},
+        {"push 1->0 (into GPU 0)", {{1, in0, out1}}},
+        {"both push (send/recv ring)", {{0, in1, out0}, {1, in0, out1}}},
+        {"local copy within GPU 0", {{0, local0, out0}}},
+        {"solo again", {}},
+    };
+    for (Pattern& p : patterns) {
+        for (CopyLane& l : p.lanes) {
+            CHECK(cudaSetDevice(l.device));
+            CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+            l.done.resize(kCopiesInFlight);
+            for (cudaEvent_t& e : l.done) CHECK(cudaEventCreate(&e));
+        }
+    }
+    CHECK(cudaSetDevice(0));
+
+    Nvml nvml;
+    bool have_nvml = load_nvml(&nvml, 0);
+    if (!have_nvml) printf("# NVML not loaded: no clock or power columns\n");
+    std::atomic<bool> sampling{false}, quit{false};
+    std::atomic<int> lock{0};
+    Samples acc;
+    std::thread sampler_thread;
+    if (have_nvml) sampler_thread = std::thread(sampler, &nvml, &sampling, &quit, &acc, &lock);
+
+    for (int i = 0; i < 5; ++i) gemm(); // cuBLAS picks and loads its kernel
+    CHECK(cudaStreamSynchronize(gemm_stream));
+
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    std::vector<cudaEvent_t> gemm_done(kGemmsInFlight);
+    for (cudaEvent_t& e : gemm_done) CHECK(cudaEventCreate(&e));
+    cudaEvent_t t0, t1;
+    CHECK(cudaEventCreate(&t0));
+    CHECK(cudaEventCreate(&t1));
+
+    printf("# GEMM %dx%dx%d bf16 on GPU 0, %.1f s per pattern; copies of 1 GiB, %d in flight per lane\n", n, n, n,
+           seconds, kCopiesInFlight);
+    printf("%-30s %9s %7s %9s %8s %8s %7s %6s %6s\n", "pattern", "TFLOP/s", "%solo", "copy GB/s", "SM MHz",
+           "mem MHz", "watts", "%pcap", "%therm");
+    double solo = 0;
+    for (Pattern& p : patterns) {
+        /* Copies start first and run 100 ms before the GEMM window opens. */
+        for (CopyLane& l : p.lanes) {
+            l.issued = 0;
+            for (int i = 0; i < kCopiesInFlight; ++i) issue_copy(&l);
+        }
+        auto keep_copies_going = [&] {
+            for (CopyLane& l : p.lanes) {
+                if (cudaEventQuery(l.done[size_t(l.issued % kCopiesInFlight)]) == cudaSuccess) issue_copy(&l);
+            }
+            CHECK(cudaSetDevice(0));
+        };
+        auto lead = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+        while (std::chrono::steady_clock::now() < lead) {
+            keep_copies_going();
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+        long copies_before = 0;
+        for (CopyLane& l : p.lanes) copies_before += l.issued;
+        while (lock.exchange(1) != 0) {
+        }
+        acc = Samples{};
+        lock.store(0);
+        sampling.store(true);
+        CHECK(cudaEventRecord(t0, gemm_stream));
+        long gemms = 0;
+        auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        for (; gemms < kGemmsInFlight; ++gemms) {
+            gemm();
+            CHECK(cudaEventRecord(gemm_done[size_t(gemms % kGemmsInFlight)], gemm_stream));
+        }
+        while (std::chrono::steady_clock::now() < end) {
+            keep_copies_going();
+            if (cudaEventQuery(gemm_done[size_t(gemms % kGemmsInFlight)]) == cudaSuccess) {
+                gemm();
+                CHECK(cudaEventRecord(gemm_done[size_t(gemms % kGemmsInFlight)], gemm_stream));
+                gemms += 1;
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+            }
+        }
+        CHECK(cudaEventRecord(t1, gemm_stream));
+        /* Copies keep running until the last GEMM has finished. */
+        while (cudaEventQuery(t1) != cudaSuccess) {
+            keep_copies_going();
+            std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        sampling.store(false);
+        long copies_after = 0;
+        for (CopyLane& l : p.lanes) copies_after += l.issued;
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, t0, t1));
+        for (CopyLane& l : p.lanes) {
+            CHECK(cudaSetDevice(l.device));
+            CHECK(cudaStreamSynchronize(l.stream));
+        }
+        CHECK(cudaSetDevice(0));
+        double tflops = flops * double(gemms) / (ms * 1e-3) / 1e12;
+        if (solo == 0) solo = tflops;
+        /* Copies issued during the window, over its length: an estimate (two in flight at each end). */
+        double copy_gbs = double(copies_after - copies_before) * double(kCopyBytes) / (ms * 1e-3) / 1e9;
+        while (lock.exchange(1) != 0) {
+        }
+        Samples s = acc;
+        lock.store(0);
+        int k = s.count > 0 ? s.count : 1;
+        printf("%-30s %9.1f %6.1f%% %9.1f %8.0f %8.0f %7.1f %5.0f%% %5.0f%%\n", p.name, tflops, 100.0 * tflops / solo,
+               copy_gbs, s.sm_mhz / k, s.mem_mhz / k, s.watts / k, 100.0 * s.power_capped / k, 100.0 * s.thermal / k);
+        fflush(stdout);
+    }
+    quit.store(true);
+    if (sampler_thread.joinable()) sampler_thread.join();
+    return 0;
+}
