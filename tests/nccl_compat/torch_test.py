@@ -187,28 +187,6 @@ def main():
             t = torch.full((n,), float(rank + 1), device=dev, dtype=dtype)
             dist.all_reduce(t, op=dist.ReduceOp.AVG)
             check(f"all_reduce avg {dtype}", t, torch.full_like(t, (world + 1) / 2), 1e-2)
-            # PreMulSum (what FSDP and DDP's gradient scaling ask for): the factor given as a Python number
-            # (NCCL's host-immediate scalar) and as a one-element tensor on the GPU (its device scalar).
-            # torch only exposes it through a private helper; a torch without it skips these checks.
-            make_premul = getattr(dist, "_make_nccl_premul_sum", None) or getattr(
-                getattr(dist, "distributed_c10d", None), "_make_nccl_premul_sum", None)
-            if make_premul is not None:
-                tol = 1e-2 if dtype == torch.bfloat16 else 1e-6
-                want = (base * world + world * (world - 1) // 2).float() * 0.25
-                t = base + rank
-                dist.all_reduce(t, op=make_premul(0.25))
-                check(f"all_reduce premul_sum host factor {dtype}", t, want.to(dtype), tol)
-                t = base + rank
-                dist.all_reduce(t, op=make_premul(torch.tensor([0.25], device=dev, dtype=dtype)))
-                check(f"all_reduce premul_sum device factor {dtype}", t, want.to(dtype), tol)
-                src = torch.arange(world * 4096, device=dev).to(dtype) + rank
-                out = torch.empty(4096, device=dev, dtype=dtype)
-                dist.reduce_scatter_tensor(out, src, op=make_premul(0.5))
-                want = ((torch.arange(world * 4096, device=dev).to(dtype) * world + world * (world - 1) // 2)
-                        .float() * 0.5)[rank * 4096:(rank + 1) * 4096]
-                check(f"reduce_scatter_tensor premul_sum {dtype}", out, want.to(dtype), tol)
-            elif rank == 0:
-                log(f"skip premul_sum {dtype}: this torch has no dist._make_nccl_premul_sum")
         # broadcast from the last rank
         t = base + 7 if rank == world - 1 else torch.zeros_like(base)
         dist.broadcast(t, src=world - 1)
@@ -228,6 +206,35 @@ def main():
         want = (torch.arange(world * 4096, device=dev).to(dtype) * world + world * (world - 1) // 2)[
             rank * 4096:(rank + 1) * 4096]
         check(f"reduce_scatter_tensor {dtype}", out, want, 1e-2 if dtype == torch.bfloat16 else 0)
+    # PreMulSum (what FSDP and DDP's gradient scaling ask for): the factor given as a Python number (NCCL's
+    # host-immediate scalar) and as a one-element tensor on the GPU (its device scalar). torch only exposes it
+    # through a private helper; a torch without it skips these checks. Not bfloat16: ProcessGroupNCCL hands
+    # NCCL a 4-byte float as the factor of bfloat16 data (unpackPreMulSum<float, ncclBfloat16>), NCCL reads
+    # its first two bytes (the float's low half), and a factor of 0.25 becomes 0 with NCCL itself (seen with
+    # torch 2.11 and NCCL 2.28; vccl gives the same).
+    make_premul = getattr(dist, "_make_nccl_premul_sum", None) or getattr(
+        getattr(dist, "distributed_c10d", None), "_make_nccl_premul_sum", None)
+    if make_premul is None and rank == 0:
+        log("skip premul_sum: this torch has no dist._make_nccl_premul_sum")
+    for dtype in ((torch.float32, torch.float16) if make_premul is not None else ()):
+        tol = 1e-3 if dtype == torch.float16 else 1e-6
+        # 1021 elements (one kernel) and 2^24 + 3 (64 MiB of float: vccl's copy-engine path); values below
+        # 1021, so every sum stays under 2048 and is exact in half
+        for count in (1021, (1 << 24) + 3):
+            base = (torch.arange(count, device=dev) % 1021).to(dtype)
+            want = ((base * world + world * (world - 1) // 2).double() * 0.25).to(dtype)
+            t = base + rank
+            dist.all_reduce(t, op=make_premul(0.25))
+            check(f"all_reduce premul_sum host factor {dtype} x {count}", t, want, tol)
+            t = base + rank
+            dist.all_reduce(t, op=make_premul(torch.tensor([0.25], device=dev, dtype=dtype)))
+            check(f"all_reduce premul_sum device factor {dtype} x {count}", t, want, tol)
+        src = torch.arange(world * 509, device=dev).to(dtype) + rank
+        out = torch.empty(509, device=dev, dtype=dtype)
+        dist.reduce_scatter_tensor(out, src, op=make_premul(0.5))
+        want = ((torch.arange(world * 509, device=dev).double() * world + world * (world - 1) // 2) * 0.5)[
+            rank * 509:(rank + 1) * 509].to(dtype)
+        check(f"reduce_scatter_tensor premul_sum {dtype}", out, want, tol)
     # send/recv ring (batched, as pipeline parallelism does) and a blocking pair
     s = torch.full((n,), float(rank), device=dev)
     r = torch.empty(n, device=dev)

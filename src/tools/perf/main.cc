@@ -255,10 +255,10 @@ void time_telemetry_pair(const Options& o, const Shape& shape, const CallBuffers
     return (MPI_Wtime() - t0) / o.iters;
 }
 
-/* --concurrent-gemm: the GEMM alone, beside `iters` vccl operations, beside as many baseline ones, and alone
- * again (all ranks at once, after a barrier each). Each rank's share is taken against the mean of its two solo
- * runs: the GPU warms up over the passes and its clocks drift, and one solo run taken cold would flatter the
- * solo side. Fills the row's gemm_* fields. */
+/* --concurrent-gemm: the GEMM alone, beside `iters` vccl operations, alone, beside as many baseline ones and
+ * alone again (all ranks at once, after a barrier each). Each pass is taken against the mean of the solo runs
+ * on either side of it, on the same rank: the GPU's clocks drift with its power draw and temperature over the
+ * passes. Fills the row's gemm_* fields. */
 void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank, int nranks,
                   void* stream, bool with_baseline, Row* row) {
     std::string error;
@@ -279,30 +279,28 @@ void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, v
         if (!gemm_solo(&tflops, &error)) die("GEMM", error);
         return tflops;
     };
-    double solo_before = solo_run();
-    GemmDuring during[2];
-    for (int pass = 0; pass < (with_baseline ? 2 : 1); ++pass) {
+    const int passes = with_baseline ? 2 : 1;
+    double solo[3] = {solo_run(), 0, 0};
+    for (int pass = 0; pass < passes; ++pass) {
         std::function<void()> transfer = [&] {
             for (int i = 0; i < o.iters; ++i) {
                 if (pass == 0) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
                 else run_baseline(o, shape, cb, rank, nranks, stream);
             }
         };
+        GemmDuring d;
         check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-        if (!gemm_during(stream, transfer, &during[pass], &error)) die("GEMM", error);
-    }
-    double solo_after = solo_run();
-    double solo = (solo_before + solo_after) / 2;
-    row->gemm_solo = mean(solo_before);
-    row->gemm_solo_after = mean(solo_after);
-    for (int pass = 0; pass < (with_baseline ? 2 : 1); ++pass) {
-        const GemmDuring& d = during[pass];
+        if (!gemm_during(stream, transfer, &d, &error)) die("GEMM", error);
+        solo[pass + 1] = solo_run();
+        double beside = (solo[pass] + solo[pass + 1]) / 2;
         GemmFigures& f = pass == 0 ? row->gemm_vccl : row->gemm_base;
         f.tflops = mean(d.tflops);
-        f.min_pct = lowest(solo > 0 ? 100.0 * d.tflops / solo : 0);
+        f.min_pct = lowest(beside > 0 ? 100.0 * d.tflops / beside : 0);
         f.transfer_ms = highest(d.transfer_ms) / o.iters;
         f.idle_pct = highest(d.idle_pct);
     }
+    row->gemm_solo = mean(solo[0]);
+    row->gemm_solo_after = mean(solo[passes]);
 }
 
 void fill_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {

@@ -233,7 +233,7 @@ struct Measure {
 /* The GEMM beside one library's transfers (--concurrent-gemm). */
 struct GemmFigures {
     double tflops = -1;      // averaged over ranks; negative: not measured
-    double min_pct = -1;     // the lowest rank's share of its solo throughput (mean of before and after)
+    double min_pct = -1;     // the lowest rank's share of its solo throughput (solo runs either side)
     double transfer_ms = -1; // the slowest rank's window per operation
     double idle_pct = -1;    // the largest share of a window any rank's GEMM stream sat empty
 };
@@ -245,8 +245,8 @@ struct Row {
     bool has_mpi = false;        // baseline requested
     bool mpi_supported = false;  // and possible for this type/op
     Measure mpi;
-    /* --concurrent-gemm: solo TFLOP/s before and after the passes, averaged over ranks; negative: not
-     * measured */
+    /* --concurrent-gemm: solo TFLOP/s before the first pass and after the last, averaged over ranks;
+     * negative: not measured */
     double gemm_solo = -1, gemm_solo_after = -1;
     GemmFigures gemm_vccl, gemm_base;
 };

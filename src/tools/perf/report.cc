@@ -168,7 +168,7 @@ void print_row(FILE* out, const Options& o, const Row& row) {
     }
     fprintf(out, "\n");
     if (row.gemm_solo >= 0) {
-        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s (%.1f after); during vccl %.1f (lowest rank "
+        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s (%.1f last); during vccl %.1f (lowest rank "
                      "%.1f%% of alone, transfer %.3f ms/op, GEMM idle %.1f%%)", o.gemm_n, o.gemm_n, o.gemm_n,
                 row.gemm_solo, row.gemm_solo_after, row.gemm_vccl.tflops, row.gemm_vccl.min_pct,
                 row.gemm_vccl.transfer_ms, row.gemm_vccl.idle_pct);
