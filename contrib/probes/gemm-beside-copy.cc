@@ -11,7 +11,7 @@
  * set rate) ask whether a slower transfer costs the GEMM less work per byte moved, or only spreads it.
  * Not built by make:
  *   nvcc -O2 -std=c++17 -o gemm-beside-copy contrib/probes/gemm-beside-copy.cc -lcublas -ldl -lpthread
- *   ./gemm-beside-copy [N=8192] [SECONDS_PER_PATTERN=2]
+ *   ./gemm-beside-copy [N=8192] [SECONDS_PER_PATTERN=2] [gemm1]
  */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -129,6 +129,8 @@ bool pace_allows(const CopyLane& l) {
 int main(int argc, char** argv) {
     int n = argc > 1 ? atoi(argv[1]) : 8192;
     double seconds = argc > 2 ? atof(argv[2]) : 2.0;
+    /* "gemm1": GPU 1 runs the same GEMM back to back throughout (untimed), as a 2-rank job's other rank does */
+    bool gemm_on_1 = argc > 3 && strcmp(argv[3], "gemm1") == 0;
     int ngpu = 0;
     CHECK(cudaGetDeviceCount(&ngpu));
     if (ngpu < 2) {
@@ -165,12 +167,45 @@ int main(int argc, char** argv) {
         return 1;
     }
     const float alpha = 1.0f, beta = 0.0f;
-    auto gemm = [&] {
-        if (cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b, CUDA_R_16BF, n, &beta, c,
+    auto gemm_on = [&](cublasHandle_t h, const void* ga, const void* gb, void* gc) {
+        if (cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, ga, CUDA_R_16BF, n, gb, CUDA_R_16BF, n, &beta, gc,
                          CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS) {
             fprintf(stderr, "cublasGemmEx failed\n");
             exit(1);
         }
+    };
+    auto gemm = [&] { gemm_on(blas, a, b, c); };
+    /* The optional GEMM on GPU 1: its own matrices, handle, stream and one event per GEMM in flight. */
+    cublasHandle_t blas1 = nullptr;
+    cudaStream_t gemm1_stream = nullptr;
+    void *a1 = nullptr, *b1 = nullptr, *c1 = nullptr;
+    std::vector<cudaEvent_t> gemm1_done(3);
+    long gemms1 = 0;
+    if (gemm_on_1) {
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaMalloc(&a1, bytes));
+        CHECK(cudaMalloc(&b1, bytes));
+        CHECK(cudaMalloc(&c1, bytes));
+        CHECK(cudaMemcpy(a1, host.data(), bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(b1, host.data(), bytes, cudaMemcpyHostToDevice));
+        CHECK(cudaStreamCreateWithFlags(&gemm1_stream, cudaStreamNonBlocking));
+        if (cublasCreate(&blas1) != CUBLAS_STATUS_SUCCESS || cublasSetStream(blas1, gemm1_stream) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "cublasCreate on GPU 1 failed\n");
+            return 1;
+        }
+        for (cudaEvent_t& e : gemm1_done) CHECK(cudaEventCreate(&e));
+        CHECK(cudaSetDevice(0));
+    }
+    /* Keeps three GEMMs queued on GPU 1 (when asked for); called from every polling loop. */
+    auto keep_gemm1_going = [&] {
+        if (!gemm_on_1) return;
+        cudaEvent_t& e = gemm1_done[size_t(gemms1 % 3)];
+        if (gemms1 >= 3 && cudaEventQuery(e) != cudaSuccess) return;
+        CHECK(cudaSetDevice(1));
+        gemm_on(blas1, a1, b1, c1);
+        CHECK(cudaEventRecord(e, gemm1_stream));
+        gemms1 += 1;
+        CHECK(cudaSetDevice(0));
     };
 
     /* Copy buffers: 1 GiB each way on each GPU, plus a local destination on GPU 0. */
@@ -236,7 +271,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Result> results;
     for (Pattern& p : patterns) {
-        /* Copies start first and run 100 ms before the GEMM window opens. */
+        /* Copies start first and run 100 ms before the GEMM window opens; t0 fires once the lead's GEMMs are done. */
         for (CopyLane& l : p.lanes) {
             l.issued = 0;
             l.bytes = 0;
@@ -249,11 +284,20 @@ int main(int argc, char** argv) {
                     issue_copy(&l);
             }
             CHECK(cudaSetDevice(0));
+            keep_gemm1_going();
         };
+        /* The GEMM runs through the lead too (untimed), so the window does not open on a GPU that idled. */
         auto lead = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
-        while (std::chrono::steady_clock::now() < lead) {
+        for (long lead_gemms = 0; std::chrono::steady_clock::now() < lead;) {
             keep_copies_going();
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            cudaEvent_t& e = gemm_done[size_t(lead_gemms % kGemmsInFlight)];
+            if (lead_gemms < kGemmsInFlight || cudaEventQuery(e) == cudaSuccess) {
+                gemm();
+                CHECK(cudaEventRecord(e, gemm_stream));
+                lead_gemms += 1;
+            } else {
+                std::this_thread::sleep_for(std::chrono::microseconds(20));
+            }
         }
         double bytes_before = 0;
         for (CopyLane& l : p.lanes) bytes_before += l.bytes;
@@ -308,8 +352,9 @@ int main(int argc, char** argv) {
      * power cap is what slows the GEMM, moving a byte costs a fixed amount of energy and so of GEMM work, and
      * pacing the copies spreads the loss without shrinking it: the column then stays flat. */
     double solo = (results.front().tflops + results.back().tflops) / 2;
-    printf("# GEMM %dx%dx%d bf16 on GPU 0, %.1f s per pattern; copies of 1 GiB (paced: 64 MiB), %d in flight per "
-           "lane; %%solo against the mean of both solo runs (%.1f TFLOP/s)\n", n, n, n, seconds, kCopiesInFlight, solo);
+    printf("# GEMM %dx%dx%d bf16 on GPU 0%s, %.1f s per pattern; copies of 1 GiB (paced: 64 MiB), %d in flight per "
+           "lane; %%solo against the mean of both solo runs (%.1f TFLOP/s)\n", n, n, n,
+           gemm_on_1 ? " (and untimed on GPU 1)" : "", seconds, kCopiesInFlight, solo);
     printf("%-30s %9s %7s %9s %11s %8s %8s %7s %6s %6s\n", "pattern", "TFLOP/s", "%solo", "copy GB/s", "TFLOP/GB lost",
            "SM MHz", "mem MHz", "watts", "%pcap", "%therm");
     for (size_t i = 0; i < results.size(); ++i) {
