@@ -24,7 +24,10 @@ SideStream::~SideStream() { release(); }
 
 void SideStream::release() {
     // Neither call waits for the device: CUDA frees a stream's and an event's resources once their work is done.
-    if (stream_ != nullptr) cudaStreamDestroy(st(stream_));
+    for (vcclStream_t& s : by_priority_) {
+        if (s != nullptr) cudaStreamDestroy(st(s));
+        s = nullptr;
+    }
     if (fork_event_ != nullptr) cudaEventDestroy(ev(fork_event_));
     for (void*& m : marks_) {
         if (m != nullptr) cudaEventDestroy(ev(m));
@@ -35,28 +38,47 @@ void SideStream::release() {
     device_ = -1;
 }
 
+vcclResult_t SideStream::make_events() {
+    cudaEvent_t e = nullptr;
+    vcclResult_t r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+    fork_event_ = r == vcclSuccess ? e : nullptr;
+    for (int i = 0; i < kMarks && r == vcclSuccess; ++i) {
+        r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+        marks_[i] = r == vcclSuccess ? e : nullptr;
+    }
+    return r;
+}
+
 vcclResult_t SideStream::fork(vcclStream_t main) {
     int device = 0;
     if (!stream_device(main, &device)) return set_last_error(vcclUnhandledCudaError, "cannot tell the stream's GPU");
-    if (stream_ != nullptr && device != device_) release();
-    if (stream_ == nullptr) {
+    if (device_ != -1 && device != device_) release();
+    // The caller's priority: kernels of a call on a high-priority stream (what PyTorch can give its
+    // communication streams) must not run at the default priority here, behind a GEMM's blocks.
+    int priority = 0;
+    if (cudaStreamGetPriority(st(main), &priority) != cudaSuccess) {
+        cudaGetLastError(); // not sticky; the default priority will do
+        priority = 0;
+    }
+    vcclStream_t& side = by_priority_[priority_slot(priority)];
+    if (side == nullptr || fork_event_ == nullptr) {
         DeviceScope scope(device);
-        cudaStream_t s = nullptr;
-        VCCL_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate (second stream of the communicator)"));
-        stream_ = s;
-        device_ = device;
-        cudaEvent_t e = nullptr;
-        vcclResult_t r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-        fork_event_ = e;
-        for (int i = 0; i < kMarks && r == vcclSuccess; ++i) {
-            r = check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
-            marks_[i] = r == vcclSuccess ? e : nullptr;
+        if (side == nullptr) {
+            cudaStream_t s = nullptr;
+            VCCL_RETURN_IF_ERROR(check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority),
+                                       "cudaStreamCreateWithPriority (second stream of the communicator)"));
+            side = s;
         }
-        if (r != vcclSuccess) {
-            release();
-            return r;
+        device_ = device;
+        if (fork_event_ == nullptr) {
+            vcclResult_t r = make_events();
+            if (r != vcclSuccess) {
+                release();
+                return r;
+            }
         }
     }
+    stream_ = side;
     VCCL_RETURN_IF_ERROR(check(cudaEventRecord(ev(fork_event_), st(main)), "cudaEventRecord"));
     return check(cudaStreamWaitEvent(st(stream_), ev(fork_event_), 0), "cudaStreamWaitEvent");
 }

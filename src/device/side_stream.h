@@ -22,10 +22,11 @@ public:
     SideStream(const SideStream&) = delete;
     SideStream& operator=(const SideStream&) = delete;
 
-    /* The side stream waits for the work enqueued on `main` so far. Makes the stream on first use (again when
-     * `main` belongs to another GPU than the last one). */
+    /* The side stream waits for the work enqueued on `main` so far. The side stream has `main`'s priority:
+     * one stream per priority seen, each made on first use (all again when `main` belongs to another GPU than
+     * the last one). */
     vcclResult_t fork(vcclStream_t main);
-    /* The side stream itself; valid after a successful fork(). */
+    /* The side stream of the last fork(); valid after a successful one. */
     vcclStream_t stream() const { return stream_; }
     /* Records how far the side stream got in mark `slot` (0 .. kMarks - 1); a later mark of the same slot
      * replaces it, so wait for it first. */
@@ -38,7 +39,14 @@ public:
     void release();
 
 private:
-    vcclStream_t stream_ = nullptr;
+    /* CUDA's stream priorities run from 0 (the default, lowest) down to a greatest priority of -5 on current
+     * GPUs; a greater one, should a GPU offer it, shares the last slot. */
+    static constexpr int kPrioritySlots = 8;
+    static int priority_slot(int priority) { return priority >= 0 ? 0 : -priority < kPrioritySlots ? -priority : kPrioritySlots - 1; }
+    vcclResult_t make_events();
+
+    vcclStream_t by_priority_[kPrioritySlots] = {};
+    vcclStream_t stream_ = nullptr; // one of by_priority_
     void* fork_event_ = nullptr;
     void* marks_[kMarks] = {};
     int device_ = -1;

@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -1594,6 +1595,8 @@ TEST(GpuP2p, NoKernelNoHostFunctionDuringSendRecv) {
 struct DeviceActivity {
     int kernels = 0, memcpys = 0;
     std::string kernel_names;
+    std::vector<uint32_t> kernel_streams;        // CUPTI's stream id of each kernel (CUDA 13 records only)
+    std::map<uint32_t, uint32_t> stream_priority; // streams created meanwhile: id -> priority (as CUPTI stores it)
 };
 std::mutex g_activity_mutex; // CUPTI hands buffers over on its own thread
 DeviceActivity g_activity;
@@ -1616,8 +1619,14 @@ void CUPTIAPI activity_buffer_completed(CUcontext, uint32_t, uint8_t* buf, size_
             const char* name = nullptr; // older records differ in layout: count only
 #endif
             if (g_activity.kernel_names.size() < 300) g_activity.kernel_names += std::string(" ") + (name ? name : "?");
+#if defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
+            g_activity.kernel_streams.push_back(reinterpret_cast<const CUpti_ActivityKernel10*>(rec)->streamId);
+#endif
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             ++g_activity.memcpys;
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_STREAM) {
+            const auto* st = reinterpret_cast<const CUpti_ActivityStream*>(rec);
+            g_activity.stream_priority[st->streamId] = st->priority;
         }
     }
     free(buf);
@@ -1636,13 +1645,18 @@ DeviceActivity activity_of(const std::function<void()>& work) {
     return g_activity;
 }
 
+/* Once per process: CUPTI takes one pair of buffer callbacks. */
+bool activity_callbacks_registered() {
+    static bool registered = cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) ==
+                             CUPTI_SUCCESS;
+    return registered;
+}
+
 TEST(GpuP2p, DeviceRunsNoKernelForSendRecv) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
-    static bool registered = cuptiActivityRegisterCallbacks(activity_buffer_requested, activity_buffer_completed) ==
-                             CUPTI_SUCCESS;
-    ASSERT_ALL_RANKS_WHY(registered, std::string("cuptiActivityRegisterCallbacks failed"));
+    ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
     struct RecordsOff { // also when an assertion returns early: later tests run without activity records
         ~RecordsOff() {
             cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
@@ -1692,6 +1706,84 @@ TEST(GpuP2p, DeviceRunsNoKernelForSendRecv) {
     }
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
+
+#if defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
+/* A call on a high-priority stream (what PyTorch can give its communication streams) must not run part of its work
+ * at the default priority: the reduction kernels of an AllReduce in pieces run on the communicator's second stream
+ * (device/side_stream.h), which takes the caller's stream's priority. Beside a GEMM that holds every SM, a kernel
+ * at the default priority waits behind the GEMM's queued blocks. CUPTI's records give each kernel's stream and the
+ * priority of the streams created while they are on; the communicator is made inside the records, so its second
+ * streams are too. Copy engines and pieces of 64 KiB, so the pieces' reductions run there. */
+TEST(GpuStreamPriority, SecondStreamTakesTheCallersPriority) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    int least = 0, greatest = 0;
+    ASSERT_ALL_RANKS(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
+    ASSERT_ALL_RANKS(greatest < least); // every GPU since Kepler has more than one priority
+    ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
+    struct RecordsOff {
+        ~RecordsOff() {
+            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_STREAM);
+            cuptiActivityFlushAll(1);
+        }
+    } records_off;
+    bool enabled = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
+                   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_STREAM) == CUPTI_SUCCESS;
+    ASSERT_ALL_RANKS_WHY(enabled, std::string("cuptiActivityEnable failed"));
+    const size_t elems = 600000; // 2.4 MB: 37 pieces of 64 KiB
+    DevBuf a(elems * 4), b(elems * 4);
+    ASSERT_ALL_RANKS(a.base != nullptr && b.base != nullptr);
+    cudaMemset(a.ptr(), 0, elems * 4);
+    cudaDeviceSynchronize();
+    std::string why;
+    for (bool high : {true, false}) {
+        if (!why.empty()) break;
+        const int priority = high ? greatest : least;
+        cudaStream_t caller = nullptr;
+        CUcontext ctx = nullptr;
+        uint32_t caller_id = 0;
+        decltype(&cuCtxGetCurrent) get_ctx = nullptr; // the test does not link the driver library
+        cudaDriverEntryPointQueryResult q;
+        bool made = cudaStreamCreateWithPriority(&caller, cudaStreamNonBlocking, priority) == cudaSuccess &&
+                    cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&get_ctx), 12000,
+                                                     cudaEnableDefault, &q) == cudaSuccess &&
+                    q == cudaDriverEntryPointSuccess && get_ctx(&ctx) == CUDA_SUCCESS &&
+                    cuptiGetStreamIdEx(ctx, caller, 0, &caller_id) == CUPTI_SUCCESS;
+        ASSERT_ALL_RANKS_WHY(made, std::string("cannot make a stream of priority ") + std::to_string(priority) +
+                                       " or learn CUPTI's id of it");
+        vcclResult_t rc = vcclInternalError;
+        DeviceActivity act = activity_of([&] {
+            vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "0"},
+                                             {"VCCL_ALLREDUCE_KERNEL_BYTES", "0"},
+                                             {"VCCL_REDUCE_PIPELINE_BYTES", "64K"}});
+            if (comm == nullptr) return;
+            rc = vcclAllReduce(a.ptr(), b.ptr(), elems, vcclUint32, vcclSum, comm, caller);
+            cudaStreamSynchronize(caller);
+            vcclCommDestroy(comm);
+        });
+        cudaStreamDestroy(caller);
+        std::string label = high ? "caller's stream at the greatest priority" : "caller's stream at the default priority";
+        int elsewhere = 0;
+        for (uint32_t id : act.kernel_streams) {
+            if (id == caller_id) continue;
+            ++elsewhere;
+            auto it = act.stream_priority.find(id);
+            if (it == act.stream_priority.end()) {
+                why = label + ": a kernel ran on stream " + std::to_string(id) + ", not made during the call";
+            } else if (it->second != uint32_t(priority)) {
+                why = label + ": a kernel ran on the second stream at priority " + std::to_string(int32_t(it->second)) +
+                      ", want " + std::to_string(priority);
+            }
+        }
+        if (why.empty() && rc != vcclSuccess) why = label + ": AllReduce returned " + result_str(rc);
+        if (why.empty() && elsewhere == 0)
+            why = label + ": no kernel ran beside the caller's stream (" + std::to_string(act.kernel_streams.size()) +
+                  " kernels in all), so this test checks nothing";
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+#endif
 #endif
 
 /* Staged collectives larger than VCCL_STAGING_CHUNK_BYTES run as pieces whose copies overlap the network

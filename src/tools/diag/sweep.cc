@@ -122,7 +122,7 @@ Buffers alloc(const SweepOptions& o) {
         const vperf::DeviceAlloc how = vperf::DeviceAlloc::Cuda;
         ok = vperf::device_select(local, &dev, &error) &&
              (b.send = vperf::device_alloc(o.bytes, how, &error)) != nullptr &&
-             (b.recv = vperf::device_alloc(o.bytes, how, &error)) != nullptr && vperf::stream_create(&b.stream, &error);
+             (b.recv = vperf::device_alloc(o.bytes, how, &error)) != nullptr && vperf::stream_create(&b.stream, false, &error);
     } else {
         b.send = malloc(o.bytes);
         b.recv = malloc(o.bytes);

@@ -199,9 +199,14 @@ bool device_copy(void* dst, const void* src, size_t bytes, std::string* error) {
            ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize", error);
 }
 
-bool stream_create(void** stream, std::string* error) {
+bool stream_create(void** stream, bool high, std::string* error) {
+    int least = 0, greatest = 0;
+    if (high && !ok(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange", error))
+        return false;
     cudaStream_t s = nullptr;
-    if (!ok(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate", error)) return false;
+    if (!ok(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, high ? greatest : least),
+            "cudaStreamCreateWithPriority", error))
+        return false;
     *stream = s;
     return true;
 }
@@ -233,7 +238,7 @@ bool device_copy(void*, const void*, size_t, std::string* error) {
     *error = kNoCuda;
     return false;
 }
-bool stream_create(void**, std::string* error) {
+bool stream_create(void**, bool, std::string* error) {
     *error = kNoCuda;
     return false;
 }

@@ -329,6 +329,8 @@ int validate(const Options& o, int rank, int nranks) {
         error = "--baseline nccl needs device buffers: add -m cuda";
     } else if (o.device_alloc != DeviceAlloc::Cuda && o.memory != Memory::Cuda) {
         error = "--alloc chooses how device buffers are allocated: add -m cuda";
+    } else if (o.high_priority && o.memory != Memory::Cuda) {
+        error = "--stream-priority sets the priority of the stream device buffers use: add -m cuda";
     } else if (o.gemm_n > 0 && o.memory != Memory::Cuda) {
         error = "--concurrent-gemm needs device buffers: add -m cuda";
     } else if (coll_has_root(o.coll) && o.root >= nranks) {
@@ -370,7 +372,7 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (o.baseline == Baseline::TelemetryPaused || o.baseline == Baseline::Self) g_paired_comm = comm;
     void* stream = nullptr;
     std::string error;
-    if (o.memory == Memory::Cuda && !stream_create(&stream, &error)) die("stream", error);
+    if (o.memory == Memory::Cuda && !stream_create(&stream, o.high_priority, &error)) die("stream", error);
 
     Shape largest = make_shape(o.coll, o.max_bytes, o.dtype, nranks);
     Buffers buf(o.memory, o.device_alloc, o.dtype);

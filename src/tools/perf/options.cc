@@ -93,6 +93,7 @@ int finish_soak_options(int argc, char** argv, bool verbose, bool max_given, Opt
     if (o->baseline != Baseline::None) return usage("has no baseline");
     if (o->gemm_n > 0) return usage("has no --concurrent-gemm");
     if (o->cpu) return usage("has no --cpu");
+    if (o->high_priority) return usage("runs on host memory only: --stream-priority does not apply");
     if (o->premul) return usage("draws its own operations: -o premulsum is not one of them");
     if (o->bootstrap != Bootstrap::Mpi) return usage("creates its communicators with vcclCommInitMPI only");
     if (!max_given) o->max_bytes = size_t(1) << 20;
@@ -197,6 +198,9 @@ void print_usage(FILE* out) {
             "                           N 8192) on a stream of its own, alone and then while -n operations of\n"
             "                           the collective run (and the NCCL baseline's, with --baseline nccl), and\n"
             "                           print the GEMM's TFLOP/s during the transfer against alone\n"
+            "      --stream-priority high|default\n"
+            "                           (-m cuda) create the benchmark's stream, which vccl and the NCCL\n"
+            "                           baseline both use, at CUDA's greatest priority (or the default)\n"
             "      --cpu                the processor use of the timed operations, percent of one core, mean\n"
             "                           over ranks: the whole process and its threads other than the calling\n"
             "                           one (the library's and runtime's own threads); also for the baseline\n"
@@ -218,7 +222,7 @@ void print_usage(FILE* out) {
 
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
     enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu };
+           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu, kOptPriority };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -245,6 +249,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"progress", required_argument, nullptr, kOptProgress},
         {"concurrent-gemm", optional_argument, nullptr, kOptGemm},
         {"cpu", no_argument, nullptr, kOptCpu},
+        {"stream-priority", required_argument, nullptr, kOptPriority},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
@@ -394,6 +399,11 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             break;
         case kOptCpu:
             o.cpu = true;
+            break;
+        case kOptPriority:
+            if (strcasecmp(optarg, "high") == 0) o.high_priority = true;
+            else if (strcasecmp(optarg, "default") == 0) o.high_priority = false;
+            else return fail("stream priority (--stream-priority high|default)", optarg);
             break;
         case 'h':
             if (verbose) print_usage(stdout);

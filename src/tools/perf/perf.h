@@ -72,6 +72,7 @@ struct Options {
     int soak_progress = 60;           // --progress SECONDS between progress lines (0: none)
     int gemm_n = 0;                   // --concurrent-gemm[=N]: N x N x N bf16 GEMM beside the transfer; 0: off
     DeviceAlloc device_alloc = DeviceAlloc::Cuda; // --alloc
+    bool high_priority = false;       // --stream-priority high: the benchmark's stream at CUDA's greatest priority
     bool cpu = false;                 // --cpu: print processor use columns (the JSON has them always)
 };
 
@@ -117,7 +118,8 @@ void* device_alloc(size_t bytes, DeviceAlloc how, std::string* error);
 void device_free(void* p); // whichever way device_alloc made it
 const char* device_alloc_name(DeviceAlloc how);
 bool device_copy(void* dst, const void* src, size_t bytes, std::string* error);
-bool stream_create(void** stream, std::string* error);
+/* A non-blocking stream on the current GPU; `high`: at the greatest priority the GPU offers. */
+bool stream_create(void** stream, bool high, std::string* error);
 bool stream_sync(void* stream, std::string* error);
 void stream_destroy(void* stream);
 

@@ -117,6 +117,7 @@ void print_header(FILE* out, const Options& o, int nranks, const std::vector<std
             memory_name(o.memory), o.memory == Memory::Cuda ? " alloc " : "",
             o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "", bootstrap_name(o.bootstrap),
             kAverageNames[o.average], baseline_name(o.baseline));
+    if (o.high_priority) fprintf(out, "# stream priority: high (the greatest the GPU offers)\n");
     fprintf(out, "#\n# Using ranks\n");
     for (const std::string& line : rank_lines) fprintf(out, "%s\n", line.c_str());
     fprintf(out, "#\n");
@@ -221,6 +222,7 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
     fprintf(f, "  \"memory\": \"%s\",\n  \"alloc\": \"%s\",\n  \"bootstrap\": \"%s\",\n  \"baseline\": \"%s\",\n",
             memory_name(o.memory), o.memory == Memory::Cuda ? device_alloc_name(o.device_alloc) : "host",
             bootstrap_name(o.bootstrap), baseline_name(o.baseline));
+    fprintf(f, "  \"stream_priority\": \"%s\",\n", o.high_priority ? "high" : "default");
     fprintf(f, "  \"min_bytes\": %zu,\n  \"max_bytes\": %zu,\n  \"step_factor\": %zu,\n  \"step_bytes\": %zu,\n",
             o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes);
     fprintf(f, "  \"iters\": %d,\n  \"warmup_iters\": %d,\n  \"check\": %d,\n  \"time_across_ranks\": ", o.iters,
