@@ -219,7 +219,7 @@ def main():
     for dtype in ((torch.float32, torch.float16) if make_premul is not None else ()):
         tol = 1e-3 if dtype == torch.float16 else 1e-6
         # 1021 elements (one kernel) and 2^24 + 3 (64 MiB of float: vccl's copy-engine path); values below
-        # 1021, so every sum stays under 2048 and is exact in half
+        # 1021, so with the 2 ranks run_torch_test.sh starts every sum stays under 2048 and is exact in half
         for count in (1021, (1 << 24) + 3):
             base = (torch.arange(count, device=dev) % 1021).to(dtype)
             want = ((base * world + world * (world - 1) // 2).double() * 0.25).to(dtype)

@@ -218,11 +218,22 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
     }
     if (!cuda_ok(cudaEventRecord(g.transfer_begin, ts), "cudaEventRecord", error)) return false;
     /* A thread of its own keeps kInFlight GEMMs queued until the transfer has finished. Fed from this thread,
-     * the GEMM stream ran dry whenever the library's calls held the caller for longer than kInFlight GEMMs
-     * take (a full stream queue, a wait for the peer), and that idle time counted as slowdown. */
+     * the GEMM stream would run dry whenever the library's calls held the caller for longer than kInFlight
+     * GEMMs take (a full stream queue, a wait for the peer), and that idle time would count as slowdown
+     * (GemmDuring::idle_pct shows what is left of it). */
     std::atomic<bool> transfer_enqueued{false};
     std::string feeder_error;
     bool feeder_ok = true;
+    /* Any answer but "done" or "not yet" (a sticky error after a failed kernel) ends the feeder with an error:
+     * polling on would spin forever and leave the other ranks waiting. */
+    auto done = [&](cudaEvent_t e, bool* finished) {
+        cudaError_t q = cudaEventQuery(e);
+        *finished = q == cudaSuccess;
+        if (q == cudaSuccess || q == cudaErrorNotReady) return true;
+        feeder_ok = false;
+        feeder_error = std::string("--concurrent-gemm: cudaEventQuery: ") + cudaGetErrorString(q);
+        return false;
+    };
     std::thread feeder([&] {
         if (cudaSetDevice(device) != cudaSuccess) {
             feeder_ok = false;
@@ -230,7 +241,9 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
             return;
         }
         for (;;) {
-            if (cudaEventQuery(g.end[size_t(issued - kInFlight)]) == cudaSuccess) {
+            bool finished = false;
+            if (!done(g.end[size_t(issued - kInFlight)], &finished)) return;
+            if (finished) {
                 if (issued == kMaxGemms) return;
                 if (!enqueue_gemm(issued, &feeder_error)) {
                     feeder_ok = false;
@@ -240,10 +253,22 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
                 continue;
             }
             /* transfer_end is only queried once recorded: an event never recorded reports complete. */
-            if (transfer_enqueued.load() && cudaEventQuery(g.transfer_end) == cudaSuccess) return;
+            if (transfer_enqueued.load()) {
+                if (!done(g.transfer_end, &finished)) return;
+                if (finished) return;
+            }
             usleep(20);
         }
     });
+    /* Joins the feeder on every way out of this scope, an exception from the transfer's calls included. */
+    struct JoinFeeder {
+        std::thread& t;
+        std::atomic<bool>& enqueued;
+        ~JoinFeeder() {
+            enqueued.store(true);
+            if (t.joinable()) t.join();
+        }
+    } join_feeder{feeder, transfer_enqueued};
     enqueue_transfer();
     bool recorded = cuda_ok(cudaEventRecord(g.transfer_end, ts), "cudaEventRecord", error);
     if (!recorded) cudaEventRecord(g.transfer_end, nullptr); // lets the feeder stop on a legacy-stream event

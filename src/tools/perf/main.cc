@@ -299,8 +299,7 @@ void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, v
         f.transfer_ms = highest(d.transfer_ms) / o.iters;
         f.idle_pct = highest(d.idle_pct);
     }
-    row->gemm_solo = mean(solo[0]);
-    row->gemm_solo_after = mean(solo[passes]);
+    for (int i = 0; i <= passes; ++i) row->gemm_solos.push_back(mean(solo[i]));
 }
 
 void fill_or_die(Buffers& buf, const Options& o, const Shape& shape, int rank, int nranks, bool in_place) {

@@ -247,9 +247,9 @@ struct Row {
     bool has_mpi = false;        // baseline requested
     bool mpi_supported = false;  // and possible for this type/op
     Measure mpi;
-    /* --concurrent-gemm: solo TFLOP/s before the first pass and after the last, averaged over ranks;
-     * negative: not measured */
-    double gemm_solo = -1, gemm_solo_after = -1;
+    /* --concurrent-gemm: TFLOP/s of the solo runs before, between and after the passes, averaged over ranks;
+     * empty: not measured */
+    std::vector<double> gemm_solos;
     GemmFigures gemm_vccl, gemm_base;
 };
 

@@ -168,11 +168,13 @@ void print_row(FILE* out, const Options& o, const Row& row) {
         if (row.has_mpi) print_cpu(out, row.mpi_supported ? row.mpi.cpu : CpuUse());
     }
     fprintf(out, "\n");
-    if (row.gemm_solo >= 0) {
-        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %.1f TFLOP/s (%.1f last); during vccl %.1f (lowest rank "
-                     "%.1f%% of alone, transfer %.3f ms/op, GEMM idle %.1f%%)", o.gemm_n, o.gemm_n, o.gemm_n,
-                row.gemm_solo, row.gemm_solo_after, row.gemm_vccl.tflops, row.gemm_vccl.min_pct,
-                row.gemm_vccl.transfer_ms, row.gemm_vccl.idle_pct);
+    if (!row.gemm_solos.empty()) {
+        std::string solos;
+        for (double t : row.gemm_solos) solos += (solos.empty() ? "" : " / ") + std::to_string(int(t + 0.5));
+        fprintf(out, "#   GEMM %dx%dx%d bf16 beside it: alone %s TFLOP/s (solo runs before%s the passes); during vccl %.1f "
+                     "(lowest rank %.1f%% of the solo runs either side, transfer %.3f ms/op, GEMM idle %.1f%%)", o.gemm_n,
+                o.gemm_n, o.gemm_n, solos.c_str(), row.gemm_solos.size() > 2 ? ", between and after" : " and after",
+                row.gemm_vccl.tflops, row.gemm_vccl.min_pct, row.gemm_vccl.transfer_ms, row.gemm_vccl.idle_pct);
         if (row.gemm_base.tflops >= 0)
             fprintf(out, "; during %s %.1f (lowest rank %.1f%%, transfer %.3f ms/op, GEMM idle %.1f%%)",
                     baseline_name(o.baseline), row.gemm_base.tflops, row.gemm_base.min_pct, row.gemm_base.transfer_ms,
@@ -242,9 +244,10 @@ bool write_json(const std::string& path, const Options& o, int nranks, const std
         } else if (r.has_mpi) {
             fprintf(f, ", \"%s\": null", baseline_name(o.baseline));
         }
-        if (r.gemm_solo >= 0) {
-            fprintf(f, ", \"gemm\": {\"n\": %d, \"solo_tflops\": %.3f, \"solo_after_tflops\": %.3f", o.gemm_n,
-                    r.gemm_solo, r.gemm_solo_after);
+        if (!r.gemm_solos.empty()) {
+            fprintf(f, ", \"gemm\": {\"n\": %d, \"solo_runs_tflops\": [", o.gemm_n);
+            for (size_t i = 0; i < r.gemm_solos.size(); ++i) fprintf(f, "%s%.3f", i ? ", " : "", r.gemm_solos[i]);
+            fprintf(f, "]");
             json_gemm(f, "vccl", r.gemm_vccl);
             if (r.gemm_base.tflops >= 0) json_gemm(f, baseline_name(o.baseline), r.gemm_base);
             fprintf(f, "}");
