@@ -45,6 +45,11 @@ constexpr int kInFlight = 3;
 constexpr int kSoloGemms = 20;
 constexpr int kSoloWarmMs = 200;
 constexpr int kSoloMs = 300;
+/* After the transfer the GEMM runs on this long, timed too. A GPU at its power cap lets a short burst of
+ * copies draw more for a moment and then holds the clocks down to pay it back: beside 20 back-to-back 1 GiB
+ * send/recv (55 ms) the GEMM kept 101% inside the window, and the solo run started right after it ran 7%
+ * slower (run221). Counting the 500 ms after the window catches that repayment. */
+constexpr int kTailMs = 500;
 /* A window holds at most this many GEMMs (their events are created once). */
 constexpr int kMaxGemms = 4096;
 
@@ -240,7 +245,10 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
             feeder_error = "--concurrent-gemm: cudaSetDevice in the GEMM thread failed";
             return;
         }
+        bool in_tail = false; // the transfer has finished: GEMMs go on until tail_until
+        std::chrono::steady_clock::time_point tail_until;
         for (;;) {
+            if (in_tail && std::chrono::steady_clock::now() >= tail_until) return;
             bool finished = false;
             if (!done(g.end[size_t(issued - kInFlight)], &finished)) return;
             if (finished) {
@@ -253,9 +261,12 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
                 continue;
             }
             /* transfer_end is only queried once recorded: an event never recorded reports complete. */
-            if (transfer_enqueued.load()) {
+            if (!in_tail && transfer_enqueued.load()) {
                 if (!done(g.transfer_end, &finished)) return;
-                if (finished) return;
+                if (finished) {
+                    in_tail = true;
+                    tail_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kTailMs);
+                }
             }
             usleep(20);
         }
@@ -288,12 +299,16 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
                  " GEMMs; use fewer iterations (-n) or a larger GEMM (--concurrent-gemm=N)";
         return false;
     }
+    const double t2 = at_ms(g.end[size_t(issued) - 1]); // the tail's end
     double work = 0; // GEMMs' worth of work done inside [t0, t1]
+    double work_to_t2 = 0; // ... inside [t0, t2]
     double idle = 0; // time inside [t0, t1] between one GEMM's end and the next one's start
     for (int i = 0; i < issued; ++i) {
         double b = at_ms(g.begin[size_t(i)]), e = at_ms(g.end[size_t(i)]);
         double overlap = std::min(e, t1) - std::max(b, t0);
         if (overlap > 0 && e > b) work += overlap / (e - b);
+        overlap = std::min(e, t2) - std::max(b, t0);
+        if (overlap > 0 && e > b) work_to_t2 += overlap / (e - b);
         if (i + 1 < issued) {
             double gap = std::min(at_ms(g.begin[size_t(i) + 1]), t1) - std::max(e, t0);
             if (gap > 0) idle += gap;
@@ -303,6 +318,8 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
     out->transfer_ms = window;
     out->tflops = window > 0 ? work * flops_per_gemm() / (window * 1e-3) / 1e12 : 0;
     out->idle_pct = window > 0 ? 100.0 * idle / window : 0;
+    out->tail_ms = t2 > t1 ? t2 - t1 : 0;
+    out->tflops_with_tail = t2 > t0 ? work_to_t2 * flops_per_gemm() / ((t2 - t0) * 1e-3) / 1e12 : 0;
     return true;
 }
 

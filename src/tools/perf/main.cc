@@ -298,6 +298,7 @@ void measure_gemm(const Options& o, const Shape& shape, const CallBuffers& cb, v
         f.min_pct = lowest(beside > 0 ? 100.0 * d.tflops / beside : 0);
         f.transfer_ms = highest(d.transfer_ms) / o.iters;
         f.idle_pct = highest(d.idle_pct);
+        f.min_pct_with_tail = lowest(beside > 0 ? 100.0 * d.tflops_with_tail / beside : 0);
     }
     for (int i = 0; i <= passes; ++i) row->gemm_solos.push_back(mean(solo[i]));
 }

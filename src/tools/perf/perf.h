@@ -203,6 +203,8 @@ struct GemmDuring {
     double tflops = 0;      // the GEMM's throughput inside the transfer's window
     double transfer_ms = 0; // the window's length
     double idle_pct = 0;    // share of the window the GEMM stream sat empty (the feeder fell behind)
+    double tail_ms = 0;     // how long the GEMM ran on after the transfer (about 500 ms)
+    double tflops_with_tail = 0; // the throughput over the window and the tail together
 };
 /* GEMMs back to back on their stream, fed by a thread of their own, while `enqueue_transfer` queues work on
  * `transfer_stream` from the calling thread. */
@@ -238,6 +240,7 @@ struct GemmFigures {
     double min_pct = -1;     // the lowest rank's share of its solo throughput (solo runs either side)
     double transfer_ms = -1; // the slowest rank's window per operation
     double idle_pct = -1;    // the largest share of a window any rank's GEMM stream sat empty
+    double min_pct_with_tail = -1; // the same share as min_pct over the window and the ~500 ms after it
 };
 
 struct Row {
