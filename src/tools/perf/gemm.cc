@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "tools/perf/perf.h"
+#include "tools/perf/gemm_window.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -300,20 +301,13 @@ bool gemm_during(void* transfer_stream, const std::function<void()>& enqueue_tra
         return false;
     }
     const double t2 = at_ms(g.end[size_t(issued) - 1]); // the tail's end
-    double work = 0; // GEMMs' worth of work done inside [t0, t1]
-    double work_to_t2 = 0; // ... inside [t0, t2]
-    double idle = 0; // time inside [t0, t1] between one GEMM's end and the next one's start
+    std::vector<double> begins(size_t(issued), 0.0), ends(size_t(issued), 0.0);
     for (int i = 0; i < issued; ++i) {
-        double b = at_ms(g.begin[size_t(i)]), e = at_ms(g.end[size_t(i)]);
-        double overlap = std::min(e, t1) - std::max(b, t0);
-        if (overlap > 0 && e > b) work += overlap / (e - b);
-        overlap = std::min(e, t2) - std::max(b, t0);
-        if (overlap > 0 && e > b) work_to_t2 += overlap / (e - b);
-        if (i + 1 < issued) {
-            double gap = std::min(at_ms(g.begin[size_t(i) + 1]), t1) - std::max(e, t0);
-            if (gap > 0) idle += gap;
-        }
+        begins[size_t(i)] = at_ms(g.begin[size_t(i)]);
+        ends[size_t(i)] = at_ms(g.end[size_t(i)]);
     }
+    const GemmWindow w = gemm_window(begins, ends, t0, t1, t2);
+    const double work = w.work, work_to_t2 = w.work_to_t2, idle = w.idle_ms;
     double window = t1 - t0;
     out->transfer_ms = window;
     out->tflops = window > 0 ? work * flops_per_gemm() / (window * 1e-3) / 1e12 : 0;

@@ -9,6 +9,7 @@
  *   main.cc      MPI start-up, communicator creation, the size loop
  *   soak.cc      --soak: random mixed collectives for a duration, communicator churn, leak check
  *   gemm.cc      --concurrent-gemm: a cuBLAS GEMM beside the transfer, its throughput against running alone
+ *   gemm_window.cc  the GEMM work and idle time inside a transfer's window, from event times (no CUDA)
  */
 #ifndef VCCL_TOOLS_PERF_PERF_H_
 #define VCCL_TOOLS_PERF_PERF_H_
