@@ -17,6 +17,8 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include "../../src/tools/perf/gemm_inputs.h"
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -148,15 +150,7 @@ int main(int argc, char** argv) {
     CHECK(cudaMalloc(&a, bytes));
     CHECK(cudaMalloc(&b, bytes));
     CHECK(cudaMalloc(&c, bytes));
-    std::vector<uint16_t> host(size_t(n) * size_t(n));
-    uint32_t x = 12345;
-    for (uint16_t& v : host) {
-        x = x * 1664525u + 1013904223u;
-        float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
-        uint32_t bits;
-        memcpy(&bits, &f, sizeof(bits));
-        v = uint16_t(bits >> 16);
-    }
+    const std::vector<uint16_t> host = vperf::gemm_bf16_inputs(n); // vccl-perf's GEMM inputs
     CHECK(cudaMemcpy(a, host.data(), bytes, cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(b, host.data(), bytes, cudaMemcpyHostToDevice));
     cublasHandle_t blas;

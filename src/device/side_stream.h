@@ -42,7 +42,10 @@ private:
     /* CUDA's stream priorities run from 0 (the default, lowest) down to a greatest priority of -5 on current
      * GPUs; a greater one, should a GPU offer it, shares the last slot. */
     static constexpr int kPrioritySlots = 8;
-    static int priority_slot(int priority) { return priority >= 0 ? 0 : -priority < kPrioritySlots ? -priority : kPrioritySlots - 1; }
+    static int priority_slot(int priority) {
+        if (priority >= 0) return 0;
+        return -priority < kPrioritySlots ? -priority : kPrioritySlots - 1;
+    }
     vcclResult_t make_events();
 
     vcclStream_t by_priority_[kPrioritySlots] = {};

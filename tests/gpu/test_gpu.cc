@@ -42,6 +42,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1652,21 +1653,31 @@ bool activity_callbacks_registered() {
     return registered;
 }
 
+/* CUPTI activity records of `kinds` while in scope; disabled and flushed on every way out, an assertion's early
+ * return included, so later tests run without them. */
+class ActivityRecords {
+public:
+    explicit ActivityRecords(std::initializer_list<CUpti_ActivityKind> kinds) : kinds_(kinds) {
+        for (CUpti_ActivityKind k : kinds_) enabled_ = cuptiActivityEnable(k) == CUPTI_SUCCESS && enabled_;
+    }
+    ~ActivityRecords() {
+        for (CUpti_ActivityKind k : kinds_) cuptiActivityDisable(k);
+        cuptiActivityFlushAll(1);
+    }
+    bool enabled() const { return enabled_; }
+
+private:
+    std::vector<CUpti_ActivityKind> kinds_;
+    bool enabled_ = true;
+};
+
 TEST(GpuP2p, DeviceRunsNoKernelForSendRecv) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
-    struct RecordsOff { // also when an assertion returns early: later tests run without activity records
-        ~RecordsOff() {
-            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
-            cuptiActivityFlushAll(1);
-        }
-    } records_off;
-    bool enabled = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
-                   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS;
-    ASSERT_ALL_RANKS_WHY(enabled, std::string("cuptiActivityEnable failed"));
+    ActivityRecords records({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY});
+    ASSERT_ALL_RANKS_WHY(records.enabled(), std::string("cuptiActivityEnable failed"));
     Stream s;
     const int rank = world_rank(), n = world_size();
     // The records must show libvccl's kernels: an AllReduce on device memory runs one.
@@ -1721,16 +1732,8 @@ TEST(GpuStreamPriority, SecondStreamTakesTheCallersPriority) {
     ASSERT_ALL_RANKS(cudaDeviceGetStreamPriorityRange(&least, &greatest) == cudaSuccess);
     ASSERT_ALL_RANKS(greatest < least); // every GPU since Kepler has more than one priority
     ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
-    struct RecordsOff {
-        ~RecordsOff() {
-            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-            cuptiActivityDisable(CUPTI_ACTIVITY_KIND_STREAM);
-            cuptiActivityFlushAll(1);
-        }
-    } records_off;
-    bool enabled = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
-                   cuptiActivityEnable(CUPTI_ACTIVITY_KIND_STREAM) == CUPTI_SUCCESS;
-    ASSERT_ALL_RANKS_WHY(enabled, std::string("cuptiActivityEnable failed"));
+    ActivityRecords records({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_STREAM});
+    ASSERT_ALL_RANKS_WHY(records.enabled(), std::string("cuptiActivityEnable failed"));
     const size_t elems = 600000; // 2.4 MB: 37 pieces of 64 KiB
     DevBuf a(elems * 4), b(elems * 4);
     ASSERT_ALL_RANKS(a.base != nullptr && b.base != nullptr);

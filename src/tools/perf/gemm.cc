@@ -11,6 +11,7 @@
  */
 #include "config.h"
 #include "tools/perf/perf.h"
+#include "tools/perf/gemm_inputs.h"
 #include "tools/perf/gemm_window.h"
 
 #include <dlfcn.h>
@@ -146,16 +147,7 @@ bool gemm_init(int n, std::string* error) {
     if (!cuda_ok(cudaMalloc(&g.a, bytes), "cudaMalloc", error) || !cuda_ok(cudaMalloc(&g.b, bytes), "cudaMalloc", error) ||
         !cuda_ok(cudaMalloc(&g.c, bytes), "cudaMalloc", error))
         return false;
-    /* Values in [-1, 1): a GEMM over zeros draws less power and would run at clocks a real one does not. */
-    std::vector<uint16_t> host(size_t(n) * size_t(n));
-    uint32_t x = 12345;
-    for (uint16_t& v : host) {
-        x = x * 1664525u + 1013904223u;
-        float f = float(int32_t(x >> 8) - (1 << 23)) / float(1 << 23);
-        uint32_t bits;
-        memcpy(&bits, &f, sizeof(bits));
-        v = uint16_t(bits >> 16); // bf16: the top half of a float
-    }
+    const std::vector<uint16_t> host = gemm_bf16_inputs(n);
     if (!cuda_ok(cudaMemcpy(g.a, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error) ||
         !cuda_ok(cudaMemcpy(g.b, host.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy", error))
         return false;
