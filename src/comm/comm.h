@@ -115,6 +115,11 @@ bool comm_is_live(const vcclComm* comm);
 void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string& text);
 /* A peer gave up a direct device transfer with comm's rank (IpcP2p::failed_peer): records vcclRemoteError. */
 void comm_note_failed_peer(vcclComm* comm, int who);
+/* Records a peer's failure found without waiting (IpcP2p::failed_peer_polled); true when there is one. */
+bool comm_poll_peer_failure(vcclComm* comm);
+/* Device-path telemetry (comm/device_flows.h): completes the records whose notes have come, after a read of the FAIL
+ * words (waiting at most wait_ms) when some wait for one. The caller holds the operation lock, no staged job runs. */
+void comm_confirm_device_flows(vcclComm* comm, int64_t wait_ms);
 
 namespace testing {
 /* Measurement hook (vccl-perf --baseline telemetry-paused; exported by libvccl.map): pauses (paused != 0) or

@@ -253,14 +253,22 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
 
     if (comm->telemetry && comm->ipc && comm->ipc->note_words() >= 2 * comm->nranks + 1) {
         IpcP2p* ipc = comm->ipc.get(); // outlives device_flows (comm_destroy)
-        comm->device_flows = std::make_unique<DeviceFlows>(comm->telemetry.get(), comm->nranks,
-                                                           [ipc](int word) { return ipc->note_value(word); });
+        comm->device_flows = std::make_unique<DeviceFlows>(
+            comm->telemetry.get(), comm->nranks, [ipc](int word) { return ipc->note_value(word); },
+            [ipc](int peer, uint64_t* clear_ns, bool* failed) { ipc->fail_state(peer, clear_ns, failed); });
     }
     int idle_ms = int(env::get_int(env::kIdleProgressMs));
     if (idle_ms > 0 && (comm->transport->wants_idle_progress() || comm->device_flows)) {
         // Device transfers still outstanding are looked at while idle too, so telemetry shows them done.
         std::function<bool()> poll_device;
-        if (comm->device_flows) poll_device = [flows = comm->device_flows.get()] { return flows->poll(); };
+        if (comm->device_flows) {
+            poll_device = [c = comm.get()] {
+                // Records seen done wait for a read of the FAIL words (comm/device_flows.h): started from here
+                // too while the communicator is idle, at most one per 10 ms.
+                if (c->device_flows->unconfirmed()) comm_poll_peer_failure(c);
+                return c->device_flows->poll();
+            };
+        }
         comm->idle_progress =
             std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
                                            &comm->staged_pending, std::move(poll_device));
@@ -389,7 +397,9 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
         // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
-        if (comm->device_flows) comm->device_flows->poll(); // records whose notes came since the last call
+        // Records whose notes came since the last call, confirmed by a read of the FAIL words (not waited for on
+        // abort: a blocked stream may hold the read).
+        comm_confirm_device_flows(comm, abort ? 0 : 100);
         comm->device_flows.reset(); // before the telemetry and the note words it reads
         if (comm->ipc) {
             int64_t t = comm->settings.op_timeout_ms;

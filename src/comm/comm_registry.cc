@@ -43,13 +43,4 @@ void comm_set_async_error(vcclComm* comm, vcclResult_t error, const std::string&
               text.c_str());
 }
 
-void comm_note_failed_peer(vcclComm* comm, int who) {
-    // Its transfers with this rank that telemetry still times did not move data (comm/device_flows.h).
-    if (comm->device_flows) comm->device_flows->peer_failed(who);
-    comm_set_async_error(comm, vcclRemoteError,
-                         "rank " + std::to_string(who) + " gave up or rejected a direct device transfer or "
-                         "low-latency collective with this rank after it was set up (its call failed, e.g. on "
-                         "mismatched sizes or counts); the data of that operation is not valid");
-}
-
 } // namespace vccl

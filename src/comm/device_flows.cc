@@ -3,15 +3,19 @@
 #include <cstdint>
 #include <utility>
 
+#include "core/clock.h"
+
 namespace vccl {
 
 using telemetry::Dir;
 using telemetry::kDevicePath;
 using PathW = telemetry::Telemetry::PathW;
 
-DeviceFlows::DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note)
-    : telemetry_(telemetry), nranks_(nranks), read_note_(std::move(read_note)), paths_(size_t(nranks), nullptr),
-      pending_(size_t(2 * nranks + 1)), last_note_(size_t(2 * nranks + 1), 0), seen_(size_t(2 * nranks + 1), 0),
+DeviceFlows::DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note,
+                         FailState fail_state)
+    : telemetry_(telemetry), nranks_(nranks), read_note_(std::move(read_note)), fail_state_(std::move(fail_state)),
+      paths_(size_t(nranks), nullptr), pending_(size_t(2 * nranks + 1)), seen_done_(size_t(nranks)),
+      last_note_(size_t(2 * nranks + 1), 0), seen_(size_t(2 * nranks + 1), 0),
       failed_(new std::atomic<bool>[size_t(nranks)]) {
     for (int p = 0; p < nranks; ++p) failed_[size_t(p)].store(false);
     // Looked up once: the lookup was a third of the cost of a counted transfer (telemetry.h).
@@ -90,24 +94,50 @@ void DeviceFlows::peer_failed(int peer) {
 
 bool DeviceFlows::poll() {
     if (outstanding_ == 0) return false;
+    bool any_done = false;
     for (size_t w = 0; w < pending_.size(); ++w) {
-        std::deque<Pending>& q = pending_[w];
+        const std::deque<Pending>& q = pending_[w];
         if (q.empty()) continue;
         // Numbers wrap (skipping 0): a record is done when the word is at or past its number. The highest value
         // seen counts: a word written by two streams could show an older value after a newer one.
         uint32_t done = read_note_(int(w));
         if (done == 0 || int32_t(done - seen_[w]) < 0) done = seen_[w];
         seen_[w] = done;
-        if (done == 0) continue;
-        while (!q.empty() && int32_t(done - q.front().note) >= 0) {
-            const Pending& r = q.front();
-            const bool moved = !failed_[size_t(r.peer)].load(std::memory_order_relaxed);
-            telemetry_->on_complete(r.path, r.dir, r.bytes, r.post_ns, r.tag, moved);
-            q.pop_front();
-            --outstanding_;
+        any_done = any_done || (done != 0 && int32_t(done - q.front().note) >= 0);
+    }
+    if (any_done) {
+        // Read after the notes: a read of the FAIL words that starts after this vouches for what they said.
+        const uint64_t seen_ns = now_ns(), done_ns = telemetry_->now_ns();
+        for (size_t w = 0; w < pending_.size(); ++w) {
+            std::deque<Pending>& q = pending_[w];
+            while (!q.empty() && seen_[w] != 0 && int32_t(seen_[w] - q.front().note) >= 0) {
+                seen_done_[size_t(q.front().peer)].push_back(Seen{q.front(), seen_ns, done_ns});
+                ++unconfirmed_;
+                q.pop_front();
+            }
         }
     }
+    for (int p = 0; p < nranks_ && unconfirmed_ > 0; ++p) {
+        if (!seen_done_[size_t(p)].empty()) confirm(p);
+    }
     return outstanding_ > 0;
+}
+
+/* Completes `peer`'s records seen done that a read of the FAIL words has vouched for: all of them, as failures,
+ * once the peer is known to have given up; else those seen before the latest read that found it had not. */
+void DeviceFlows::confirm(int peer) {
+    uint64_t clear_ns = 0;
+    bool failed = false;
+    fail_state_(peer, &clear_ns, &failed);
+    failed = failed || failed_[size_t(peer)].load(std::memory_order_relaxed);
+    std::deque<Seen>& q = seen_done_[size_t(peer)];
+    while (!q.empty() && (failed || q.front().seen_ns < clear_ns)) {
+        const Seen& s = q.front();
+        telemetry_->on_complete(s.r.path, s.r.dir, s.r.bytes, s.r.post_ns, s.r.tag, !failed, s.done_ns);
+        q.pop_front();
+        --unconfirmed_;
+        --outstanding_;
+    }
 }
 
 } // namespace vccl

@@ -24,14 +24,18 @@
  * Note words: 2 * peer (sends to the peer), 2 * peer + 1 (receives from it), 2 * nranks (kernel calls). A word
  * holds the number of the last transfer noted there; numbers grow by one per timed transfer on that word, and a
  * communicator's device work runs in call order, so every record up to the word's number is done. A record whose
- * note never comes (its stream blocked by a failed peer) stays outstanding, which is what it is. A peer that gave up
- * its transfers with this rank releases this rank's waits without data: the streams go on and write the notes. Once
- * the failure is known here (comm_note_failed_peer: the next call's or vcclCommGetAsyncError's look at the FAIL
- * words), that peer's timed records seen done are recorded as failed, not as data moved (one that had truly finished
- * but was not polled yet is counted failed too). Not caught: records a poll saw done before the failure was known,
- * which the idle-progress thread's polls (about every millisecond) make the common case, and records counted at
- * once, not timed. Telling a released wait from a completed one on the device would need the release to write a
- * value of its own, which it does not.
+ * note never comes (its stream blocked by a failed peer) stays outstanding, which is what it is.
+ *
+ * A note seen is not yet data moved. A peer that gave up its transfers with this rank releases this rank's waits
+ * without data, and the streams go on and write the notes. The release cannot be told from a completion on the
+ * device, but the peer writes its FAIL word in this rank's flags before it releases anything. So a record seen
+ * done waits (still outstanding) until a read of the FAIL words that started after it was seen has landed
+ * (IpcP2p::fail_state): the peer's word unwritten, the record moved data, with the time it was seen; written (or a
+ * low-latency kernel that reported the peer), it is recorded as failed. Those reads come with the calls (at most
+ * one per 10 ms), from the idle-progress thread while records wait (comm_poll_peer_failure), and before
+ * vcclCommGetTelemetry's snapshot and at destroy (failed_peer_now): a record is confirmed about 10-20 ms after its
+ * note, and at once for a snapshot. One that had truly finished before the peer gave up but was seen after the
+ * last clean read is counted failed too. Not covered: records counted at once, not timed.
  *
  * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport;
  * peer_failed() from any thread.
@@ -52,8 +56,11 @@ namespace vccl {
 
 class DeviceFlows {
 public:
-    /* read_note(word): the value the streams last wrote into note word `word` (IpcP2p::note_value). */
-    DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note);
+    /* read_note(word): the value the streams last wrote into note word `word` (IpcP2p::note_value).
+     * fail_state(peer, &clear_ns, &failed): IpcP2p::fail_state, any thread. */
+    using FailState = std::function<void(int, uint64_t*, bool*)>;
+    DeviceFlows(telemetry::Telemetry* telemetry, int nranks, std::function<uint32_t(int)> read_note,
+                FailState fail_state);
 
     static int send_word(int peer) { return 2 * peer; }
     static int recv_word(int peer) { return 2 * peer + 1; }
@@ -79,9 +86,12 @@ public:
     /* Any thread: `peer` gave up transfers with this rank (the header says what follows). */
     void peer_failed(int peer);
 
-    /* Completes every record whose note has been written. Returns whether records are still outstanding. */
+    /* Moves every record whose note has been written to those seen done, and completes those a read of the FAIL
+     * words has vouched for since. Returns whether records are still outstanding, seen done or not. */
     bool poll();
     bool outstanding() const { return outstanding_ > 0; }
+    /* Records seen done that wait for a read of the FAIL words. */
+    bool unconfirmed() const { return unconfirmed_ > 0; }
 
     /* The collective the transfers posted from now on belong to (1 + CollType, and next_collective()), or
      * point-to-point ({0, 0}). */
@@ -104,18 +114,27 @@ private:
         uint32_t note;
         telemetry::TransferTag tag;
     };
+    struct Seen {
+        Pending r;
+        uint64_t seen_ns; // core clock (now_ns), compared with IpcP2p::fail_state's
+        uint64_t done_ns; // telemetry's clock, the completion time recorded
+    };
     uint32_t next_note(int word);
     uint32_t record(int peer, telemetry::Dir dir, uint64_t bytes, int word, uint32_t note);
+    void confirm(int peer);
 
     telemetry::Telemetry* telemetry_;
     int nranks_;
     std::function<uint32_t(int)> read_note_;
+    FailState fail_state_;
     std::vector<telemetry::Telemetry::PathW*> paths_; // path 2 of each peer (NULL for this rank's own)
     std::vector<std::deque<Pending>> pending_; // per note word, in note order
+    std::vector<std::deque<Seen>> seen_done_;  // per peer, in the order seen
     std::vector<uint32_t> last_note_;          // per note word: the last number handed out
     std::vector<uint32_t> seen_;               // per note word: the highest value read (a word never goes back)
     std::unique_ptr<std::atomic<bool>[]> failed_; // per peer: peer_failed() was called
-    size_t outstanding_ = 0;
+    size_t outstanding_ = 0;  // pending and seen done
+    size_t unconfirmed_ = 0;  // seen done
     telemetry::TransferTag tag_;
     uint64_t collectives_ = 0;
     bool paused_ = false;

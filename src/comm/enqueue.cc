@@ -117,12 +117,6 @@ StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
     return comm->staged_queue.get();
 }
 
-/* Records a peer's failure found without waiting (IpcP2p::failed_peer_polled); true when there is one. */
-bool note_polled_failure(vcclComm* comm) {
-    int who = comm->ipc ? comm->ipc->failed_peer_polled() : -1;
-    if (who >= 0) comm_note_failed_peer(comm, who);
-    return who >= 0;
-}
 
 } // namespace
 
@@ -136,7 +130,7 @@ vcclResult_t stream_wait_watching(vcclComm* comm, vcclStream_t stream, bool null
                                   comm->name.c_str());
         }
         // Never waits: failed_peer() could hold this wait 100 ms.
-        if (!note_polled_failure(comm)) return vcclSuccess;
+        if (!comm_poll_peer_failure(comm)) return vcclSuccess;
         return set_last_error(vcclRemoteError, "stopped waiting for the stream: %s", comm->async_error_text.c_str());
     });
 }
@@ -173,7 +167,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // its work would wait for the peer's flags for ever (until abort). Only calls with device work look: the
     // look makes the communicator's GPU current, which a host-memory call's thread may never have done.
     const bool device_work = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.mem == MemType::Cuda; });
-    if (device_work && comm->async_error.load() == vcclSuccess) note_polled_failure(comm);
+    if (device_work && comm->async_error.load() == vcclSuccess) comm_poll_peer_failure(comm);
     vcclResult_t failed = vcclResult_t(comm->async_error.load());
     if (failed != vcclSuccess) {
         return set_last_error(failed, "communicator %s failed earlier: %s", comm->name.c_str(),

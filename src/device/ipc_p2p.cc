@@ -63,6 +63,11 @@ public:
     void abandon_recv(int) override {}
     int failed_peer() override { return -1; }
     int failed_peer_polled() override { return -1; }
+    int failed_peer_now(int64_t) override { return -1; }
+    void fail_state(int, uint64_t* clear_ns, bool* failed) const override {
+        *clear_ns = 0;
+        *failed = false;
+    }
     int device() const override { return -1; }
     size_t ll_bytes() const override { return 0; }
     bool chunked_possible() const override { return false; }
@@ -340,8 +345,18 @@ public:
         ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
         notify_abandoned(peer, false, kFail, 0);
     }
-    int failed_peer() override;
+    int failed_peer() override { return read_fail_words(true, 100); }
     int failed_peer_polled() override;
+    int failed_peer_now(int64_t wait_ms) override { return read_fail_words(false, wait_ms); }
+    void fail_state(int peer, uint64_t* clear_ns, bool* failed) const override {
+        *clear_ns = 0;
+        *failed = false;
+        if (peer < 0 || peer >= nranks_ || fail_seen_ == nullptr) return;
+        // A kernel that found the peer's header impossible wrote this before its stream wrote the note.
+        *failed = fail_seen_[peer].load(std::memory_order_acquire) ||
+                  (ll_control_ != nullptr && ll_control_[kLlMismatch] == peer + 1);
+        *clear_ns = fail_clear_ns_[peer].load(std::memory_order_acquire);
+    }
     int device() const override { return device_; }
     int release_flag_waits(int64_t wait_ms); // release_waits without the low-latency kernels
 
@@ -879,6 +894,15 @@ private:
     int fail_poll_stream_ = -1;       // private stream of the read in flight; -1: none
     uint64_t fail_poll_started_ns_ = 0;
     uint32_t abandoned_ = 0;         // transfers this rank gave up (the value written into peers' FAIL)
+    /* fail_state, per peer (sized by init): when the latest landed read that found the peer's FAIL word unwritten
+     * started, and whether a read found it written. Written under flags_mutex_. */
+    std::unique_ptr<std::atomic<uint64_t>[]> fail_clear_ns_;
+    std::unique_ptr<std::atomic<bool>[]> fail_seen_;
+    /* failed_peer() (`throttled`: at most one read per millisecond) and failed_peer_now(). */
+    int read_fail_words(bool throttled, int64_t wait_ms);
+    /* A read of the FAIL words (nranks_ of them) that started at `started_ns` has landed: records what it says
+     * (fail_state); returns the first peer whose word was written, or -1. Under flags_mutex_. */
+    int fail_words_landed(const uint32_t* fail, uint64_t started_ns);
     /* This rank gave up a transfer with `peer` after the descriptors were exchanged: FAIL[rank_] in the
      * peer's flags says so (its vcclCommGetAsyncError reports it), and for a send DONE(seq) or FULL(seq)
      * (`release`; kFail: nothing) lets the peer's receiving stream go on, with data that is not valid,
@@ -1111,23 +1135,33 @@ CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpPara
     return res;
 }
 
-int CudaIpcP2p::failed_peer() {
+int CudaIpcP2p::read_fail_words(bool throttled, int64_t wait_ms) {
     if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
     if (flags_ == nullptr || flags_host_ == nullptr) return -1;
     std::lock_guard<std::mutex> lock(flags_mutex_);
-    // At most one read per millisecond: frameworks poll the asynchronous error often (PyTorch on every
-    // work query), and a failure found is kept by the communicator.
+    // At most one read per millisecond for failed_peer(): frameworks poll the asynchronous error often (PyTorch
+    // on every work query), and a failure found is kept by the communicator.
     uint64_t now = now_ns();
-    if (now - last_fail_check_ns_ < 1000000ull) return -1;
+    if (throttled && now - last_fail_check_ns_ < 1000000ull) return -1;
     last_fail_check_ns_ = now;
     DeviceScope scope(device_);
     if (!private_streams()) return -1;
-    const uint32_t* flags = read_flags(now_ns() + 100000000ull); // 100 ms
+    const uint32_t* flags = read_flags(now_ns() + uint64_t(wait_ms > 0 ? wait_ms : 0) * 1000000ull);
     if (flags == nullptr) return -1;
+    return fail_words_landed(flags + size_t(kFail) * size_t(nranks_), now);
+}
+
+int CudaIpcP2p::fail_words_landed(const uint32_t* fail, uint64_t started_ns) {
+    int first = -1;
     for (int p = 0; p < nranks_; ++p) {
-        if (flags[size_t(kFail) * size_t(nranks_) + size_t(p)] != 0) return p;
+        if (fail[p] != 0) {
+            fail_seen_[size_t(p)].store(true, std::memory_order_release);
+            if (first < 0) first = p;
+        } else if (started_ns > fail_clear_ns_[size_t(p)].load(std::memory_order_relaxed)) {
+            fail_clear_ns_[size_t(p)].store(started_ns, std::memory_order_release);
+        }
     }
-    return -1;
+    return first;
 }
 
 int CudaIpcP2p::failed_peer_polled() {
@@ -1148,10 +1182,8 @@ int CudaIpcP2p::failed_peer_polled() {
         if (q == cudaSuccess) {
             fail_poll_stream_ = -1;
             // The words of this read, or of a later failed_peer() read into the same part: fresh either way.
-            const uint32_t* fail = flags_host_ + size_t(i) * words + fail_at;
-            for (int p = 0; p < nranks_; ++p) {
-                if (fail[p] != 0) return p;
-            }
+            const int who = fail_words_landed(flags_host_ + size_t(i) * words + fail_at, fail_poll_started_ns_);
+            if (who >= 0) return who;
         } else if (q != cudaErrorNotReady) {
             cudaGetLastError(); // a broken context: the calls themselves will say so
             return -1;
@@ -1183,6 +1215,12 @@ int CudaIpcP2p::failed_peer_polled() {
 vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
     rank_ = bootstrap->rank();
     nranks_ = bootstrap->nranks();
+    fail_clear_ns_.reset(new std::atomic<uint64_t>[size_t(nranks_)]);
+    fail_seen_.reset(new std::atomic<bool>[size_t(nranks_)]);
+    for (int p = 0; p < nranks_; ++p) {
+        fail_clear_ns_[size_t(p)].store(0);
+        fail_seen_[size_t(p)].store(false);
+    }
     peer_flags_.assign(nranks_, nullptr);
     reach_.assign(nranks_, false);
     send_seq_.assign(nranks_, 0);

@@ -150,6 +150,14 @@ public:
      * blocked stream is left, and the next goes on another), so a program calling often sees a failure about
      * 20 ms after it was written. -1 also while failed_peer() holds the flags. */
     virtual int failed_peer_polled() = 0;
+    /* The same as failed_peer() without its limit of one read per millisecond, waiting at most `wait_ms`
+     * (vcclCommGetTelemetry and destroy: device-path records seen done wait for a read; comm/device_flows.h). */
+    virtual int failed_peer_now(int64_t wait_ms) = 0;
+    /* What the reads of the FAIL words have said about `peer` (any thread; comm/device_flows.h): *clear_ns, the
+     * time (now_ns) at which the latest read that found its FAIL word unwritten started (0: no such read yet);
+     * *failed, whether a read found it written or a low-latency kernel reported it. A peer writes FAIL before
+     * it releases this rank's waits, so a transfer whose note was seen before *clear_ns moved data. */
+    virtual void fail_state(int peer, uint64_t* clear_ns, bool* failed) const = 0;
     /* The GPU this rank's flags and mappings live on (-1: none). */
     virtual int device() const = 0;
 

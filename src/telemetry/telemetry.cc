@@ -129,9 +129,9 @@ Telemetry::PathW* Telemetry::make_path(int peer, int path) {
 }
 
 void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag,
-                               bool ok) {
+                               bool ok, uint64_t done_ns) {
     PathStats& s = p->stats;
-    uint64_t done = clock_.now_ns();
+    uint64_t done = done_ns != 0 ? done_ns : clock_.now_ns();
     if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
         // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
         // stretched and queued behind the previous stretched send.

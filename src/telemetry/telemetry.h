@@ -89,8 +89,10 @@ public:
         return now;
     }
     /* Inline up to the sampling decision: most small transfers are only counted, and the call into the
-     * timed path's large frame cost as much as the counting. */
-    void on_complete(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok) {
+     * timed path's large frame cost as much as the counting. `done_ns`: when the transfer was seen done, on
+     * now_ns()'s clock (0: now), for a completion recorded after a check that came later (comm/device_flows.h). */
+    void on_complete(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok,
+                     uint64_t done_ns = 0) {
         PathStats& s = p->stats;
         if (s.outstanding_reqs > 0) s.outstanding_reqs--;
         s.outstanding_bytes = s.outstanding_bytes >= bytes ? s.outstanding_bytes - bytes : 0;
@@ -99,8 +101,10 @@ public:
             hold(*p);
             return;
         }
-        complete_timed(p, dir, bytes, post_ns, tag, ok);
+        complete_timed(p, dir, bytes, post_ns, tag, ok, done_ns);
     }
+    /* The writer's clock (post and completion stamps). */
+    uint64_t now_ns() { return clock_.now_ns(); }
     /* The same by peer and path (a lookup each). */
     uint64_t on_post(int peer, int path, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr) {
         PathW* p = path_w(peer, path);
@@ -195,7 +199,7 @@ private:
     }
     /* on_complete of a timed transfer: clock, window, record, publication. */
     void complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns,
-                        const TransferTag& tag, bool ok);
+                        const TransferTag& tag, bool ok, uint64_t done_ns);
     /* Per-path counters go to the ring at most once per kPublishIntervalNs per path: writing the 120-byte
      * seqlocked slot on every post and completion was most of telemetry's cost for small messages. 1 ms,
      * not 50 us as before: operations of 50 us to 1 ms (1 MiB on shared memory) published on every post

@@ -3,11 +3,13 @@
  * vcclCommGetTelemetry shows it: path 2 of each peer counts a ring exchange of 1 MiB (copy engines), a small
  * exchange (the staging FIFO where it is on) and an allreduce (the low-latency kernel where it is on, else copy
  * engines), each both ways, with nothing outstanding once the stream is done; an exchange queued behind a blocked
- * stream shows as outstanding until the stream runs it. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each
- * waits for its stream's note.
+ * stream shows as outstanding until the stream runs it; a receive that a peer which gave up released without data
+ * counts as a failure, not as bytes received. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each waits for
+ * its stream's note.
  */
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <sstream>
@@ -26,7 +28,7 @@ namespace {
 
 struct DevicePath {
     bool found = false;
-    unsigned long long sent = 0, received = 0, outstanding = 0, completions = 0;
+    unsigned long long sent = 0, received = 0, outstanding = 0, completions = 0, failures = 0;
     double send_bw = 0;
 };
 
@@ -43,6 +45,7 @@ DevicePath device_path(vcclComm_t comm, int peer) {
         d.received = peers[size_t(i)].bytesReceived;
         d.outstanding = peers[size_t(i)].outstandingRequests;
         d.completions = peers[size_t(i)].completions;
+        d.failures = peers[size_t(i)].failures;
         d.send_bw = peers[size_t(i)].sendBandwidth;
     }
     return d;
@@ -50,7 +53,8 @@ DevicePath device_path(vcclComm_t comm, int peer) {
 
 std::string describe(const DevicePath& d) {
     std::ostringstream o;
-    o << "found " << d.found << " sent " << d.sent << " received " << d.received << " outstanding " << d.outstanding;
+    o << "found " << d.found << " sent " << d.sent << " received " << d.received << " outstanding " << d.outstanding
+      << " failures " << d.failures;
     return o.str();
 }
 
@@ -159,6 +163,67 @@ TEST(GpuTelemetry, DevicePathShowsTransfersKernelsAndWhatIsStillQueued) {
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
     vcclCommDestroy(comm);
+}
+
+/* Rank 1 gives up its send of 1 MiB after the descriptors were exchanged (test hook): it writes its FAIL word in
+ * rank 0's flags, then releases rank 0's receive without data, and rank 0's stream goes on and writes the note.
+ * Rank 0 then waits 30 ms without a call, so the idle-progress thread sees the note before any call has read the
+ * FAIL words. Before, that poll counted the receive as 1 MiB received; now the record waits for a read of the
+ * FAIL words that started after it was seen (comm/device_flows.h) and is a failure. Other ranks only create and
+ * end the communicator. */
+TEST(GpuTelemetry, AReceiveReleasedByAPeerThatGaveUpIsAFailure) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
+                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) {
+        vcclCommDestroy(comm);
+        GTEST_SKIP() << "needs 2 ranks";
+    }
+    const int rank = world_rank();
+    const size_t bytes = std::max(size_t(1) << 20, fifo_bytes() + 4096); // the direct path, not the FIFO
+    Stream s;
+    DevBuf buf(bytes);
+    std::string why;
+    if (rank == 1 && vccl::testing::fail_next_direct(comm, 1) != vcclSuccess) why = "test hook refused";
+    if (rank == 1 && why.empty() && vcclSend(buf.ptr(), bytes, vcclUint8, 0, comm, s.s) == vcclSuccess) {
+        why = "the failing send returned success";
+    }
+    if (rank == 0) {
+        const DevicePath before = device_path(comm, 1);
+        if (vcclRecv(buf.ptr(), bytes, vcclUint8, 1, comm, s.s) != vcclSuccess) {
+            why = std::string("the receive failed on the host: ") + vcclGetLastError(comm);
+        } else if (cudaStreamSynchronize(s.s) != cudaSuccess) {
+            why = "the receiving stream failed";
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            DevicePath after;
+            for (int attempt = 0; attempt < 50; ++attempt) { // the snapshot needs the operation lock
+                after = device_path(comm, 1);
+                if (after.outstanding == 0 && after.failures > before.failures) break;
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
+            printf("[rank 0] device path from rank 1 after it gave up: %s\n", describe(after).c_str());
+            if (!after.found) {
+                why = "no device path from rank 1";
+            } else if (after.received != before.received) {
+                why = "the released receive counted as bytes received: " + describe(after);
+            } else if (after.failures <= before.failures) {
+                why = "the released receive is not a failure: " + describe(after);
+            } else if (after.outstanding != 0) {
+                why = "still outstanding: " + describe(after);
+            }
+            vcclResult_t async = vcclSuccess;
+            if (why.empty() && (vcclCommGetAsyncError(comm, &async) != vcclSuccess || async != vcclRemoteError)) {
+                why = "vcclCommGetAsyncError reported " + result_str(async);
+            }
+        }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vcclResult_t end = vcclCommAbort(comm);
+    if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
+    expect_stream_goes_on(s.s, "a peer's failure and abort");
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 } // namespace

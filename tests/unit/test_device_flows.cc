@@ -2,15 +2,20 @@
  * Telemetry of the device path (comm/device_flows.h) against fake note words: which transfers are timed, that a
  * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are
  * sampled at every size and count each peer's bytes, that a transfer given up (or one with a peer that gave up)
- * counts as a failure, and that nothing is recorded while paused. Part of tests/unit/test_telemetry (the stream side
- * runs on a GPU: GpuTelemetry in tests/gpu).
+ * counts as a failure, that a record seen done waits for a read of the FAIL words that started after it (a peer
+ * that gave up releases this rank's waits without data), and that nothing is recorded while paused. Part of
+ * tests/unit/test_telemetry (the stream side runs on a GPU: GpuTelemetry in tests/gpu).
  */
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "comm/device_flows.h"
+#include "core/clock.h"
 #include "telemetry/telemetry.h"
 
 using namespace vccl;
@@ -21,6 +26,10 @@ namespace {
 struct Fixture {
     std::unique_ptr<Telemetry> telemetry;
     std::vector<uint32_t> words;
+    /* What the fake reads of the FAIL words said (IpcP2p::fail_state): by default a read after everything
+     * vouches for every peer, so the tests that are not about failures see records complete at once. */
+    std::vector<uint64_t> clear_ns;
+    std::vector<bool> failed;
     std::unique_ptr<DeviceFlows> flows;
 
     explicit Fixture(int nranks, int sample = 64) {
@@ -32,7 +41,19 @@ struct Fixture {
         o.sample = sample;
         EXPECT_EQ(Telemetry::create(o, &telemetry), vcclSuccess);
         words.assign(size_t(2 * nranks + 1), 0);
-        flows = std::make_unique<DeviceFlows>(telemetry.get(), nranks, [this](int w) { return words[size_t(w)]; });
+        clear_ns.assign(size_t(nranks), UINT64_MAX);
+        failed.assign(size_t(nranks), false);
+        flows = std::make_unique<DeviceFlows>(
+            telemetry.get(), nranks, [this](int w) { return words[size_t(w)]; },
+            [this](int peer, uint64_t* clear, bool* f) {
+                *clear = clear_ns[size_t(peer)];
+                *f = failed[size_t(peer)];
+            });
+    }
+    /* A read of the FAIL words starts now (later than every poll so far) and lands: `peer`'s word unwritten. */
+    void clean_read(int peer) {
+        std::this_thread::sleep_for(std::chrono::microseconds(2)); // a later time than the last poll's, surely
+        clear_ns[size_t(peer)] = now_ns();
     }
     /* The device path's counters of `peer`, published now; all zero when it has none. */
     PathStats device(int peer) {
@@ -220,6 +241,88 @@ TEST(DeviceFlows, TransfersOfAPeerThatGaveUpAreFailuresWhenTheirNotesCome) {
     EXPECT_EQ(s2.failures, 0u); // ...while peer 2's moved data
     EXPECT_EQ(s2.bytes_recv, (1u << 20) + 4096u);
     EXPECT_EQ(s2.bytes_sent, 4096u);
+}
+
+/* The gap this closes: a peer that gave up releases this rank's waits, the stream writes the note, and a poll sees
+ * it before this rank has read the peer's FAIL word. The record must wait for that read, and then be a failure. */
+TEST(DeviceFlows, ARecordSeenDoneWaitsForAFailReadThatStartedAfterIt) {
+    Fixture f(3, 1); // every transfer timed
+    f.clear_ns.assign(3, 0); // no read of the FAIL words yet
+    int from1 = -1, from2 = -1;
+    const uint32_t r1 = f.flows->posted(1, Dir::Recv, 1 << 20, &from1);
+    const uint32_t r2 = f.flows->posted(2, Dir::Recv, 1 << 20, &from2);
+    ASSERT_NE(r1, 0u);
+    ASSERT_NE(r2, 0u);
+    f.clean_read(1); // a read before the notes were seen vouches for nothing seen after it
+    f.clean_read(2);
+    f.words[size_t(from1)] = r1;
+    f.words[size_t(from2)] = r2;
+    EXPECT_TRUE(f.flows->poll());
+    EXPECT_TRUE(f.flows->unconfirmed());
+    PathStats s1 = f.device(1), s2 = f.device(2);
+    EXPECT_EQ(s1.outstanding_reqs, 1u);
+    EXPECT_EQ(s1.bytes_recv, 0u);
+    EXPECT_EQ(s2.outstanding_reqs, 1u);
+    EXPECT_TRUE(f.flows->poll()); // no read since: still waiting
+
+    // The next read finds peer 1's FAIL word written and peer 2's not.
+    f.failed[1] = true;
+    f.clean_read(2);
+    EXPECT_FALSE(f.flows->poll());
+    EXPECT_FALSE(f.flows->unconfirmed());
+    s1 = f.device(1);
+    s2 = f.device(2);
+    EXPECT_EQ(s1.failures, 1u);
+    EXPECT_EQ(s1.bytes_recv, 0u);
+    EXPECT_EQ(s1.outstanding_reqs, 0u);
+    EXPECT_EQ(s2.failures, 0u);
+    EXPECT_EQ(s2.bytes_recv, 1u << 20);
+    EXPECT_EQ(s2.outstanding_reqs, 0u);
+}
+
+/* Records a clean read vouched for stay data moved when the peer gives up later; only those seen after that read
+ * become failures. A kernel call's records with the peer wait the same way. */
+TEST(DeviceFlows, OnlyRecordsSeenAfterTheLastCleanReadBecomeFailures) {
+    Fixture f(2, 1);
+    f.clear_ns.assign(2, 0);
+    int word = -1;
+    const uint32_t first = f.flows->posted(1, Dir::Recv, 1000, &word);
+    f.words[size_t(word)] = first;
+    EXPECT_TRUE(f.flows->poll());
+    f.clean_read(1);
+    EXPECT_FALSE(f.flows->poll());
+    EXPECT_EQ(f.device(1).bytes_recv, 1000u);
+
+    const uint32_t second = f.flows->posted(1, Dir::Recv, 3000, &word);
+    const uint32_t k = f.flows->kernel_posted(0, 500, DeviceFlows::KernelFlow::EveryPeer, 0);
+    f.words[size_t(word)] = second;
+    f.words[size_t(f.flows->kernel_word())] = k;
+    EXPECT_TRUE(f.flows->poll());
+    EXPECT_EQ(f.device(1).outstanding_reqs, 3u); // the receive and the kernel call's two directions
+    f.failed[1] = true;
+    EXPECT_FALSE(f.flows->poll());
+    const PathStats s = f.device(1);
+    EXPECT_EQ(s.bytes_recv, 1000u);
+    EXPECT_EQ(s.bytes_sent, 0u);
+    EXPECT_EQ(s.failures, 3u);
+    EXPECT_EQ(s.outstanding_reqs, 0u);
+}
+
+/* A record confirmed late keeps the time its note was seen: the window's bandwidth is not stretched by the wait. */
+TEST(DeviceFlows, AConfirmedRecordKeepsTheTimeItWasSeenDone) {
+    Fixture f(2, 1);
+    f.clear_ns.assign(2, 0);
+    int word = -1;
+    const uint32_t note = f.flows->posted(1, Dir::Send, 64 << 20, &word);
+    f.words[size_t(word)] = note;
+    EXPECT_TRUE(f.flows->poll());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    f.clean_read(1);
+    EXPECT_FALSE(f.flows->poll());
+    const PathStats s = f.device(1);
+    EXPECT_EQ(s.bytes_sent, uint64_t(64) << 20);
+    // Seen within well under 50 ms of the post: 64 MiB over the 50 ms wait would be 1.3 GB/s.
+    EXPECT_GT(s.send_bw, 5e9) << "the completion was stamped when it was confirmed";
 }
 
 } // namespace
