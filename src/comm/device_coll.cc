@@ -216,15 +216,24 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
  * of microseconds, and a piece whose transfers take about as long leaves the host behind the device (2x H200,
  * run125, allreduce: 16 pieces of 16 MiB made 256 MiB about 1.3x slower than one piece, 16 of 32 MiB made
  * 512 MiB 1.07x slower; 2 pieces of 32 MiB at 64 MiB and 8 of 64 MiB at 512 MiB were 1.12x and 1.09x faster).
- * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most 8. */
+ * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most kMaxPieces.
+ *
+ * AllReduce stops at 2 (run224, 2x H200, two runs each): 2 pieces took 735 us at 256 MiB and 2787 us at 1 GiB,
+ * against 791 and 2960-2971 in 4 and 8 pieces, and 881 and 3408 in one. From the third piece on, each waits for
+ * the peers' READY (their reduction of the piece before has read the scratch half), and beside a kernel that
+ * holds every SM (a large GEMM) each piece's reduction waits for that kernel to end: 2 pieces took 2.5 and
+ * 4.5 ms a call there, 4 and 8 pieces 3.4 and 9.4 ms. Two pieces lose nothing to the pipeline: the first
+ * piece's reduction runs while the second piece moves, and the second's while the first piece's all-gather
+ * moves. ReduceScatter has no all-gather to hide its last reduction behind, so it keeps smaller pieces. */
 constexpr int kMaxPieces = 8;
+constexpr int kAllReduceMaxPieces = 2;
 
-/* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the setting is
- * agreed at creation, the sizes are the call's). */
-int pipeline_pieces(const vcclComm* comm, size_t bytes) {
+/* Pieces of a pipelined reduction of `bytes` (one rank's whole input), at most max_pieces: the same on every rank
+ * (the setting is agreed at creation, the sizes are the call's). */
+int pipeline_pieces(const vcclComm* comm, size_t bytes, int max_pieces) {
     size_t piece = comm->settings.reduce_pipeline_bytes;
     if (piece == 0 || comm->nranks < 2 || bytes / 2 < piece) return 1;
-    return int(std::max<size_t>(2, std::min<size_t>(bytes / 2 / piece, kMaxPieces)));
+    return int(std::max<size_t>(2, std::min<size_t>(bytes / 2 / piece, size_t(max_pieces))));
 }
 
 /* Where rank i's part of piece c lies in the input: element offset and element count. */
@@ -575,7 +584,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         if (kernel) return run_kernel(comm, op, kind, chunked, send, recv);
         switch (a.coll) {
         case CollType::ReduceScatter: {
-            int pieces = pipeline_pieces(comm, a.count * ts * size_t(n));
+            int pieces = pipeline_pieces(comm, a.count * ts * size_t(n), kMaxPieces);
             if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count, peers_free);
             const size_t count = a.count;
             PartFn part = [count, pieces](int i, int c, size_t* off, size_t* elems) {
@@ -596,7 +605,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
             if (a.count * ts <= comm->settings.small_bytes) {
                 return allreduce_one_shot(comm, op, send, recv, a.count * ts, peers_free);
             }
-            int pieces = pipeline_pieces(comm, a.count * ts);
+            int pieces = pipeline_pieces(comm, a.count * ts, kAllReduceMaxPieces);
             if (pieces > 1) return allreduce_pieces(comm, op, send, recv, ts, pieces, peers_free);
             size_t off, bytes;
             block_bytes(a.count, n, rank, ts, &off, &bytes);
