@@ -42,6 +42,7 @@ struct CollSettings {
     size_t chunk_bytes = 1u << 20;   // pipelining unit of ring/chain algorithms
     size_t small_bytes = 64u << 10;  // allreduce at or below this uses the low-latency algorithm
     size_t reduce_pipeline_bytes = 32u << 20; // device reductions of one host: piece size (0: one piece)
+    size_t reduce_scratch_bytes = 256u << 20; // ... more pieces where they would take more scratch (0: no limit)
     size_t kernel_bytes = 8u << 20;  // device collectives of one host: the chunked kernel's largest message (0: off)
     size_t premul_kernel_bytes = 32u << 20; // the same for PreMulSum ops
     int64_t op_timeout_ms = 0;       // 0: no limit

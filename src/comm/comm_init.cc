@@ -137,6 +137,7 @@ CollSettings settings_from_env() {
     if (s.chunk_bytes < 4096) s.chunk_bytes = 4096;
     s.small_bytes = env::get_size(env::kSmallMsgBytes);
     s.reduce_pipeline_bytes = env::get_size(env::kReducePipelineBytes);
+    s.reduce_scratch_bytes = env::get_size(env::kReduceScratchBytes);
     s.kernel_bytes = env::get_size(env::kAllreduceKernelBytes);
     s.premul_kernel_bytes = env::get_size(env::kPreMulSumKernelBytes);
     s.op_timeout_ms = env::get_int(env::kOpTimeoutMs);
@@ -198,6 +199,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
                            {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
                            {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes},
                            {"VCCL_REDUCE_PIPELINE_BYTES", comm->settings.reduce_pipeline_bytes},
+                           {"VCCL_REDUCE_SCRATCH_BYTES", comm->settings.reduce_scratch_bytes},
                            {"VCCL_ALLREDUCE_KERNEL_BYTES", comm->settings.kernel_bytes},
                            {"VCCL_PREMULSUM_KERNEL_BYTES", comm->settings.premul_kernel_bytes}};
         constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
@@ -215,8 +217,9 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         comm->settings.chunk_bytes = size_t(agreed[1].value);
         comm->settings.small_bytes = size_t(agreed[2].value);
         comm->settings.reduce_pipeline_bytes = size_t(agreed[3].value);
-        comm->settings.kernel_bytes = size_t(agreed[4].value);
-        comm->settings.premul_kernel_bytes = size_t(agreed[5].value);
+        comm->settings.reduce_scratch_bytes = size_t(agreed[4].value);
+        comm->settings.kernel_bytes = size_t(agreed[5].value);
+        comm->settings.premul_kernel_bytes = size_t(agreed[6].value);
         uint64_t yes = 0;
         for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
         if (yes != 0 && yes != uint64_t(comm->nranks)) {

@@ -30,6 +30,7 @@
 
 #include "comm/enqueue.h"
 #include "comm/p2p_exec.h"
+#include "comm/reduce_pieces.h"
 #include "config.h"
 #include "core/dtype.h"
 #include "core/status.h"
@@ -216,7 +217,8 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
  * of microseconds, and a piece whose transfers take about as long leaves the host behind the device (2x H200,
  * run125, allreduce: 16 pieces of 16 MiB made 256 MiB about 1.3x slower than one piece, 16 of 32 MiB made
  * 512 MiB 1.07x slower; 2 pieces of 32 MiB at 64 MiB and 8 of 64 MiB at 512 MiB were 1.12x and 1.09x faster).
- * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most kMaxPieces.
+ * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most kMaxPieces, and more
+ * where the scratch would exceed VCCL_REDUCE_SCRATCH_BYTES (comm/reduce_pieces.h).
  *
  * AllReduce stops at 2 (run224, 2x H200, two runs each): 2 pieces took 735 us at 256 MiB and 2787 us at 1 GiB,
  * against 791 and 2960-2971 in 4 and 8 pieces, and 881 and 3408 in one. From the third piece on, each waits for
@@ -225,15 +227,14 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
  * 4.5 ms a call there, 4 and 8 pieces 3.4 and 9.4 ms. Two pieces lose nothing to the pipeline: the first
  * piece's reduction runs while the second piece moves, and the second's while the first piece's all-gather
  * moves. ReduceScatter has no all-gather to hide its last reduction behind, so it keeps smaller pieces. */
-constexpr int kMaxPieces = 8;
+constexpr int kMaxPieces = kReduceMaxPieces;
 constexpr int kAllReduceMaxPieces = 2;
 
-/* Pieces of a pipelined reduction of `bytes` (one rank's whole input), at most max_pieces: the same on every rank
- * (the setting is agreed at creation, the sizes are the call's). */
+/* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the settings are
+ * agreed at creation, the sizes are the call's). */
 int pipeline_pieces(const vcclComm* comm, size_t bytes, int max_pieces) {
-    size_t piece = comm->settings.reduce_pipeline_bytes;
-    if (piece == 0 || comm->nranks < 2 || bytes / 2 < piece) return 1;
-    return int(std::max<size_t>(2, std::min<size_t>(bytes / 2 / piece, size_t(max_pieces))));
+    return reduce_pieces(bytes, comm->nranks, comm->settings.reduce_pipeline_bytes, max_pieces,
+                         comm->settings.reduce_scratch_bytes);
 }
 
 /* Where rank i's part of piece c lies in the input: element offset and element count. */

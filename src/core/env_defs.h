@@ -130,11 +130,19 @@ VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",
              "Device AllReduce (above VCCL_ALLREDUCE_SMALL_BYTES) and ReduceScatter among GPUs of one host on at "
              "least twice this many bytes run in pieces, the reduction kernel of one piece on a second stream while "
              "the next piece moves: AllReduce in 2 pieces; ReduceScatter in 2, and from 4x this size one piece per "
-             "2x this size, at most 8 (smaller pieces cost more host time than they save). 0: one piece (transfers, "
-             "kernel and all-gather one after another). Beside a kernel that holds every SM (a large GEMM), each "
-             "piece's reduction waits for it to end: on 2x H200 a 1 GiB AllReduce took 4.5 ms a call there in 2 "
-             "pieces (4.6 in one, 9.4 in the 8 it took before), and 2.8 ms alone (3.4 in one; docs/PERFORMANCE.md). "
-             "Rank 0's value is used on every rank")
+             "2x this size, at most 8 (smaller pieces cost more host time than they save); both in more where "
+             "VCCL_REDUCE_SCRATCH_BYTES asks. 0: one piece (transfers, kernel and all-gather one after another). "
+             "Beside a kernel that holds every SM (a large GEMM), each piece's reduction waits for it to end: on 2x "
+             "H200 a 1 GiB AllReduce took 4.5 ms a call there in 2 pieces, 6.9 in 4, 9.4 in 8, 4.6 in one; alone "
+             "2.79, 2.85, 2.96 and 3.41 ms (docs/PERFORMANCE.md). Rank 0's value is used on every rank")
+VCCL_ENV_DEF(kReduceScratchBytes, "VCCL_REDUCE_SCRATCH_BYTES", Size, "256M",
+             "Device AllReduce and ReduceScatter in pieces (VCCL_REDUCE_PIPELINE_BYTES): the most GPU memory their "
+             "scratch may take on each rank, which the communicator keeps until it is destroyed. Where the pieces "
+             "would take more (2 pieces of an AllReduce take (n-1)/n of its size), more pieces are cut, at most 8: "
+             "on 2 ranks a 1 GiB AllReduce then takes 4 pieces and 256 MiB, about 2% slower alone and 1.5x slower "
+             "beside a GEMM than in 2 pieces with 512 MiB (2x H200). 0: no limit. One piece (below twice "
+             "VCCL_REDUCE_PIPELINE_BYTES, or 0 there) takes (n-1)/n of the call's size whatever this says. Rank "
+             "0's value is used on every rank")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
 VCCL_ENV_DEF(kTelemetry, "VCCL_TELEMETRY", Bool, "1",

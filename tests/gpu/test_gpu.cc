@@ -186,25 +186,34 @@ INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, 
                          [](const ::testing::TestParamInfo<Red>& i) { return std::string(red_name(i.param)); });
 
 /* AllReduce and ReduceScatter in pieces (VCCL_REDUCE_PIPELINE_BYTES), whose kernels run on the communicator's
- * second stream while the next piece moves: tiny pieces so that small counts already take 2 to 16 of them,
- * with parts of pieces that are empty (7 elements over 2 ranks in 7 pieces), and 64 KiB pieces. The one-shot
- * and low-latency algorithms are off so that every count above 0 goes through the pieces. */
+ * second stream while the next piece moves: tiny pieces so that small counts already take 2 (AllReduce) or up to 8
+ * (ReduceScatter) of them, with parts of pieces that are empty (7 elements over 2 ranks in 7 pieces), and 64 KiB
+ * pieces; then AllReduce in 8 pieces, which a scratch limit of 1 byte (VCCL_REDUCE_SCRATCH_BYTES) asks for. The
+ * one-shot and low-latency algorithms are off so that every count above 0 goes through the pieces. */
 TEST(GpuPieces, AllReduceAndReduceScatterInPiecesAreRight) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     Stream s;
     Sweep sweep;
-    for (const char* piece : {"4", "64K"}) {
+    struct Case {
+        const char* piece;
+        const char* scratch;
+        bool reduce_scatter;
+    };
+    for (const Case& c : {Case{"4", "0", true}, Case{"64K", "256M", true}, Case{"4", "1", false}}) {
+        const char* piece = c.piece;
         vcclComm_t comm = comm_with_env({{"VCCL_REDUCE_PIPELINE_BYTES", piece},
+                                         {"VCCL_REDUCE_SCRATCH_BYTES", c.scratch},
                                          {"VCCL_ALLREDUCE_SMALL_BYTES", "0"},
                                          {"VCCL_ALLREDUCE_LL_BYTES", "0"}});
         ASSERT_ALL_RANKS(comm != nullptr);
         for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
+            if (coll == Red::ReduceScatter && !c.reduce_scatter) continue;
             for (vcclDataType_t t : kTypes) {
                 for (vcclRedOp_t op : kOps) {
                     for (size_t count : {size_t(1), size_t(7), size_t(1031), size_t(65537), size_t(300007)}) {
                         for (bool in_place : {false, true}) {
                             std::ostringstream label;
-                            label << "pieces of " << piece << ": " << red_name(coll) << " " << type_name(t) << " "
+                            label << "pieces of " << piece << ", scratch limit " << c.scratch << ": " << red_name(coll) << " " << type_name(t) << " "
                                   << op_name(op) << " count " << count << (in_place ? " in place" : " out of place");
                             sweep.run(label.str(),
                                       [&] { return run_reduction(comm, s.s, coll, t, op, count, in_place, 0); });

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "comm/reduce_pieces.h"
 #include "comm/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/reduce.h"
@@ -380,5 +381,53 @@ TEST(StagedPieces, CoverEveryElementOnceWithinTheChunk) {
             next += p.count;
         }
         EXPECT_EQ(next, c.count);
+    }
+}
+
+/* How device reductions are cut into pieces (comm/reduce_pieces.h), against the counts worked out by hand from the
+ * rules in VCCL_REDUCE_PIPELINE_BYTES and VCCL_REDUCE_SCRATCH_BYTES. */
+TEST(ReducePieces, PieceCountsFollowTheSettings) {
+    const size_t M = size_t(1) << 20, G = size_t(1) << 30;
+    // No limit on the scratch: 1 below twice the piece size, then 2, then one per twice the piece size.
+    EXPECT_EQ(vccl::reduce_pieces(63 * M, 2, 32 * M, 8, 0), 1);
+    EXPECT_EQ(vccl::reduce_pieces(64 * M, 2, 32 * M, 8, 0), 2);
+    EXPECT_EQ(vccl::reduce_pieces(128 * M, 2, 32 * M, 8, 0), 2);
+    EXPECT_EQ(vccl::reduce_pieces(256 * M, 2, 32 * M, 8, 0), 4);
+    EXPECT_EQ(vccl::reduce_pieces(G, 2, 32 * M, 8, 0), 8);
+    EXPECT_EQ(vccl::reduce_pieces(G, 2, 32 * M, 2, 0), 2); // AllReduce's cap
+    EXPECT_EQ(vccl::reduce_pieces(64 * G, 2, 32 * M, 8, 0), 8);
+    // One piece whatever the limit: pipelining off, one rank, or too small.
+    EXPECT_EQ(vccl::reduce_pieces(G, 2, 0, 2, 1), 1);
+    EXPECT_EQ(vccl::reduce_pieces(G, 1, 32 * M, 2, 1), 1);
+    EXPECT_EQ(vccl::reduce_pieces(10 * M, 8, 32 * M, 2, 1), 1);
+    // The default limit (256 MiB) on AllReduce's 2 pieces: 2 ranks, 512 MiB fits (2 x 128 MiB parts), 1 GiB needs
+    // 4 pieces (2 x 128 MiB); 8 ranks, 1 GiB: blocks of 128 MiB, 4 pieces make 2 x 32 MiB x 7 = 448 MiB, 8 pieces
+    // 224 MiB.
+    EXPECT_EQ(vccl::reduce_pieces(512 * M, 2, 32 * M, 2, 256 * M), 2);
+    EXPECT_EQ(vccl::reduce_pieces(G, 2, 32 * M, 2, 256 * M), 4);
+    EXPECT_EQ(vccl::reduce_pieces(G, 8, 32 * M, 2, 256 * M), 8);
+    // Past 8 pieces the limit cannot be kept: 8 pieces, and more scratch than it says.
+    EXPECT_EQ(vccl::reduce_pieces(16 * G, 2, 32 * M, 2, 256 * M), 8);
+    EXPECT_GT(vccl::reduce_pieces_scratch(16 * G, 2, 8), 256 * M);
+}
+
+TEST(ReducePieces, ScratchHoldsTwoHalvesOfTheLargestParts) {
+    const size_t M = size_t(1) << 20;
+    EXPECT_EQ(vccl::reduce_pieces_scratch(512 * M, 2, 2), 256 * M);     // 2 x 128 MiB x 1 peer
+    EXPECT_EQ(vccl::reduce_pieces_scratch(512 * M, 4, 2), 3 * 128 * M); // blocks of 128 MiB: 2 x 64 MiB x 3 peers
+    // Uneven sizes round up: 1001 bytes over 3 ranks are blocks of at most 334, parts of at most 84 in 4 pieces.
+    EXPECT_EQ(vccl::reduce_pieces_scratch(1001, 3, 4), size_t(2 * 84 * 2));
+    EXPECT_EQ(vccl::reduce_pieces_scratch(1001, 1, 4), 0u);
+    // Every count the limit picks keeps the scratch within it whenever fewer than 8 pieces are enough.
+    for (size_t bytes : {100 * M, 300 * M, 700 * M, 1500 * M, 3000 * M}) {
+        for (int n : {2, 3, 4, 8}) {
+            const int p = vccl::reduce_pieces(bytes, n, 32 * M, 2, 256 * M);
+            if (p > 1 && p < vccl::kReduceMaxPieces) {
+                EXPECT_LE(vccl::reduce_pieces_scratch(bytes, n, p), 256 * M) << bytes << " bytes, " << n << " ranks";
+            }
+            if (p > 2) { // and no fewer would have done
+                EXPECT_GT(vccl::reduce_pieces_scratch(bytes, n, p - 1), 256 * M) << bytes << " bytes, " << n << " ranks";
+            }
+        }
     }
 }
