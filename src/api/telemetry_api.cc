@@ -32,7 +32,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
         std::unique_lock<std::mutex> lock(comm->op_mutex, std::try_to_lock);
         if (lock.owns_lock() && comm->staged_pending.load(std::memory_order_acquire) == 0) {
             // Device transfers whose notes have come, confirmed by a read of the FAIL words (comm/device_flows.h).
-            comm_confirm_device_flows(comm, 10);
+            comm_confirm_device_flows(comm, 5);
             tele->publish_held();
         }
     }

@@ -264,14 +264,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     if (idle_ms > 0 && (comm->transport->wants_idle_progress() || comm->device_flows)) {
         // Device transfers still outstanding are looked at while idle too, so telemetry shows them done.
         std::function<bool()> poll_device;
-        if (comm->device_flows) {
-            poll_device = [c = comm.get()] {
-                // Records seen done wait for a read of the FAIL words (comm/device_flows.h): started from here
-                // too while the communicator is idle, at most one per 10 ms.
-                if (c->device_flows->unconfirmed()) comm_poll_peer_failure(c);
-                return c->device_flows->poll();
-            };
-        }
+        if (comm->device_flows) poll_device = [flows = comm->device_flows.get()] { return flows->poll(); };
         comm->idle_progress =
             std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
                                            &comm->staged_pending, std::move(poll_device));
@@ -400,9 +393,13 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
         // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
-        // Records whose notes came since the last call, confirmed by a read of the FAIL words (not waited for on
-        // abort: a blocked stream may hold the read).
-        comm_confirm_device_flows(comm, abort ? 0 : 100);
+        // Records whose notes came since the last call, confirmed by a read of the FAIL words. Not on abort: the
+        // read's copies, stuck behind a blocked stream, would leave release_waits no private stream to read on.
+        if (abort) {
+            if (comm->device_flows) comm->device_flows->poll();
+        } else {
+            comm_confirm_device_flows(comm, 100);
+        }
         comm->device_flows.reset(); // before the telemetry and the note words it reads
         if (comm->ipc) {
             int64_t t = comm->settings.op_timeout_ms;

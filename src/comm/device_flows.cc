@@ -120,7 +120,7 @@ bool DeviceFlows::poll() {
     for (int p = 0; p < nranks_ && unconfirmed_ > 0; ++p) {
         if (!seen_done_[size_t(p)].empty()) confirm(p);
     }
-    return outstanding_ > 0;
+    return outstanding_ > unconfirmed_;
 }
 
 /* Completes `peer`'s records seen done that a read of the FAIL words has vouched for: all of them, as failures,

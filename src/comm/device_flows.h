@@ -31,11 +31,13 @@
  * device, but the peer writes its FAIL word in this rank's flags before it releases anything. So a record seen
  * done waits (still outstanding) until a read of the FAIL words that started after it was seen has landed
  * (IpcP2p::fail_state): the peer's word unwritten, the record moved data, with the time it was seen; written (or a
- * low-latency kernel that reported the peer), it is recorded as failed. Those reads come with the calls (at most
- * one per 10 ms), from the idle-progress thread while records wait (comm_poll_peer_failure), and before
- * vcclCommGetTelemetry's snapshot and at destroy (failed_peer_now): a record is confirmed about 10-20 ms after its
- * note, and at once for a snapshot. One that had truly finished before the peer gave up but was seen after the
- * last clean read is counted failed too. Not covered: records counted at once, not timed.
+ * low-latency kernel that reported the peer), it is recorded as failed. Those reads come with the calls that have
+ * device work (at most one per 10 ms, comm_poll_peer_failure), before vcclCommGetTelemetry's snapshot and at
+ * destroy (failed_peer_now): a record is confirmed about 10-20 ms after its note while the rank calls, and at once
+ * for a snapshot. Not from the idle-progress thread: CUDA calls there could race the runtime's teardown at exit,
+ * so a record seen while the communicator is idle stays outstanding until its next call or snapshot. One that
+ * had truly finished before the peer gave up but was seen after the last clean read is counted failed too. Not
+ * covered: records counted at once, not timed.
  *
  * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport;
  * peer_failed() from any thread.
@@ -87,7 +89,8 @@ public:
     void peer_failed(int peer);
 
     /* Moves every record whose note has been written to those seen done, and completes those a read of the FAIL
-     * words has vouched for since. Returns whether records are still outstanding, seen done or not. */
+     * words has vouched for since. Returns whether records still wait for their notes (those seen done wait for a
+     * read of the FAIL words, which polling alone does not bring). */
     bool poll();
     bool outstanding() const { return outstanding_ > 0; }
     /* Records seen done that wait for a read of the FAIL words. */

@@ -36,24 +36,51 @@ inline vcclResult_t cuda_fail(const char* what, cudaError_t err) {
     return set_last_error(vcclUnhandledCudaError, "%s failed: %s", what, cudaGetErrorString(err));
 }
 
+/* The driver's cuCtxGetCurrent and cuCtxSetCurrent, loaded once; NULL where the driver has none. */
+struct ContextEntries {
+    CUresult (*get)(CUcontext*) = nullptr;
+    CUresult (*set)(CUcontext) = nullptr;
+};
+inline const ContextEntries& context_entries() {
+    static const ContextEntries e = [] {
+        ContextEntries c;
+        if (!load_driver_entry("cuCtxGetCurrent", &c.get) || !load_driver_entry("cuCtxSetCurrent", &c.set)) c = {};
+        return c;
+    }();
+    return e;
+}
+
 /* Makes `device` current for the scope (a communicator's device work runs on its own GPU, whichever is
- * current in the calling thread); a negative `device` changes nothing. */
+ * current in the calling thread); a negative `device` changes nothing. A thread with no CUDA context yet (a
+ * framework's watchdog or monitoring thread calling vcclCommGetAsyncError or vcclCommGetTelemetry) reports
+ * device 0 without having used it: it gets no context back, as it was, instead of device 0, which would create
+ * a context on GPU 0 in a process that uses another GPU (memory taken there, and an error where GPUs are in
+ * exclusive-process mode). */
 class DeviceScope {
 public:
     explicit DeviceScope(int device) {
-        if (device >= 0 && cudaGetDevice(&saved_) == cudaSuccess && saved_ != device) {
-            cudaSetDevice(device);
-        } else {
+        if (device < 0 || cudaGetDevice(&saved_) != cudaSuccess || saved_ == device) {
             saved_ = -1;
+            return;
         }
+        const ContextEntries& ctx = context_entries();
+        CUcontext current = nullptr;
+        no_context_ = ctx.get != nullptr && ctx.set != nullptr && ctx.get(&current) == CUDA_SUCCESS && current == nullptr;
+        cudaSetDevice(device);
     }
     ~DeviceScope() {
-        if (saved_ >= 0) cudaSetDevice(saved_);
+        if (saved_ < 0) return;
+        if (no_context_) {
+            context_entries().set(nullptr);
+        } else {
+            cudaSetDevice(saved_);
+        }
     }
     DeviceScope(const DeviceScope&) = delete;
     DeviceScope& operator=(const DeviceScope&) = delete;
 private:
     int saved_ = -1;
+    bool no_context_ = false; // the thread had no current context: restore that, not device saved_
 };
 
 } // namespace vccl

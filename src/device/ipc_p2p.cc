@@ -345,9 +345,9 @@ public:
         ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
         notify_abandoned(peer, false, kFail, 0);
     }
-    int failed_peer() override { return read_fail_words(true, 100); }
-    int failed_peer_polled() override;
-    int failed_peer_now(int64_t wait_ms) override { return read_fail_words(false, wait_ms); }
+    int failed_peer() override { return or_ll_mismatch(read_fail_words(true, 100)); }
+    int failed_peer_polled() override { return or_ll_mismatch(poll_fail_words()); }
+    int failed_peer_now(int64_t wait_ms) override { return or_ll_mismatch(read_fail_words(false, wait_ms)); }
     void fail_state(int peer, uint64_t* clear_ns, bool* failed) const override {
         *clear_ns = 0;
         *failed = false;
@@ -898,8 +898,15 @@ private:
      * started, and whether a read found it written. Written under flags_mutex_. */
     std::unique_ptr<std::atomic<uint64_t>[]> fail_clear_ns_;
     std::unique_ptr<std::atomic<bool>[]> fail_seen_;
-    /* failed_peer() (`throttled`: at most one read per millisecond) and failed_peer_now(). */
+    /* failed_peer() (`throttled`: at most one read per millisecond) and failed_peer_now(), without the low-latency
+     * kernels' reports: the FAIL words are still read after one, so that fail_state goes on vouching for the
+     * other peers' transfers (comm/device_flows.h). */
     int read_fail_words(bool throttled, int64_t wait_ms);
+    int poll_fail_words(); // failed_peer_polled() likewise
+    /* A peer a low-latency kernel found mismatched (it takes precedence), else `who`. */
+    int or_ll_mismatch(int who) const {
+        return ll_control_ != nullptr && ll_control_[kLlMismatch] != 0 ? ll_control_[kLlMismatch] - 1 : who;
+    }
     /* A read of the FAIL words (nranks_ of them) that started at `started_ns` has landed: records what it says
      * (fail_state); returns the first peer whose word was written, or -1. Under flags_mutex_. */
     int fail_words_landed(const uint32_t* fail, uint64_t started_ns);
@@ -1136,7 +1143,6 @@ CUresult CudaIpcP2p::issue_pending(CUstream stream, const CUstreamBatchMemOpPara
 }
 
 int CudaIpcP2p::read_fail_words(bool throttled, int64_t wait_ms) {
-    if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
     if (flags_ == nullptr || flags_host_ == nullptr) return -1;
     std::lock_guard<std::mutex> lock(flags_mutex_);
     // At most one read per millisecond for failed_peer(): frameworks poll the asynchronous error often (PyTorch
@@ -1164,8 +1170,7 @@ int CudaIpcP2p::fail_words_landed(const uint32_t* fail, uint64_t started_ns) {
     return first;
 }
 
-int CudaIpcP2p::failed_peer_polled() {
-    if (ll_control_ != nullptr && ll_control_[kLlMismatch] != 0) return ll_control_[kLlMismatch] - 1;
+int CudaIpcP2p::poll_fail_words() {
     if (flags_ == nullptr || flags_host_ == nullptr) return -1;
     uint64_t now = now_ns();
     if (now < next_fail_poll_ns_.load(std::memory_order_relaxed)) return -1;

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -141,6 +142,8 @@ void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_
         done = virt_start + uint64_t(double(done > real_start ? done - real_start : 0) * p->slow_factor);
         p->slow_virt_done = done;
     }
+    // A completion seen earlier and recorded now (done_ns) publishes at the present time, never back in time.
+    const uint64_t publish_at = done_ns != 0 ? std::max(done, clock_.now_ns()) : done;
     Record r;
     r.post_ns = post_ns;
     r.done_ns = done;
@@ -156,11 +159,11 @@ void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_
         Window& w = dir == Dir::Send ? p->tx : p->rx;
         w.add(post_ns, done, bytes);
         (dir == Dir::Send ? s.send_bw : s.recv_bw) = w.bandwidth();
-        s.last_done_ns = done;
+        s.last_done_ns = std::max(s.last_done_ns, done);
     }
     r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     r.outstanding = uint32_t(s.outstanding_reqs);
-    publish_soon(*p, done);
+    publish_soon(*p, publish_at);
     ring_.append(r);
 }
 

@@ -1743,7 +1743,7 @@ TEST(GpuStreamPriority, SecondStreamTakesTheCallersPriority) {
     ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
     ActivityRecords records({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_STREAM});
     ASSERT_ALL_RANKS_WHY(records.enabled(), std::string("cuptiActivityEnable failed"));
-    const size_t elems = 600000; // 2.4 MB: 37 pieces of 64 KiB
+    const size_t elems = 600000; // 2.4 MB in pieces (VCCL_REDUCE_PIPELINE_BYTES=64K): 2 for an AllReduce
     DevBuf a(elems * 4), b(elems * 4);
     ASSERT_ALL_RANKS(a.base != nullptr && b.base != nullptr);
     cudaMemset(a.ptr(), 0, elems * 4);

@@ -7,6 +7,7 @@
  * counts as a failure, not as bytes received. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each waits for
  * its stream's note.
  */
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -224,6 +225,75 @@ TEST(GpuTelemetry, AReceiveReleasedByAPeerThatGaveUpIsAFailure) {
     if (end != vcclSuccess && why.empty()) why = "abort failed: " + result_str(end);
     expect_stream_goes_on(s.s, "a peer's failure and abort");
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* vcclCommGetAsyncError and vcclCommGetTelemetry read the FAIL words on the communicator's GPU, from whatever thread
+ * calls them (a framework's watchdog or a monitoring thread). Such a thread may never have used CUDA: it reports
+ * device 0 with no context. Before, the calls put device 0 back when done, which created a context on GPU 0 in a
+ * process that uses another GPU (memory taken there; an error in exclusive-process mode). A rank whose GPU is not 0
+ * makes both calls from a new thread after a device AllReduce (so the snapshot has records to confirm), and checks
+ * that GPU 0's primary context is still inactive and that the thread is left without a context. */
+TEST(GpuTelemetry, CallsFromAThreadWithoutContextCreateNoneOnGpu0) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
+                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    DevBuf buf(1 << 20);
+    std::string why;
+    if (vcclAllReduce(buf.ptr(), buf.ptr(), 1 << 18, vcclFloat32, vcclSum, comm, s.s) != vcclSuccess ||
+        cudaStreamSynchronize(s.s) != cudaSuccess) {
+        why = std::string("the allreduce failed: ") + vcclGetLastError(comm);
+    }
+    int device = -1;
+    cudaGetDevice(&device);
+    using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
+    using GetCurrent = CUresult (*)(CUcontext*);
+    GetState get_state = nullptr;
+    GetCurrent get_current = nullptr;
+    cudaDriverEntryPointQueryResult q1, q2;
+    const bool entries =
+        cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", reinterpret_cast<void**>(&get_state), 12000,
+                                         cudaEnableDefault, &q1) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&get_current), 12000,
+                                         cudaEnableDefault, &q2) == cudaSuccess &&
+        q2 == cudaDriverEntryPointSuccess;
+    auto gpu0_active = [&] {
+        unsigned flags = 0;
+        int active = 0;
+        return get_state(0, &flags, &active) == CUDA_SUCCESS && active != 0;
+    };
+    std::string skipped;
+    if (!why.empty()) {
+    } else if (device <= 0) {
+        skipped = "this rank's GPU is 0";
+    } else if (!entries) {
+        why = "cannot load cuDevicePrimaryCtxGetState or cuCtxGetCurrent";
+    } else if (gpu0_active()) {
+        skipped = "GPU 0 already has a context in this process";
+    } else {
+        bool left_context = true;
+        int device_after = -1;
+        std::thread([&] {
+            vcclResult_t async = vcclSuccess;
+            vcclCommGetAsyncError(comm, &async);
+            std::vector<vcclTelemetryPeer> peers(64);
+            int n = 0;
+            vcclCommGetTelemetry(comm, peers.data(), int(peers.size()), &n);
+            CUcontext ctx = nullptr;
+            left_context = get_current(&ctx) != CUDA_SUCCESS || ctx != nullptr;
+            cudaGetDevice(&device_after);
+        }).join();
+        printf("[rank %d] GPU %d: after the calls from a new thread, GPU 0's context is %s; the thread %s a "
+               "context, device %d\n", world_rank(), device, gpu0_active() ? "active" : "inactive",
+               left_context ? "has" : "has no", device_after);
+        if (gpu0_active()) why = "the calls from a thread without a context created one on GPU 0";
+        else if (left_context) why = "the calls left the new thread with a context";
+    }
+    if (!skipped.empty()) printf("[rank %d] not checked: %s\n", world_rank(), skipped.c_str());
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
 }
 
 } // namespace
