@@ -59,13 +59,20 @@ inline const ContextEntries& context_entries() {
 class DeviceScope {
 public:
     explicit DeviceScope(int device) {
-        if (device < 0 || cudaGetDevice(&saved_) != cudaSuccess || saved_ == device) {
+        if (device < 0) return;
+        // The context first: on such a thread even cudaGetDevice is not asked (it could bind device 0's).
+        const ContextEntries& ctx = context_entries();
+        CUcontext current = nullptr;
+        if (ctx.get != nullptr && ctx.set != nullptr && ctx.get(&current) == CUDA_SUCCESS && current == nullptr) {
+            no_context_ = true;
+            saved_ = device;
+            cudaSetDevice(device);
+            return;
+        }
+        if (cudaGetDevice(&saved_) != cudaSuccess || saved_ == device) {
             saved_ = -1;
             return;
         }
-        const ContextEntries& ctx = context_entries();
-        CUcontext current = nullptr;
-        no_context_ = ctx.get != nullptr && ctx.set != nullptr && ctx.get(&current) == CUDA_SUCCESS && current == nullptr;
         cudaSetDevice(device);
     }
     ~DeviceScope() {

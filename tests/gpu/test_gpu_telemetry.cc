@@ -274,7 +274,6 @@ TEST(GpuTelemetry, CallsFromAThreadWithoutContextCreateNoneOnGpu0) {
         skipped = "GPU 0 already has a context in this process";
     } else {
         bool left_context = true;
-        int device_after = -1;
         std::thread([&] {
             vcclResult_t async = vcclSuccess;
             vcclCommGetAsyncError(comm, &async);
@@ -283,11 +282,10 @@ TEST(GpuTelemetry, CallsFromAThreadWithoutContextCreateNoneOnGpu0) {
             vcclCommGetTelemetry(comm, peers.data(), int(peers.size()), &n);
             CUcontext ctx = nullptr;
             left_context = get_current(&ctx) != CUDA_SUCCESS || ctx != nullptr;
-            cudaGetDevice(&device_after);
         }).join();
         printf("[rank %d] GPU %d: after the calls from a new thread, GPU 0's context is %s; the thread %s a "
-               "context, device %d\n", world_rank(), device, gpu0_active() ? "active" : "inactive",
-               left_context ? "has" : "has no", device_after);
+               "context\n", world_rank(), device, gpu0_active() ? "active" : "inactive",
+               left_context ? "has" : "has no");
         if (gpu0_active()) why = "the calls from a thread without a context created one on GPU 0";
         else if (left_context) why = "the calls left the new thread with a context";
     }
