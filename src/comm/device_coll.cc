@@ -217,7 +217,7 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
  * of microseconds, and a piece whose transfers take about as long leaves the host behind the device (2x H200,
  * run125, allreduce: 16 pieces of 16 MiB made 256 MiB about 1.3x slower than one piece, 16 of 32 MiB made
  * 512 MiB 1.07x slower; 2 pieces of 32 MiB at 64 MiB and 8 of 64 MiB at 512 MiB were 1.12x and 1.09x faster).
- * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most kMaxPieces, and more
+ * So: 2 pieces from twice the setting on, then one piece per twice the setting, at most kReduceMaxPieces, and more
  * where the scratch would exceed VCCL_REDUCE_SCRATCH_BYTES (comm/reduce_pieces.h).
  *
  * AllReduce stops at 2 (run224, 2x H200, two runs each): 2 pieces took 735 us at 256 MiB and 2787 us at 1 GiB,
@@ -227,7 +227,6 @@ vcclResult_t reduce_scatter_blocks(vcclComm* comm, const Op& op, const char* sen
  * 4.5 ms a call there, 4 and 8 pieces 3.4 and 9.4 ms. Two pieces lose nothing to the pipeline: the first
  * piece's reduction runs while the second piece moves, and the second's while the first piece's all-gather
  * moves. ReduceScatter has no all-gather to hide its last reduction behind, so it keeps smaller pieces. */
-constexpr int kMaxPieces = kReduceMaxPieces;
 constexpr int kAllReduceMaxPieces = 2;
 
 /* Pieces of a pipelined reduction of `bytes` (one rank's whole input): the same on every rank (the settings are
@@ -585,7 +584,7 @@ vcclResult_t run_device_coll_direct(vcclComm* comm, const Op& op) {
         if (kernel) return run_kernel(comm, op, kind, chunked, send, recv);
         switch (a.coll) {
         case CollType::ReduceScatter: {
-            int pieces = pipeline_pieces(comm, a.count * ts * size_t(n), kMaxPieces);
+            int pieces = pipeline_pieces(comm, a.count * ts * size_t(n), kReduceMaxPieces);
             if (pieces == 1) return reduce_scatter_blocks(comm, op, send, recv, ts, 0, true, a.count, peers_free);
             const size_t count = a.count;
             PartFn part = [count, pieces](int i, int c, size_t* off, size_t* elems) {

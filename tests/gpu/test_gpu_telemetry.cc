@@ -33,6 +33,11 @@ struct DevicePath {
     double send_bw = 0;
 };
 
+/* A communicator whose telemetry times every transfer (so each waits for its stream's note), in private memory. */
+vcclComm_t timed_comm() {
+    return comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"}, {"VCCL_TELEMETRY_SHM", "0"}});
+}
+
 /* Path 2 (the device path) of `peer` as this rank's telemetry shows it now. */
 DevicePath device_path(vcclComm_t comm, int peer) {
     std::vector<vcclTelemetryPeer> peers(256);
@@ -100,8 +105,7 @@ std::string grew(vcclComm_t comm, const DevicePath& to_before, const DevicePath&
 
 TEST(GpuTelemetry, DevicePathShowsTransfersKernelsAndWhatIsStillQueued) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr); // first: it decides whether ranks sharing a GPU use the kernels
-    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
-                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    vcclComm_t comm = timed_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
     if (world_size() < 2) {
         vcclCommDestroy(comm);
@@ -174,8 +178,7 @@ TEST(GpuTelemetry, DevicePathShowsTransfersKernelsAndWhatIsStillQueued) {
  * end the communicator. */
 TEST(GpuTelemetry, AReceiveReleasedByAPeerThatGaveUpIsAFailure) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
-                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    vcclComm_t comm = timed_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
     if (world_size() < 2) {
         vcclCommDestroy(comm);
@@ -235,8 +238,7 @@ TEST(GpuTelemetry, AReceiveReleasedByAPeerThatGaveUpIsAFailure) {
  * that GPU 0's primary context is still inactive and that the thread is left without a context. */
 TEST(GpuTelemetry, CallsFromAThreadWithoutContextCreateNoneOnGpu0) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
-    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SAMPLE", "1"},
-                                     {"VCCL_TELEMETRY_SHM", "0"}});
+    vcclComm_t comm = timed_comm();
     ASSERT_ALL_RANKS(comm != nullptr);
     Stream s;
     DevBuf buf(1 << 20);
