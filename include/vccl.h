@@ -153,6 +153,13 @@ VCCL_EXPORT const char* vcclGetLastError(vcclComm_t comm);
 /** Writes VCCL_VERSION_CODE of the loaded library into *version. */
 VCCL_EXPORT vcclResult_t vcclGetVersion(int* version);
 
+/**
+ * For libraries built on this API (bootstraps, interposers): records `text` as the calling thread's last error
+ * (what vcclGetLastError(NULL) returns), logs it at WARN under VCCL_DEBUG, and returns `result`. NULL text: the
+ * result's vcclGetErrorString.
+ */
+VCCL_EXPORT vcclResult_t vcclSetLastError(vcclResult_t result, const char* text);
+
 /* ------------------------------------------------------------------------------------------------ */
 /* Communicators                                                                                    */
 
@@ -172,6 +179,61 @@ VCCL_EXPORT vcclResult_t vcclCommInitRank(vcclComm_t* comm, int nranks, vcclUniq
 /** As vcclCommInitRank with a configuration (may be NULL for defaults). */
 VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank,
                                                 vcclConfig_t* config);
+
+/* ------------------------------------------------------------------------------------------------ */
+/* External bootstrap: a channel of the caller's (an MPI communicator, a launcher's key-value store) over     */
+/* which the ranks find each other, in place of the TCP unique id. vcclCommInitMPI (vccl_mpi.h) is one.       */
+
+#define VCCL_BOOTSTRAP_VERSION 1
+
+/** How long a bootstrap call may wait, and how it learns that it should stop waiting. */
+typedef struct vcclBootstrapWait {
+    long long timeoutMs;         /**< give up with vcclTimeout after this long (VCCL_BOOTSTRAP_TIMEOUT) */
+    int (*cancelled)(void* arg); /**< poll while waiting: nonzero means give up with vcclRemoteError */
+    void* cancelArg;
+} vcclBootstrapWait_t;
+
+/**
+ * The functions of an external bootstrap. Every call gets `ctx` and returns vcclSuccess or an error (then
+ * lastError, when given, describes it). Calls may come from several threads at once (communicators split from
+ * one another share their parent's bootstrap) and must return within wait->timeoutMs.
+ */
+typedef struct vcclBootstrap {
+    int version; /**< VCCL_BOOTSTRAP_VERSION */
+    int rank;    /**< of this process, in [0, nranks) */
+    int nranks;
+    void* ctx;
+    /** Required. A message to `peer` with `tag` matches the receive from this rank with the same tag; messages
+     *  with equal (sender, tag) match in order. send may return before the peer receives. recv fails
+     *  (vcclInternalError) when the message's size is not `bytes`. Tags use all 64 bits. */
+    vcclResult_t (*send)(void* ctx, int peer, uint64_t tag, const void* data, size_t bytes,
+                         const vcclBootstrapWait_t* wait);
+    vcclResult_t (*recv)(void* ctx, int peer, uint64_t tag, void* data, size_t bytes, const vcclBootstrapWait_t* wait);
+    /** Optional (NULL: vccl builds them from send and recv). data holds nranks slots of `bytes`, this rank's
+     *  filled on entry, all on return; broadcast copies root's data to every rank. */
+    vcclResult_t (*allgather)(void* ctx, void* data, size_t bytes, const vcclBootstrapWait_t* wait);
+    vcclResult_t (*broadcast)(void* ctx, void* data, size_t bytes, int root, const vcclBootstrapWait_t* wait);
+    vcclResult_t (*barrier)(void* ctx, const vcclBootstrapWait_t* wait);
+    /** Optional (NULL: vccl routes a split's traffic over this bootstrap). Fills *out with a bootstrap over
+     *  members[0..nmembers) (ranks of this one, in their new order; newRank is the caller's index there), for
+     *  vcclCommSplit and vcclCommShrink. Only the members call it, after a barrier among them has passed;
+     *  splitId is equal on the members and differs between splits. */
+    vcclResult_t (*split)(void* ctx, const int* members, int nmembers, int newRank, uint64_t splitId,
+                          struct vcclBootstrap* out);
+    /** Optional: waits in progress give up (vcclRemoteError) and later calls fail. vcclCommAbort calls it. */
+    void (*abort)(void* ctx);
+    /** Optional: called once, when no communicator uses the bootstrap any more (also when creation failed). */
+    void (*destroy)(void* ctx);
+    /** Optional: the description of this thread's last failure of a call above. */
+    const char* (*lastError)(void* ctx);
+} vcclBootstrap_t;
+
+/**
+ * Collective over the bootstrap's ranks: creates a communicator with the bootstrap's rank and size. vccl keeps a
+ * copy of *bootstrap and owns ctx from this call on (destroy is called once, at the end). config may be NULL.
+ */
+VCCL_EXPORT vcclResult_t vcclCommInitBootstrap(vcclComm_t* comm, const vcclBootstrap_t* bootstrap,
+                                               const vcclConfig_t* config);
 
 /**
  * Collective over comm: ranks with the same color form a new communicator ordered by key (ties broken by
@@ -369,6 +431,15 @@ typedef struct {
  * (VCCL_TELEMETRY=0, or vcclConfig_t.telemetry=0 at creation).
  */
 VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTelemetryPeer* peers, int maxPeers, int* nPeers);
+
+/**
+ * Pauses (pause != 0) or resumes the calling rank's recording of comm's transfers: while paused they are neither
+ * counted nor timed (the counters keep what they had; path state changes are still recorded). Lets a program
+ * leave a phase out of its figures, or measure what recording costs (vccl-perf --baseline telemetry-paused).
+ * Local, under the communicator's operation lock: waits for the rank's queued staged work to finish.
+ * vcclInvalidUsage when telemetry is off for comm.
+ */
+VCCL_EXPORT vcclResult_t vcclCommPauseTelemetry(vcclComm_t comm, int pause);
 
 #ifdef __cplusplus
 }

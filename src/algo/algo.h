@@ -1,14 +1,16 @@
 /*
- * Algorithm registry. Each algorithm lives in its own file (algo/<collective>/<name>.cc), exports one
- * `Algorithm` descriptor, and is listed in registry.cc. VCCL_ALGO=coll:name[,coll:name] forces a choice;
- * otherwise select() picks by size and rank count.
+ * Algorithm registry. Each algorithm lives in its own file, exports one descriptor and is listed in a registry:
+ * host algorithms (over the host transport, host memory and staged device memory) in algo/host/<collective>/ and
+ * registry.cc, device algorithms (device memory among the GPUs of one host) in algo/device/<collective>/ and
+ * algo/device/registry.cc. VCCL_ALGO=coll:name[,coll:name] forces a choice for either kind (names are unique per
+ * collective across both); otherwise each registry picks by size and rank count.
  */
 #ifndef VCCL_ALGO_ALGO_H_
 #define VCCL_ALGO_ALGO_H_
 
 #include <cstddef>
 
-#include "algo/coll_ctx.h"
+#include "algo/host/coll_ctx.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -48,15 +50,31 @@ extern const Algorithm kAllGatherRing;              // allgather/ring.cc
 extern const Algorithm kReduceScatterRing;          // reducescatter/ring.cc
 extern const Algorithm kAlltoAllPairwise;           // alltoall/pairwise.cc
 
-/* Every registered algorithm. */
+struct DeviceAlgorithm; // algo/device/device_algo.h
+
+/* What VCCL_ALGO forces, per collective: a host and a device algorithm, or NULL for the default. */
+struct AlgoChoice {
+    const Algorithm* host[int(CollType::kCount)] = {};
+    const DeviceAlgorithm* device[int(CollType::kCount)] = {};
+};
+
+/* Every registered host algorithm. */
 const Algorithm* algo_list(size_t* count);
-/* The algorithm for this call: VCCL_ALGO's choice for the collective if any, else the default by size. */
-const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings);
-/* Parses a VCCL_ALGO value; false with a message in *error when a name is unknown (exposed for tests).
- * chosen[c] is the forced algorithm of collective c or nullptr; valid entries are filled in even when
- * another entry is rejected. Collective names: the coll_name() spellings, plus "bcast"; case-insensitive. */
+/* The host algorithm for this call: `forced`'s for the collective if any, else the default by size. */
+const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings,
+                             const AlgoChoice& forced = AlgoChoice());
+/* Parses a VCCL_ALGO value; false with a message in *error when a name is unknown. chosen[c] is the forced host
+ * algorithm of collective c or nullptr, device_chosen[c] (when not NULL) the device one; valid entries are filled
+ * in even when another entry is rejected. Collective names: the coll_name() spellings, plus "bcast";
+ * case-insensitive. */
 bool algo_parse_override(const char* spec, const Algorithm* chosen[int(CollType::kCount)], char* error,
-                         size_t error_len);
+                         size_t error_len, const DeviceAlgorithm* device_chosen[int(CollType::kCount)] = nullptr);
+/* VCCL_ALGO as this process reads it (parsed once; what it does not recognise is reported once). */
+const AlgoChoice& algo_choice_from_env();
+/* A choice as one number, so that a communicator's ranks agree on rank 0's (comm_init): each collective's host and
+ * device algorithm as its index in its list plus one (0: the default), 8 bits each, host in the low 48 bits. */
+uint64_t algo_choice_encode(const AlgoChoice& choice);
+AlgoChoice algo_choice_decode(uint64_t code);
 
 } // namespace vccl
 

@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "algo/algo.h"
+#include "algo/device/device_algo.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -58,47 +59,27 @@ std::string trim(const std::string& s) {
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-/* "ring, recursive_doubling" for one collective, or every "coll:name" when coll < 0. */
+/* "ring, recursive_doubling, ll, ..." for one collective (host algorithms first, then device ones), or every
+ * "coll:name" when coll < 0. */
 std::string valid_names(int coll) {
     std::string out;
+    auto add = [&](CollType c, const char* name) {
+        if (coll >= 0 && int(c) != coll) return;
+        if (!out.empty()) out += ", ";
+        if (coll < 0) out += std::string(coll_name(c)) + ":";
+        out += name;
+    };
     size_t n;
     const Algorithm* all = table(&n);
-    for (size_t i = 0; i < n; ++i) {
-        if (coll >= 0 && int(all[i].coll) != coll) continue;
-        if (!out.empty()) out += ", ";
-        if (coll < 0) out += std::string(coll_name(all[i].coll)) + ":";
-        out += all[i].name;
-    }
+    for (size_t i = 0; i < n; ++i) add(all[i].coll, all[i].name);
+    const DeviceAlgorithm* const* dev = device_algo_list(&n);
+    for (size_t i = 0; i < n; ++i) add(dev[i]->coll, dev[i]->name);
     return out;
 }
 
 void append_error(std::string* all, const std::string& msg) {
     if (!all->empty()) *all += "; ";
     *all += msg;
-}
-
-/* VCCL_ALGO, parsed on first use. Unknown names are reported once and fall back to the default. */
-struct Override {
-    const Algorithm* chosen[int(CollType::kCount)] = {};
-    Override() {
-        std::string spec = env::get_str(env::kAlgo);
-        if (spec.empty()) return;
-        char error[1024];
-        if (!algo_parse_override(spec.c_str(), chosen, error, sizeof(error))) {
-            VCCL_WARN(kLogColl, "VCCL_ALGO=%s: %s; valid: %s; using the default where unrecognised",
-                      spec.c_str(), error, valid_names(-1).c_str());
-        }
-        for (int c = 0; c < int(CollType::kCount); ++c) {
-            if (chosen[c] != nullptr) {
-                VCCL_INFO(kLogColl, "VCCL_ALGO forces %s:%s", kCollNames[c], chosen[c]->name);
-            }
-        }
-    }
-};
-
-const Override& override_once() {
-    static const Override o; // thread-safe one-time initialisation
-    return o;
 }
 
 } // namespace
@@ -113,8 +94,11 @@ const Algorithm* algo_list(size_t* count) {
 }
 
 bool algo_parse_override(const char* spec, const Algorithm* chosen[int(CollType::kCount)], char* error,
-                         size_t error_len) {
+                         size_t error_len, const DeviceAlgorithm* device_chosen[int(CollType::kCount)]) {
     for (int c = 0; c < int(CollType::kCount); ++c) chosen[c] = nullptr;
+    if (device_chosen != nullptr) {
+        for (int c = 0; c < int(CollType::kCount); ++c) device_chosen[c] = nullptr;
+    }
     std::string errors;
     std::string text = spec == nullptr ? std::string() : std::string(spec);
     size_t pos = 0;
@@ -137,6 +121,11 @@ bool algo_parse_override(const char* spec, const Algorithm* chosen[int(CollType:
             continue;
         }
         const Algorithm* found = find(coll, aname.c_str());
+        const DeviceAlgorithm* device = found == nullptr ? device_algo_find(CollType(coll), aname.c_str()) : nullptr;
+        if (device != nullptr) {
+            if (device_chosen != nullptr) device_chosen[coll] = device;
+            continue;
+        }
         if (found == nullptr) {
             append_error(&errors, "unknown " + std::string(kCollNames[coll]) + " algorithm '" + aname +
                                       "' (" + kCollNames[coll] + ": " + valid_names(coll) + ")");
@@ -149,8 +138,83 @@ bool algo_parse_override(const char* spec, const Algorithm* chosen[int(CollType:
     return false;
 }
 
-const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings) {
-    const Algorithm* forced = override_once().chosen[int(args.coll)];
+const AlgoChoice& algo_choice_from_env() {
+    static const AlgoChoice choice = [] {
+        AlgoChoice c;
+        std::string spec = env::get_str(env::kAlgo);
+        if (spec.empty()) return c;
+        char error[1024];
+        if (!algo_parse_override(spec.c_str(), c.host, error, sizeof(error), c.device)) {
+            VCCL_WARN(kLogColl, "VCCL_ALGO=%s: %s; valid: %s; using the default where unrecognised", spec.c_str(),
+                      error, valid_names(-1).c_str());
+        }
+        for (int k = 0; k < int(CollType::kCount); ++k) {
+            if (c.host[k] != nullptr) VCCL_INFO(kLogColl, "VCCL_ALGO forces %s:%s", kCollNames[k], c.host[k]->name);
+            if (c.device[k] != nullptr) {
+                VCCL_INFO(kLogColl, "VCCL_ALGO forces %s:%s on device buffers of one host", kCollNames[k],
+                          c.device[k]->name);
+            }
+        }
+        return c;
+    }(); // thread-safe one-time initialisation
+    return choice;
+}
+
+namespace {
+
+/* Index + 1 of `a` among the algorithms of its collective in a list (0: NULL). */
+template <typename A, typename Get> uint64_t local_index(const A* a, size_t n, Get get) {
+    if (a == nullptr) return 0;
+    uint64_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const A* x = get(i);
+        if (x->coll != a->coll) continue;
+        ++k;
+        if (x == a || strcasecmp(x->name, a->name) == 0) return k;
+    }
+    return 0;
+}
+template <typename A, typename Get> const A* by_local_index(CollType coll, uint64_t k, size_t n, Get get) {
+    for (size_t i = 0; i < n && k > 0; ++i) {
+        const A* x = get(i);
+        if (x->coll == coll && --k == 0) return x;
+    }
+    return nullptr;
+}
+
+} // namespace
+
+uint64_t algo_choice_encode(const AlgoChoice& choice) {
+    size_t nh, nd;
+    const Algorithm* host = table(&nh);
+    const DeviceAlgorithm* const* dev = device_algo_list(&nd);
+    uint64_t code = 0;
+    for (int c = 0; c < int(CollType::kCount); ++c) {
+        uint64_t h = local_index<Algorithm>(choice.host[c], nh, [&](size_t i) { return &host[i]; });
+        uint64_t d = local_index<DeviceAlgorithm>(choice.device[c], nd, [&](size_t i) { return dev[i]; });
+        code |= (h & 0xf) << (4 * c);
+        code |= (d & 0xf) << (24 + 4 * c);
+    }
+    return code;
+}
+
+AlgoChoice algo_choice_decode(uint64_t code) {
+    size_t nh, nd;
+    const Algorithm* host = table(&nh);
+    const DeviceAlgorithm* const* dev = device_algo_list(&nd);
+    AlgoChoice choice;
+    for (int c = 0; c < int(CollType::kCount); ++c) {
+        choice.host[c] = by_local_index<Algorithm>(CollType(c), (code >> (4 * c)) & 0xf, nh,
+                                                   [&](size_t i) { return &host[i]; });
+        choice.device[c] = by_local_index<DeviceAlgorithm>(CollType(c), (code >> (24 + 4 * c)) & 0xf, nd,
+                                                           [&](size_t i) { return dev[i]; });
+    }
+    return choice;
+}
+
+const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings,
+                             const AlgoChoice& choice) {
+    const Algorithm* forced = choice.host[int(args.coll)];
     if (forced != nullptr) return forced;
 
     size_t bytes = args.count * dtype_size(args.dtype);

@@ -139,7 +139,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclRedOpCreatePreMulSum(vcclRedOp_t* op, vo
                                                              vcclScalarResidence_t residence, vcclComm_t comm) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclRedOpCreatePreMulSum"));
     // The GPU whose kernels will read a device scalar: the direct path's, else (staging) the one current now.
-    int device = comm->ipc != nullptr ? comm->ipc->device() : -1;
+    int device = comm->dev.ipc != nullptr ? comm->dev.ipc->device() : -1;
     if (device < 0 && residence == vcclScalarDevice && !stream_device(nullptr, &device)) device = -1;
     return comm->premul_ops.create(scalar, datatype, residence, device, op);
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 #include "api/check.h"
+#include "bootstrap/external_bootstrap.h"
 #include "bootstrap/tcp/tcp_bootstrap.h"
 #include "comm/comm_ops.h"
 #include "comm/group.h"
@@ -30,6 +31,17 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRank(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank) {
     return vcclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommInitBootstrap(vcclComm_t* comm, const vcclBootstrap_t* bootstrap,
+                                                          const vcclConfig_t* config) {
+    const char* fn = "vcclCommInitBootstrap";
+    if (bootstrap == nullptr) return set_last_error(vcclInvalidArgument, "%s: bootstrap is NULL", fn);
+    std::shared_ptr<Bootstrap> wrapped;
+    VCCL_RETURN_IF_ERROR(external_bootstrap_create(bootstrap, &wrapped)); // owns the bootstrap's ctx from here
+    if (comm == nullptr) return set_last_error(vcclInvalidArgument, "%s: comm is NULL", fn);
+    VCCL_RETURN_IF_ERROR(comm_check_config(config));
+    return comm_init_with_bootstrap(comm, std::move(wrapped), config);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vcclComm_t* newcomm,
@@ -89,9 +101,9 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm) {
 extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommGetAsyncError"));
     if (asyncError == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommGetAsyncError: asyncError is NULL");
-    if (comm->async_error.load() == vcclSuccess && comm->ipc) {
+    if (comm->async_error.load() == vcclSuccess && comm->dev.ipc) {
         // A peer that gave up a direct device transfer with this rank after this rank's call had returned.
-        int who = comm->ipc->failed_peer();
+        int who = comm->dev.ipc->failed_peer();
         if (who >= 0) comm_note_failed_peer(comm, who);
     }
     *asyncError = vcclResult_t(comm->async_error.load());
@@ -115,102 +127,3 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommUserRank(const vcclComm_t comm, int*
 extern "C" VCCL_EXPORT vcclResult_t vcclGroupStart(void) { return group_start(); }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclGroupEnd(void) { return group_end(); }
-
-namespace vccl {
-namespace testing {
-
-/* Test hook (tests/gpu): this rank's next direct device send (send != 0) or receive fails after the
- * descriptors were exchanged, as a failed IPC mapping would, leaving the peer's stream waiting until the
- * peer aborts or destroys its communicator. */
-vcclResult_t fail_next_direct(vcclComm_t comm, int send) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_direct"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    if (!comm->ipc) return set_last_error(vcclInvalidUsage, "fail_next_direct: no direct device path");
-    comm->ipc->test_fail_next(send != 0);
-    return vcclSuccess;
-}
-
-/* Test hook (tests/gpu): this rank's next low-latency allreduce fails on the host before its kernel is
- * launched, as a failed scratch allocation or launch would. */
-vcclResult_t fail_next_ll(vcclComm_t comm) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_ll"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    comm->test_fail_next_ll = true;
-    return vcclSuccess;
-}
-
-/* Test hook (tests/gpu): this rank's next chunked collective moves only its first `chunks` chunks (each block its
- * share of them) and then its kernel ends, as if a peer had stopped in the middle of a call: the other ranks wait
- * for the rest until an abort. */
-vcclResult_t stop_next_chunked(vcclComm_t comm, unsigned chunks) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "stop_next_chunked"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    comm->test_chunked_stop = chunks;
-    return vcclSuccess;
-}
-
-/* Test hook (tests/gpu): this rank's next send/recv batch with direct-path peers fails once the descriptors
- * have been exchanged both ways, before anything is enqueued, as a timeout of the exchange would. */
-vcclResult_t fail_next_exchange(vcclComm_t comm) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "fail_next_exchange"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    comm->test_fail_next_exchange = true;
-    return vcclSuccess;
-}
-
-vcclResult_t pause_telemetry(vcclComm_t comm, int paused) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "pause_telemetry"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "pause_telemetry: telemetry is off (VCCL_TELEMETRY=0)");
-    if (comm->staged_pending.load() != 0 && comm->staged_queue) comm->staged_queue->wait_idle();
-    comm->transport->pause_telemetry(paused != 0);
-    if (comm->device_flows) comm->device_flows->set_paused(paused != 0);
-    return vcclSuccess;
-}
-
-vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "staging_skip_sequence"));
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    if (!comm->staged_queue) return set_last_error(vcclInvalidUsage, "staging_skip_sequence: no staged queue yet");
-    comm->staged_queue->test_skip_sequence(n);
-    return vcclSuccess;
-}
-
-long long direct_sends(vcclComm_t comm) {
-    if (check_comm(comm, "direct_sends") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return comm->ipc ? static_cast<long long>(comm->ipc->direct_sends()) : 0;
-}
-
-long long ll_bytes(vcclComm_t comm) {
-    if (check_comm(comm, "ll_bytes") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return comm->ipc ? static_cast<long long>(comm->ipc->ll_bytes()) : 0;
-}
-
-long long chunked_calls(vcclComm_t comm) {
-    if (check_comm(comm, "chunked_calls") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return static_cast<long long>(comm->chunked_calls);
-}
-
-long long ll_calls(vcclComm_t comm) {
-    if (check_comm(comm, "ll_calls") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return static_cast<long long>(comm->ll_calls);
-}
-
-long long ipc_block_reopens(vcclComm_t comm) {
-    if (check_comm(comm, "ipc_block_reopens") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return comm->ipc ? static_cast<long long>(comm->ipc->block_reopens()) : 0;
-}
-
-long long ipc_evictions(vcclComm_t comm) {
-    if (check_comm(comm, "ipc_evictions") != vcclSuccess) return -1;
-    std::lock_guard<std::mutex> lock(comm->op_mutex);
-    return comm->ipc ? static_cast<long long>(comm->ipc->evictions()) : 0;
-}
-
-} // namespace testing
-} // namespace vccl

@@ -1,5 +1,6 @@
 /* Error strings, last error, version. */
 #include "comm/comm.h"
+#include "core/log.h"
 #include "core/status.h"
 #include "vccl.h"
 
@@ -32,4 +33,10 @@ extern "C" VCCL_EXPORT vcclResult_t vcclGetVersion(int* version) {
     if (version == nullptr) return vccl::set_last_error(vcclInvalidArgument, "vcclGetVersion: version is NULL");
     *version = VCCL_VERSION_CODE;
     return vcclSuccess;
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclSetLastError(vcclResult_t result, const char* text) {
+    if (text == nullptr) text = vcclGetErrorString(result);
+    VCCL_WARN(vccl::kLogAll, "%s", text);
+    return vccl::set_last_error(result, "%s", text);
 }

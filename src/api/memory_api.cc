@@ -93,12 +93,12 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommRegister(const vcclComm_t comm, void
     }
     vcclComm* c = const_cast<vcclComm*>(comm);
     std::lock_guard<std::mutex> lock(c->op_mutex);
-    return c->registrations.add(buff, size, c->ipc.get(), handle);
+    return c->dev.registrations.add(buff, size, c->dev.ipc.get(), handle);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommDeregister(const vcclComm_t comm, void* handle) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommDeregister"));
     vcclComm* c = const_cast<vcclComm*>(comm);
     std::lock_guard<std::mutex> lock(c->op_mutex);
-    return c->registrations.remove(handle);
+    return c->dev.registrations.remove(handle);
 }

@@ -30,7 +30,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
         // are queued under it) make this thread the writer. A snapshot taken during an operation may be up to
         // the publication interval (1 ms) old.
         std::unique_lock<std::mutex> lock(comm->op_mutex, std::try_to_lock);
-        if (lock.owns_lock() && comm->staged_pending.load(std::memory_order_acquire) == 0) {
+        if (lock.owns_lock() && comm->dev.staged_pending.load(std::memory_order_acquire) == 0) {
             // Device transfers whose notes have come, confirmed by a read of the FAIL words (comm/device_flows.h).
             comm_confirm_device_flows(comm, 5);
             tele->publish_held();
@@ -57,16 +57,16 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
     return vcclSuccess;
 }
 
-namespace vccl {
-namespace telemetry {
-
-vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "test_slow_link"));
-    if (!comm->telemetry) return set_last_error(vcclInvalidUsage, "test_slow_link: telemetry is off");
-    std::lock_guard<std::mutex> lock(comm->op_mutex); // the writer's side: no operation runs meanwhile
-    comm->telemetry->test_slow_link(peer, factor);
+extern "C" VCCL_EXPORT vcclResult_t vcclCommPauseTelemetry(vcclComm_t comm, int pause) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommPauseTelemetry"));
+    std::lock_guard<std::mutex> lock(comm->op_mutex); // the recording side: no operation runs meanwhile
+    if (!comm->telemetry) {
+        return set_last_error(vcclInvalidUsage, "vcclCommPauseTelemetry: telemetry is off for this communicator "
+                              "(VCCL_TELEMETRY=0 or vcclConfig_t.telemetry = 0)");
+    }
+    // Staged jobs record on the proxy thread: they end first, so no transfer is left half recorded.
+    if (comm->dev.staged_pending.load() != 0 && comm->dev.staged_queue) comm->dev.staged_queue->wait_idle();
+    comm->transport->pause_telemetry(pause != 0);
+    if (comm->device_flows) comm->device_flows->set_paused(pause != 0);
     return vcclSuccess;
 }
-
-} // namespace telemetry
-} // namespace vccl

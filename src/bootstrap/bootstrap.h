@@ -15,7 +15,6 @@
 
 #include "core/clock.h"
 #include "core/env.h"
-#include "core/export.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -56,7 +55,7 @@ struct CancelScope {
 
 /* enable_shared_from_this: the default split() hands a shared_ptr to this bootstrap to its children, which
  * keep it alive (a split communicator may outlive its parent). */
-class VCCL_INTERNAL_API Bootstrap : public std::enable_shared_from_this<Bootstrap> {
+class Bootstrap : public std::enable_shared_from_this<Bootstrap> {
 public:
     virtual ~Bootstrap() = default;
 
@@ -112,7 +111,7 @@ private:
  * (scheme in subset_bootstrap.cc). Returns nullptr (and sets the last error) when the arguments are invalid:
  * empty or duplicate members, a member out of the parent's range, or members[new_rank] != parent->rank().
  */
-VCCL_INTERNAL_API std::shared_ptr<Bootstrap> make_subset_bootstrap(std::shared_ptr<Bootstrap> parent, const std::vector<int>& members,
+std::shared_ptr<Bootstrap> make_subset_bootstrap(std::shared_ptr<Bootstrap> parent, const std::vector<int>& members,
                                                  int new_rank, uint64_t split_id);
 
 } // namespace vccl

@@ -8,9 +8,11 @@
 
 #include "comm/comm.h"
 #include "comm/comm_ops.h"
+#include "comm/enqueue.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/test_point.h"
 #include "device/memory.h"
 #include "topo/topo.h"
 
@@ -144,23 +146,157 @@ CollSettings settings_from_env() {
     return s;
 }
 
+/* The settings a communicator keeps from its creation on (VCCL_* variables and the config). */
+void read_settings(vcclComm* comm, const vcclConfig_t* config) {
+    comm->settings = settings_from_env();
+    comm->algos = algo_choice_from_env();
+    DevicePath& dev = comm->dev;
+    dev.max_ctas = int(env::get_int(env::kMaxCtas));
+    if (config != nullptr && config->maxCtas != VCCL_CONFIG_UNDEF_INT) dev.max_ctas = config->maxCtas;
+    if (dev.max_ctas < 1) dev.max_ctas = 1;
+    // Read here, not when the staged queue is made on first use, so a communicator keeps the settings it was
+    // created with.
+    dev.staged_queue_unavailable = !env::get_bool(env::kStagingAsync);
+    dev.staging_pool_bytes = env::get_size(env::kStagingPoolBytes);
+    dev.staging_chunk_bytes = env::get_size(env::kStagingChunkBytes);
+}
+
+/* Every rank must build the same transport (their set-up exchanges must pair up), and cut messages into the same
+ * pieces and choose the same algorithms, or their messages would not pair up either (a mismatch showed as
+ * "mismatched send/receive sizes", or a hang): rank 0's value of each setting below is used everywhere. Failover is
+ * used only where every rank has a backup path. */
+vcclResult_t agree_settings(vcclComm* comm, Bootstrap* bootstrap, bool* use_failover) {
+    struct Agreed {
+        const char* name;
+        uint64_t value;
+    };
+    Agreed agreed[] = {{"VCCL_STAGING_CHUNK_BYTES", comm->dev.staging_chunk_bytes},
+                       {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
+                       {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes},
+                       {"VCCL_REDUCE_PIPELINE_BYTES", comm->settings.reduce_pipeline_bytes},
+                       {"VCCL_REDUCE_SCRATCH_BYTES", comm->settings.reduce_scratch_bytes},
+                       {"VCCL_ALLREDUCE_KERNEL_BYTES", comm->settings.kernel_bytes},
+                       {"VCCL_PREMULSUM_KERNEL_BYTES", comm->settings.premul_kernel_bytes},
+                       {"VCCL_ALGO (coded)", algo_choice_encode(comm->algos)}};
+    constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
+    std::vector<uint64_t> votes(size_t(comm->nranks) * kVotes);
+    votes[size_t(comm->rank) * kVotes] = *use_failover ? 1 : 0;
+    for (size_t i = 1; i < kVotes; ++i) votes[size_t(comm->rank) * kVotes + i] = agreed[i - 1].value;
+    VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), kVotes * sizeof(uint64_t)));
+    for (size_t i = 1; i < kVotes; ++i) {
+        if (votes[i] == agreed[i - 1].value) continue;
+        VCCL_WARN(kLogInit, "%s is %llu here and %llu on rank 0: using rank 0's (it must be equal on every rank)",
+                  agreed[i - 1].name, (unsigned long long)agreed[i - 1].value, (unsigned long long)votes[i]);
+        agreed[i - 1].value = votes[i];
+    }
+    comm->dev.staging_chunk_bytes = agreed[0].value;
+    comm->settings.chunk_bytes = size_t(agreed[1].value);
+    comm->settings.small_bytes = size_t(agreed[2].value);
+    comm->settings.reduce_pipeline_bytes = size_t(agreed[3].value);
+    comm->settings.reduce_scratch_bytes = size_t(agreed[4].value);
+    comm->settings.kernel_bytes = size_t(agreed[5].value);
+    comm->settings.premul_kernel_bytes = size_t(agreed[6].value);
+    comm->algos = algo_choice_decode(agreed[7].value);
+    uint64_t yes = 0;
+    for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
+    if (yes != 0 && yes != uint64_t(comm->nranks)) {
+        if (comm->rank == 0) {
+            VCCL_WARN(kLogInit, "failover off: only %llu of %d ranks have a backup path (VCCL_BACKUP_NET_DEVICES)",
+                      (unsigned long long)yes, comm->nranks);
+        }
+        *use_failover = false;
+    }
+    return vcclSuccess;
+}
+
+/* Telemetry (when on) and the host transport: UCX, under the failover layer where it is used. */
+vcclResult_t create_transport(vcclComm* comm, Bootstrap* bootstrap, const vcclConfig_t* config,
+                              TransportOptions* options, const std::string& backup) {
+    FailoverOptions fo;
+    bool use_failover = false;
+    VCCL_RETURN_IF_ERROR(failover_options(backup, &fo, &use_failover));
+    // Peers on other hosts exist only in a multi-host job; without any, auto mode needs no second path.
+    bool remote_peers = false;
+    for (uint64_t id : options->host_ids) remote_peers = remote_peers || id != options->host_ids[size_t(comm->rank)];
+    if (!fo.every_peer && !remote_peers) use_failover = false;
+    VCCL_RETURN_IF_ERROR(agree_settings(comm, bootstrap, &use_failover));
+    options->tls = env::get_str(env::kUcxTls);
+    int telemetry = config_telemetry(config);
+    if (telemetry == VCCL_CONFIG_UNDEF_INT ? env::get_bool(env::kTelemetry) : telemetry == 1) {
+        std::unique_ptr<telemetry::Telemetry> made;
+        telemetry::Options topt = telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name);
+        topt.test_key = comm;
+        VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(topt, &made));
+        comm->telemetry = std::move(made); // before anyone else can see the communicator: no lock needed
+        options->telemetry = comm->telemetry.get();
+    }
+    if (use_failover) return failover_transport_create(bootstrap, *options, fo, &comm->transport);
+    return ucx_transport_create(bootstrap, *options, &comm->transport);
+}
+
+/* The device path's links to the communicator and its transports (exec/device_path.h); the direct GPU path where
+ * VCCL_P2P_DIRECT allows (collective over the bootstrap). */
+vcclResult_t setup_device_path(vcclComm* comm, Bootstrap* bootstrap, const std::vector<uint64_t>& host_ids) {
+    DevicePath& dev = comm->dev;
+    dev.rank = comm->rank;
+    dev.nranks = comm->nranks;
+    dev.settings = &comm->settings;
+    dev.services = &comm->services;
+    dev.test_key = comm;
+    dev.forced = &comm->algos;
+    HostBatchEnv host;
+    host.transport = comm->transport.get();
+    host.op_timeout_ms = comm->settings.op_timeout_ms;
+    host.aborted = &comm->aborted;
+    host.scratch = &comm->scratch;
+    host.piece_bytes = dev.staging_chunk_bytes;
+    auto stream_wait = [comm](vcclStream_t s) { return comm_stream_wait(comm, s); };
+    dev.staged.env.host = host;
+    dev.staged.env.staging = &dev.staging;
+    dev.staged.env.stream_wait = stream_wait;
+    dev.direct.env.host = host;
+    dev.direct.env.registrations = &dev.registrations;
+    dev.direct.env.test_key = comm;
+    dev.direct.env.stream_wait = stream_wait;
+    if (env::get_bool(env::kP2pDirect)) {
+        VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap, host_ids, comm, &dev.ipc));
+    }
+    dev.direct.env.ipc = dev.ipc.get();
+    return vcclSuccess;
+}
+
+/* Device-path telemetry and idle progress, once the communicator is complete. */
+void setup_progress(vcclComm* comm) {
+    if (comm->telemetry && comm->dev.ipc && comm->dev.ipc->note_words() >= 2 * comm->nranks + 1) {
+        IpcP2p* ipc = comm->dev.ipc.get(); // outlives device_flows (comm_destroy)
+        comm->device_flows = std::make_unique<DeviceFlows>(
+            comm->telemetry.get(), comm->nranks, [ipc](int word) { return ipc->note_value(word); },
+            [ipc](int peer, uint64_t* clear_ns, bool* failed) { ipc->fail_state(peer, clear_ns, failed); });
+        comm->dev.flows = comm->device_flows.get();
+        comm->dev.direct.env.flows = comm->device_flows.get();
+    }
+    int idle_ms = int(env::get_int(env::kIdleProgressMs));
+    if (idle_ms > 0 && (comm->transport->wants_idle_progress() || comm->device_flows)) {
+        // Device transfers still outstanding are looked at while idle too, so telemetry shows them done.
+        std::function<bool()> poll_device;
+        if (comm->device_flows) poll_device = [flows = comm->device_flows.get()] { return flows->poll(); };
+        comm->idle_progress =
+            std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
+                                           &comm->dev.staged_pending, std::move(poll_device));
+    }
+}
+
 } // namespace
 
 vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
                                       const vcclConfig_t* config) {
     VCCL_RETURN_IF_ERROR(comm_check_config(config));
+    // A test that changed VCCL_* variables for this communicator asks for them to be read again.
+    if (test_point(nullptr, TestPoint::EnvReload)) env::reload();
     auto comm = std::make_unique<vcclComm>();
     comm->rank = bootstrap->rank();
     comm->nranks = bootstrap->nranks();
-    comm->settings = settings_from_env();
-    comm->max_ctas = int(env::get_int(env::kMaxCtas));
-    if (config != nullptr && config->maxCtas != VCCL_CONFIG_UNDEF_INT) comm->max_ctas = config->maxCtas;
-    if (comm->max_ctas < 1) comm->max_ctas = 1;
-    // Read here, not when the staged queue is made on first use, so a communicator keeps the settings it was
-    // created with.
-    comm->staged_queue_unavailable = !env::get_bool(env::kStagingAsync);
-    comm->staging_pool_bytes = env::get_size(env::kStagingPoolBytes);
-    comm->staging_chunk_bytes = env::get_size(env::kStagingChunkBytes);
+    read_settings(comm.get(), config);
 
     // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
     uint64_t hash = 0;
@@ -179,99 +315,20 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         options.net_devices = config->netName;
         comm->config_net_name = config->netName;
     }
-    FailoverOptions fo;
-    bool use_failover = false;
-    VCCL_RETURN_IF_ERROR(failover_options(backup, &fo, &use_failover));
-    // Peers on other hosts exist only in a multi-host job; without any, auto mode needs no second path.
-    bool remote_peers = false;
-    for (uint64_t id : options.host_ids) remote_peers = remote_peers || id != options.host_ids[size_t(comm->rank)];
-    if (!fo.every_peer && !remote_peers) use_failover = false;
-    {
-        // Every rank must build the same transport (their set-up exchanges must pair up), and cut messages into
-        // the same pieces and choose the same algorithms, or their messages would not pair up either (a
-        // mismatch showed as "mismatched send/receive sizes", or a hang): rank 0's value of each setting below
-        // is used everywhere.
-        struct Agreed {
-            const char* name;
-            uint64_t value;
-        };
-        Agreed agreed[] = {{"VCCL_STAGING_CHUNK_BYTES", comm->staging_chunk_bytes},
-                           {"VCCL_CHUNK_SIZE", comm->settings.chunk_bytes},
-                           {"VCCL_ALLREDUCE_SMALL_BYTES", comm->settings.small_bytes},
-                           {"VCCL_REDUCE_PIPELINE_BYTES", comm->settings.reduce_pipeline_bytes},
-                           {"VCCL_REDUCE_SCRATCH_BYTES", comm->settings.reduce_scratch_bytes},
-                           {"VCCL_ALLREDUCE_KERNEL_BYTES", comm->settings.kernel_bytes},
-                           {"VCCL_PREMULSUM_KERNEL_BYTES", comm->settings.premul_kernel_bytes}};
-        constexpr size_t kVotes = 1 + sizeof(agreed) / sizeof(agreed[0]);
-        std::vector<uint64_t> votes(size_t(comm->nranks) * kVotes);
-        votes[size_t(comm->rank) * kVotes] = use_failover ? 1 : 0;
-        for (size_t i = 1; i < kVotes; ++i) votes[size_t(comm->rank) * kVotes + i] = agreed[i - 1].value;
-        VCCL_RETURN_IF_ERROR(bootstrap->allgather(votes.data(), kVotes * sizeof(uint64_t)));
-        for (size_t i = 1; i < kVotes; ++i) {
-            if (votes[i] == agreed[i - 1].value) continue;
-            VCCL_WARN(kLogInit, "%s is %llu here and %llu on rank 0: using rank 0's (it must be equal on every rank)",
-                      agreed[i - 1].name, (unsigned long long)agreed[i - 1].value, (unsigned long long)votes[i]);
-            agreed[i - 1].value = votes[i];
-        }
-        comm->staging_chunk_bytes = agreed[0].value;
-        comm->settings.chunk_bytes = size_t(agreed[1].value);
-        comm->settings.small_bytes = size_t(agreed[2].value);
-        comm->settings.reduce_pipeline_bytes = size_t(agreed[3].value);
-        comm->settings.reduce_scratch_bytes = size_t(agreed[4].value);
-        comm->settings.kernel_bytes = size_t(agreed[5].value);
-        comm->settings.premul_kernel_bytes = size_t(agreed[6].value);
-        uint64_t yes = 0;
-        for (int r = 0; r < comm->nranks; ++r) yes += votes[size_t(r) * kVotes];
-        if (yes != 0 && yes != uint64_t(comm->nranks)) {
-            if (comm->rank == 0) {
-                VCCL_WARN(kLogInit, "failover off: only %llu of %d ranks have a backup path (VCCL_BACKUP_NET_DEVICES)",
-                          (unsigned long long)yes, comm->nranks);
-            }
-            use_failover = false;
-        }
-    }
-    options.tls = env::get_str(env::kUcxTls);
-    int telemetry = config_telemetry(config);
-    if (telemetry == VCCL_CONFIG_UNDEF_INT ? env::get_bool(env::kTelemetry) : telemetry == 1) {
-        std::unique_ptr<telemetry::Telemetry> made;
-        VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(
-            telemetry::Options::from_env(comm->rank, comm->nranks, comm->hash, comm->name), &made));
-        comm->telemetry = std::move(made); // before anyone else can see the communicator: no lock needed
-        options.telemetry = comm->telemetry.get();
-    }
-    if (use_failover) {
-        VCCL_RETURN_IF_ERROR(failover_transport_create(bootstrap.get(), options, fo, &comm->transport));
-    } else {
-        VCCL_RETURN_IF_ERROR(ucx_transport_create(bootstrap.get(), options, &comm->transport));
-    }
-    if (env::get_bool(env::kP2pDirect)) {
-        VCCL_RETURN_IF_ERROR(IpcP2p::create(bootstrap.get(), options.host_ids, &comm->ipc));
-    }
+    VCCL_RETURN_IF_ERROR(create_transport(comm.get(), bootstrap.get(), config, &options, backup));
+    VCCL_RETURN_IF_ERROR(setup_device_path(comm.get(), bootstrap.get(), options.host_ids));
     // No rank returns before every rank has connected to every peer: one that destroyed its new
     // communicator at once would free its UCX worker (shared-memory FIFO) while a slower peer was still
     // attaching to it, failing that peer's init (found by vccl-perf --soak; test_comm's
     // SplitThenDestroyAtOnceInALoop).
     VCCL_RETURN_IF_ERROR(bootstrap->barrier());
     comm->bootstrap = std::move(bootstrap);
-
-    if (comm->telemetry && comm->ipc && comm->ipc->note_words() >= 2 * comm->nranks + 1) {
-        IpcP2p* ipc = comm->ipc.get(); // outlives device_flows (comm_destroy)
-        comm->device_flows = std::make_unique<DeviceFlows>(
-            comm->telemetry.get(), comm->nranks, [ipc](int word) { return ipc->note_value(word); },
-            [ipc](int peer, uint64_t* clear_ns, bool* failed) { ipc->fail_state(peer, clear_ns, failed); });
-    }
-    int idle_ms = int(env::get_int(env::kIdleProgressMs));
-    if (idle_ms > 0 && (comm->transport->wants_idle_progress() || comm->device_flows)) {
-        // Device transfers still outstanding are looked at while idle too, so telemetry shows them done.
-        std::function<bool()> poll_device;
-        if (comm->device_flows) poll_device = [flows = comm->device_flows.get()] { return flows->poll(); };
-        comm->idle_progress =
-            std::make_unique<IdleProgress>(&comm->op_mutex, comm->transport.get(), idle_ms, &comm->op_count,
-                                           &comm->staged_pending, std::move(poll_device));
-    }
+    setup_progress(comm.get());
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());
     comm_register(comm.get());
+    test_point(comm.get(), TestPoint::CommCreated, comm->dev.ipc != nullptr ? 1 : 0);
+    test_point(comm.get(), TestPoint::LlBytes, comm->dev.ipc != nullptr ? (long long)comm->dev.ipc->ll_bytes() : 0);
     *out = comm.release();
     return vcclSuccess;
 }
@@ -282,7 +339,7 @@ namespace {
 const vcclConfig_t* inherited_config(const vcclComm* parent, const vcclConfig_t* given, vcclConfig_t* storage) {
     if (given != nullptr) return given;
     *storage = VCCL_CONFIG_INITIALIZER;
-    storage->maxCtas = parent->max_ctas;
+    storage->maxCtas = parent->dev.max_ctas;
     storage->netName = parent->config_net_name.empty() ? nullptr : parent->config_net_name.c_str();
     storage->telemetry = parent->telemetry != nullptr ? 1 : 0;
     return storage;
@@ -372,16 +429,17 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
                               comm->name.c_str());
     }
     comm_unregister(comm);
+    test_point(comm, TestPoint::CommDestroyed);
     if (abort) {
         comm->aborted.store(true);
         if (comm->bootstrap) comm->bootstrap->abort();
     }
-    if (comm->staged_queue) {
+    if (comm->dev.staged_queue) {
         // Staged device work still queued runs first (it owns the transport), for up to the operation timeout;
-        // after an abort none starts. Streams waiting for a skipped one are let go (device/staged_queue.h).
+        // after an abort none starts. Streams waiting for a skipped one are let go (transport/staging/staged_queue.h).
         int64_t t = comm->settings.op_timeout_ms;
-        comm->staged_queue->stop(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
-        comm->staged_queue.reset();
+        comm->dev.staged_queue->stop(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+        comm->dev.staged_queue.reset();
     }
     comm->idle_progress.reset(); // before the transport goes
     vcclResult_t status = vcclSuccess;
@@ -392,7 +450,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         // An operation running on another thread sees `aborted` and ends within milliseconds.
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         // Streams waiting on a peer's flag: destroy gives the peers the operation timeout to finish (no
-        // limit when that is 0), abort none; what is still waiting then is released (device/ipc_p2p.h).
+        // limit when that is 0), abort none; what is still waiting then is released (transport/cuda_ipc/ipc_p2p.h).
         // Records whose notes came since the last call, confirmed by a read of the FAIL words. Not on abort: the
         // read's copies, stuck behind a blocked stream, would leave release_waits no private stream to read on.
         if (abort) {
@@ -400,10 +458,12 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         } else {
             comm_confirm_device_flows(comm, 100);
         }
+        comm->dev.flows = nullptr;
+        comm->dev.direct.env.flows = nullptr;
         comm->device_flows.reset(); // before the telemetry and the note words it reads
-        if (comm->ipc) {
+        if (comm->dev.ipc) {
             int64_t t = comm->settings.op_timeout_ms;
-            comm->ipc->release_waits(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+            comm->dev.ipc->release_waits(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
         }
         if (comm->transport) {
             status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
@@ -411,9 +471,8 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         }
         std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);
         comm->telemetry.reset(); // after the transport: closing may still complete requests
-        staging->swap(comm->staging); // freed with the GPU state below
-        landing->swap(comm->fifo_landing);
-        outgrown->swap(comm->fifo_landing_outgrown);
+        staging->swap(comm->dev.staging); // freed with the GPU state below
+        comm->dev.direct.take_landing(landing.get(), outgrown.get());
         // The object itself is never freed, only emptied (a few hundred bytes stay per communicator). Freed, its
         // address came back for the next communicator, and a stale handle then passed the live-handle check and
         // acted on the new one (even destroying it); and a call of another thread that had passed that check
@@ -428,13 +487,14 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     // other work may keep the GPU busy or blocked (a watchdog aborting beside a hung stream waited for it).
     // The staging buffers too: a call that stopped waiting for its stream (comm_stream_wait) may have left
     // copies into them queued there.
-    std::shared_ptr<IpcP2p> ipc(std::move(comm->ipc));
-    auto scratch = std::make_shared<DeviceScratch>(std::move(comm->device_scratch));
-    auto in_place_scratch = std::make_shared<DeviceScratch>(std::move(comm->in_place_scratch));
-    auto premul_scratch = std::make_shared<DeviceScratch>(std::move(comm->premul_scratch));
+    comm->dev.direct.env.ipc = nullptr;
+    std::shared_ptr<IpcP2p> ipc(std::move(comm->dev.ipc));
+    auto scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.device_scratch));
+    auto in_place_scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.in_place_scratch));
+    auto premul_scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.premul_scratch));
     const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
     const int device = ipc != nullptr ? ipc->device() : -1;
-    comm->stream_order.run_when_done(
+    comm->dev.stream_order.run_when_done(
         [ipc = std::move(ipc), scratch = std::move(scratch), in_place_scratch = std::move(in_place_scratch),
          premul_scratch = std::move(premul_scratch), staging = std::move(staging), landing = std::move(landing),
          outgrown = std::move(outgrown)]() mutable {
@@ -452,8 +512,8 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         std::lock_guard<std::mutex> lock(comm->op_mutex);
         comm->bootstrap.reset();
         comm->scratch.release();
-        comm->side_stream.release();
-        comm->registrations.clear();
+        comm->dev.side_stream.release();
+        comm->dev.registrations.clear();
     }
     // A flush that timed out at destroy is not the caller's problem: data already completed.
     (void)status;

@@ -5,24 +5,26 @@
 #include <cstring>
 #include <string>
 
-#include "comm/device_coll.h"
+#include "algo/device/device_coll.h"
+#include "algo/premul.h"
 #include "comm/group.h"
-#include "comm/p2p_exec.h"
-#include "comm/premul.h"
-#include "comm/staged_layout.h"
+#include "exec/p2p_batch.h"
+#include "transport/staging/staged_layout.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/status.h"
 #include "device/memory.h"
-#include "device/staged_queue.h"
-#include "device/staging.h"
+#include "transport/staging/staged_queue.h"
+#include "device/copies.h"
+#include "device/stream_order.h"
+#include "transport/staging/staging_buffer.h"
 
 namespace vccl {
 
 namespace {
 
 vcclResult_t run_collective(vcclComm* comm, const Op& op) {
-    const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings);
+    const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings, comm->algos);
     if (algo == nullptr) {
         return set_last_error(vcclInternalError, "no algorithm for %s", coll_name(op.coll.coll));
     }
@@ -54,9 +56,9 @@ Op host_piece(const Op& op, const StagedPiece& piece, char* slot) {
  * plan as the asynchronous path (comm/staged_layout.h): every input copied, the pieces one after the other,
  * then every output. */
 vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
-    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->staging_chunk_bytes, op.coll);
+    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->dev.staging_chunk_bytes, op.coll);
     void* host = nullptr;
-    VCCL_RETURN_IF_ERROR(comm->staging.get(plan.slot_bytes, &host));
+    VCCL_RETURN_IF_ERROR(comm->dev.staging.get(plan.slot_bytes, &host));
     char* slot = static_cast<char*>(host);
     // The copies follow the stream's earlier work in stream order, and the previous call left the slot idle
     // (its last synchronisation): one wait covers both.
@@ -77,7 +79,7 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
 /* The same through the staged queue: stream-ordered, the calling thread does not wait; each piece is a part
  * of the job, so its copies overlap the other pieces' host parts. */
 vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
-    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->staging_chunk_bytes, op.coll);
+    StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->dev.staging_chunk_bytes, op.coll);
     StagedQueue::Job job;
     job.stream = op.stream;
     job.host_bytes = plan.slot_bytes;
@@ -88,7 +90,7 @@ vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
         part.work = [comm, op, piece](char* slot) { return run_collective(comm, host_piece(op, piece, slot)); };
         job.parts.push_back(std::move(part));
     }
-    return comm->staged_queue->submit(std::move(job));
+    return comm->dev.staged_queue->submit(std::move(job));
 }
 
 /* Whether every operation of the call goes through host staging of device buffers (no host buffers, no
@@ -96,8 +98,8 @@ vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
 bool all_staged(const vcclComm* comm, const std::vector<Op>& ops) {
     for (const Op& op : ops) {
         if (op.mem != MemType::Cuda) return false;
-        if (op.kind == OpKind::Collective ? device_coll_direct_possible(comm, op)
-                                          : comm->ipc != nullptr && comm->ipc->reachable(op.peer))
+        if (op.kind == OpKind::Collective ? device_coll_direct_possible(comm->dev, op)
+                                          : comm->dev.ipc != nullptr && comm->dev.ipc->reachable(op.peer))
             return false;
     }
     return true;
@@ -105,16 +107,16 @@ bool all_staged(const vcclComm* comm, const std::vector<Op>& ops) {
 
 /* The communicator's staged queue, made on first use; NULL where it cannot be (then staging is synchronous). */
 StagedQueue* staged_queue(vcclComm* comm, vcclStream_t stream) {
-    if (comm->staged_queue != nullptr || comm->staged_queue_unavailable) return comm->staged_queue.get();
-    comm->staged_queue_unavailable = true;
+    if (comm->dev.staged_queue != nullptr || comm->dev.staged_queue_unavailable) return comm->dev.staged_queue.get();
+    comm->dev.staged_queue_unavailable = true;
     int device = 0;
     if (!stream_device(stream, &device)) return nullptr;
-    comm->staged_queue = StagedQueue::create(
-        device, comm->staging_pool_bytes, &comm->aborted, &comm->staged_pending,
+    comm->dev.staged_queue = StagedQueue::create(
+        device, comm->dev.staging_pool_bytes, &comm->aborted, &comm->dev.staged_pending,
         [comm](vcclResult_t error, const std::string& text) { comm_set_async_error(comm, error, text); },
-        [comm] { comm->transport->progress(); });
-    comm->staged_queue_unavailable = comm->staged_queue == nullptr;
-    return comm->staged_queue.get();
+        [comm] { comm->transport->progress(); }, comm);
+    comm->dev.staged_queue_unavailable = comm->dev.staged_queue == nullptr;
+    return comm->dev.staged_queue.get();
 }
 
 
@@ -138,6 +140,12 @@ vcclResult_t stream_wait_watching(vcclComm* comm, vcclStream_t stream, bool null
 } // namespace
 
 vcclResult_t comm_stream_wait(vcclComm* comm, vcclStream_t stream) { return stream_wait_watching(comm, stream, false); }
+
+vcclResult_t CommServicesOf::stream_wait(vcclStream_t stream, bool device) {
+    return stream_wait_watching(comm_, stream, device);
+}
+
+void CommServicesOf::fail(vcclResult_t error, const std::string& text) { comm_set_async_error(comm_, error, text); }
 
 vcclResult_t comm_device_stream_wait(vcclComm* comm, vcclStream_t stream) {
     return stream_wait_watching(comm, stream, true);
@@ -173,15 +181,15 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         return set_last_error(failed, "communicator %s failed earlier: %s", comm->name.c_str(),
                               comm->async_error_text.c_str());
     }
-    // Device work runs in call order whatever streams the calls use (device/staging.h, StreamOrder).
+    // Device work runs in call order whatever streams the calls use (device/stream_order.h).
     std::vector<vcclStream_t> streams;
     for (const Op& op : ops) {
         if (op.mem == MemType::Cuda && std::find(streams.begin(), streams.end(), op.stream) == streams.end()) {
             streams.push_back(op.stream);
         }
     }
-    std::vector<const Op*> p2p;
-    vcclResult_t status = comm->stream_order.before(streams);
+    std::vector<Transfer> p2p;
+    vcclResult_t status = comm->dev.stream_order.before(streams);
     StagedQueue* queue = all_staged(comm, ops) ? staged_queue(comm, ops.front().stream) : nullptr;
     // One stream per call. The direct path tells a pair's transfers apart by sequence numbers that the device
     // waits for as "at least this one" (device/ipc_p2p.h), in the order the call enqueues them: on two streams
@@ -203,10 +211,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         }
         run = &joined;
     }
-    if (queue == nullptr && comm->staged_queue != nullptr) {
+    if (queue == nullptr && comm->dev.staged_queue != nullptr) {
         // Earlier staged jobs own the transport until they end, and they must reach the network before this
         // call's traffic does on every rank: the one place the calling thread waits for the device.
-        comm->staged_queue->wait_idle();
+        comm->dev.staged_queue->wait_idle();
     }
     // Device-path telemetry whose notes have come (comm/device_flows.h): once per call, where this thread is the
     // only writer (no staged job runs).
@@ -216,18 +224,18 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     PreMulCall premul; // the scaled inputs, read by the collectives below
     bool premul_failed = false;
     if (status == vcclSuccess) {
-        status = premul_reserve(comm, *run, queue != nullptr, &premul);
+        status = premul_reserve(comm->dev, *run, queue != nullptr, &premul);
         premul_failed = status != vcclSuccess;
     }
     size_t started = 0; // ops of *run this call ran or began to run
     for (size_t i = 0; i < run->size() && status == vcclSuccess; ++i) {
         ++started;
         if ((*run)[i].kind != OpKind::Collective) {
-            p2p.push_back(&(*run)[i]);
+            p2p.push_back(op_transfer((*run)[i]));
             continue;
         }
         Op op = (*run)[i];
-        status = premul_apply(comm, &op, queue != nullptr, &premul);
+        status = premul_apply(comm->dev, &op, queue != nullptr, &premul);
         if (status != vcclSuccess) {
             premul_failed = true;
             --started; // it never began: given up below with the rest
@@ -235,8 +243,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         }
         if (queue != nullptr) {
             status = submit_collective_staged(comm, op);
-        } else if (device_coll_direct_possible(comm, op)) {
-            status = run_device_coll_direct(comm, op);
+        } else if (device_coll_direct_possible(comm->dev, op)) {
+            status = run_device_coll_direct(comm->dev, op);
         } else if (op.mem == MemType::Cuda) {
             status = run_collective_staged(comm, op);
         } else {
@@ -247,12 +255,14 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         if (status != vcclSuccess) break;
     }
     if (status == vcclSuccess && !p2p.empty()) {
-        status = queue != nullptr ? submit_p2p_staged(comm, queue, p2p) : run_p2p_batch(comm, p2p);
+        std::vector<const Transfer*> batch;
+        for (const Transfer& t : p2p) batch.push_back(&t);
+        status = queue != nullptr ? submit_p2p_staged(comm->dev, batch) : run_p2p_batch(comm->dev, batch);
     }
     // Collectives left out after a failure: those the low-latency kernel would have run still take their call
     // numbers and tell the peers, whose kernels would otherwise wait for them, or pair with this rank's next one.
     if (status != vcclSuccess && queue == nullptr) {
-        for (size_t i = started; i < run->size(); ++i) device_coll_give_up(comm, (*run)[i]);
+        for (size_t i = started; i < run->size(); ++i) device_coll_give_up(comm->dev, (*run)[i]);
     }
     // Also after a failure: whatever was enqueued stays ordered before later calls.
     vcclResult_t ordered = vcclSuccess;
@@ -263,7 +273,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         }
     }
     // Joined, the other streams already wait for the last one: the call's end is recorded there alone.
-    vcclResult_t after = comm->stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
+    vcclResult_t after = comm->dev.stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
     if (ordered == vcclSuccess) ordered = after;
     if (status == vcclSuccess) status = ordered;
     // Peer loss and timeouts leave the communicator unusable; argument errors do not. Neither does a PreMulSum

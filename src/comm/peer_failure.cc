@@ -4,8 +4,8 @@
 #include <string>
 
 #include "comm/comm.h"
-#include "comm/device_flows.h"
-#include "device/ipc_p2p.h"
+#include "telemetry/device_flows.h"
+#include "transport/cuda_ipc/ipc_p2p.h"
 
 namespace vccl {
 
@@ -19,7 +19,7 @@ void comm_note_failed_peer(vcclComm* comm, int who) {
 }
 
 bool comm_poll_peer_failure(vcclComm* comm) {
-    int who = comm->ipc ? comm->ipc->failed_peer_polled() : -1;
+    int who = comm->dev.ipc ? comm->dev.ipc->failed_peer_polled() : -1;
     if (who >= 0) comm_note_failed_peer(comm, who);
     return who >= 0;
 }
@@ -27,8 +27,8 @@ bool comm_poll_peer_failure(vcclComm* comm) {
 void comm_confirm_device_flows(vcclComm* comm, int64_t wait_ms) {
     if (!comm->device_flows) return;
     comm->device_flows->poll();
-    if (!comm->device_flows->unconfirmed() || !comm->ipc) return;
-    int who = comm->ipc->failed_peer_now(wait_ms);
+    if (!comm->device_flows->unconfirmed() || !comm->dev.ipc) return;
+    int who = comm->dev.ipc->failed_peer_now(wait_ms);
     if (who >= 0) comm_note_failed_peer(comm, who);
     comm->device_flows->poll();
 }

@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <string>
 
-#include "core/export.h"
 #include "vccl.h"
 
 namespace vccl {
-namespace env VCCL_INTERNAL_API {
+namespace env {
 
 enum class Type { Int, Bool, Str, Size };
 

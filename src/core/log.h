@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "core/export.h"
 
 namespace vccl {
 
@@ -24,8 +23,8 @@ enum LogSubsys : uint32_t {
     kLogAll = 0xffffffffu,
 };
 
-VCCL_INTERNAL_API bool log_enabled(LogLevel level, uint32_t subsys);
-VCCL_INTERNAL_API void log_message(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
+bool log_enabled(LogLevel level, uint32_t subsys);
+void log_message(LogLevel level, uint32_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* Re-reads VCCL_DEBUG* (tests). */
 void log_reinit();

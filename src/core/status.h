@@ -2,7 +2,6 @@
 #ifndef VCCL_CORE_STATUS_H_
 #define VCCL_CORE_STATUS_H_
 
-#include "core/export.h"
 #include "vccl.h"
 
 /* Propagate a failure to the caller; the callee already logged why. */
@@ -21,7 +20,7 @@ namespace vccl {
 
 /* Records a description of the error for vcclGetLastError() on this thread and returns `result`.
  * Used where an error is first decided. */
-VCCL_INTERNAL_API vcclResult_t set_last_error(vcclResult_t result, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+vcclResult_t set_last_error(vcclResult_t result, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 const char* last_error_message();
 void clear_last_error();
 

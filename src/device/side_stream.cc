@@ -6,7 +6,7 @@
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "device/driver_entry.h"
+#include "device/device_scope.h"
 #include "device/memory.h"
 #endif
 

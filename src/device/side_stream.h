@@ -4,7 +4,7 @@
  * local copy while the peers' copies run. Each use forks from the caller's stream (the side stream waits for
  * everything enqueued there so far), and the caller's stream waits for the side stream's marks before it uses
  * their results, so a call's work never outlives the call's end on the caller's stream (communicator order,
- * device/staging.h, and cudaFree at destroy rely on that). Made on first use, on the caller's stream's GPU.
+ * device/stream_order.h, and cudaFree at destroy rely on that). Made on first use, on the caller's stream's GPU.
  */
 #ifndef VCCL_DEVICE_SIDE_STREAM_H_
 #define VCCL_DEVICE_SIDE_STREAM_H_

@@ -14,7 +14,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include "device/driver_entry.h"
+#include "device/device_scope.h"
+#include "device/driver_api.h"
 #endif
 
 namespace vccl {
@@ -24,47 +25,8 @@ namespace vmm {
 
 namespace {
 
-/* Driver entry points through the runtime: vccl links no libcuda, so it loads where no driver exists. */
-struct Api {
-    decltype(&cuDeviceGet) device_get = nullptr;
-    decltype(&cuDeviceGetAttribute) device_attribute = nullptr;
-    decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
-    decltype(&cuMemCreate) create = nullptr;
-    decltype(&cuMemRelease) release = nullptr;
-    decltype(&cuMemAddressReserve) reserve = nullptr;
-    decltype(&cuMemAddressFree) address_free = nullptr;
-    decltype(&cuMemMap) map = nullptr;
-    decltype(&cuMemUnmap) unmap = nullptr;
-    decltype(&cuMemSetAccess) set_access = nullptr;
-    decltype(&cuMemExportToShareableHandle) export_handle = nullptr;
-    decltype(&cuMemImportFromShareableHandle) import_handle = nullptr;
-    bool ok = false;
-    // For memory other allocators made (find_foreign).
-    decltype(&cuMemRetainAllocationHandle) retain = nullptr;
-    decltype(&cuPointerGetAttribute) pointer_attribute = nullptr;
-    decltype(&cuMemGetAddressRange) address_range = nullptr;
-    bool foreign_ok = false;
-};
-
-const Api& api() {
-    static const Api a = [] {
-        Api x;
-        x.ok = load_driver_entry("cuDeviceGet", &x.device_get) &&
-               load_driver_entry("cuDeviceGetAttribute", &x.device_attribute) &&
-               load_driver_entry("cuMemGetAllocationGranularity", &x.granularity) &&
-               load_driver_entry("cuMemCreate", &x.create) && load_driver_entry("cuMemRelease", &x.release) &&
-               load_driver_entry("cuMemAddressReserve", &x.reserve) &&
-               load_driver_entry("cuMemAddressFree", &x.address_free) && load_driver_entry("cuMemMap", &x.map) &&
-               load_driver_entry("cuMemUnmap", &x.unmap) && load_driver_entry("cuMemSetAccess", &x.set_access) &&
-               load_driver_entry("cuMemExportToShareableHandle", &x.export_handle) &&
-               load_driver_entry("cuMemImportFromShareableHandle", &x.import_handle);
-        x.foreign_ok = x.ok && load_driver_entry("cuMemRetainAllocationHandle", &x.retain) &&
-                       load_driver_entry("cuPointerGetAttribute", &x.pointer_attribute) &&
-                       load_driver_entry("cuMemGetAddressRange", &x.address_range);
-        return x;
-    }();
-    return a;
-}
+/* The VMM entry points (device/driver_api.h). */
+const DriverApi& api() { return driver_api(); }
 
 struct Entry {
     size_t size;
@@ -178,7 +140,7 @@ bool supported(int device, std::string* why) {
         if (why != nullptr) *why = text;
         return false;
     };
-    if (!api().ok) return fail("the CUDA driver lacks the VMM entry points");
+    if (!api().vmm_ok) return fail("the CUDA driver lacks the VMM entry points");
     CUdevice dev;
     if (api().device_get(&dev, device) != CUDA_SUCCESS) return fail("no such CUDA device");
     int vmm = 0, posix = 0;
@@ -292,7 +254,7 @@ bool find(const void* p, size_t bytes, Allocation* out) {
 }
 
 bool find_foreign(const void* p, size_t bytes, Allocation* out) {
-    if (!api().foreign_ok || p == nullptr || bytes == 0) return false;
+    if (!api().vmm_foreign_ok || p == nullptr || bytes == 0) return false;
     const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
     if (end < begin) return false;
     std::vector<Piece> pieces;
@@ -399,7 +361,7 @@ vcclResult_t import(const std::vector<int>& fds, const std::vector<uint64_t>& si
     auto close_from = [&](size_t first) {
         for (size_t i = first; i < fds.size(); ++i) close(fds[i]);
     };
-    if (!api().ok) {
+    if (!api().vmm_ok) {
         close_from(0);
         return set_last_error(vcclUnhandledCudaError, "mapping a peer's VMM buffer: the CUDA driver lacks the VMM entry points");
     }
@@ -460,7 +422,7 @@ vcclResult_t import(const std::vector<int>& fds, const std::vector<uint64_t>& si
 }
 
 void unmap(void* ptr, size_t size) {
-    if (ptr == nullptr || !api().ok) return;
+    if (ptr == nullptr || !api().vmm_ok) return;
     CUdeviceptr va = reinterpret_cast<CUdeviceptr>(ptr);
     std::vector<size_t> pieces{size};
     {

@@ -75,9 +75,10 @@ VNCCL_API(ncclResult_t, ncclGetVersion, int* version) {
     return ncclSuccess;
 }
 
-/* Not part of NCCL: lets a tool that loads "libnccl.so.2" tell this library from NVIDIA's (vccl-perf refuses to
- * take it as its NCCL baseline, which would compare vccl with itself). Returns vcclGetVersion's number. */
-VNCCL_EXPORT int vcclNcclShimVersion(void) { return VCCL_VERSION_CODE; }
+/* Not exported (the library exports NCCL's API only): the bytes by which a tool that opens a libnccl.so.2 file tells
+ * this library from NVIDIA's (vccl-perf refuses to take it as its NCCL baseline, which would compare vccl with
+ * itself). */
+extern "C" __attribute__((used)) const char vccl_nccl_shim_marker[] = "vccl-nccl-shim: NCCL's API over vccl";
 
 VNCCL_API(const char*, ncclGetErrorString, ncclResult_t result) {
     switch (result) {

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "core/export.h"
 #include "telemetry/format.h"
 #include "vccl.h"
 
@@ -26,7 +25,7 @@ struct RingInfo {
     uint32_t window = 8;
 };
 
-class VCCL_INTERNAL_API RingWriter {
+class RingWriter {
 public:
     RingWriter() = default;
     ~RingWriter();
@@ -72,7 +71,7 @@ private:
     size_t slot_index(uint64_t i) const { return size_t(capacity_mask_ != 0 ? i & capacity_mask_ : i % capacity_); }
 };
 
-class VCCL_INTERNAL_API RingReader {
+class RingReader {
 public:
     RingReader() = default;
     ~RingReader() { detach(); }

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "core/log.h"
 #include "core/status.h"
+#include "core/test_point.h"
 
 namespace vccl {
 namespace telemetry {
@@ -133,6 +134,11 @@ void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_
                                bool ok, uint64_t done_ns) {
     PathStats& s = p->stats;
     uint64_t done = done_ns != 0 ? done_ns : clock_.now_ns();
+    // A test stretches the recorded times of the sends on one primary path, as a link that many times slower would
+    // show them (the factor it sets applies from the next completion on).
+    if (vccl_test_point != nullptr && s.path == 0) {
+        p->slow_factor = double(test_point(options_.test_key, TestPoint::SlowLinkMilli, s.peer)) / 1000.0;
+    }
     if (p->slow_factor > 1.0 && dir == Dir::Send && ok) {
         // A virtual link `slow_factor` times slower: each send's busy time (as the window counts it) is
         // stretched and queued behind the previous stretched send.
@@ -196,11 +202,6 @@ void Telemetry::path_event(int peer, int path, PathState state) {
     ring_.append(r);
     VCCL_INFO(kLogNet, "telemetry: rank %d path %d to rank %d is %s", options_.rank, path, peer,
               path_state_name(uint32_t(state)));
-}
-
-void Telemetry::test_slow_link(int peer, double factor) {
-    PathW* p = path_w(peer, 0);
-    if (p != nullptr) p->slow_factor = factor;
 }
 
 std::vector<PathStats> Telemetry::snapshot() const {

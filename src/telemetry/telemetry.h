@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "core/clock.h"
-#include "core/export.h"
 #include "telemetry/fast_clock.h"
 #include "telemetry/format.h"
 #include "telemetry/ring.h"
@@ -47,18 +46,19 @@ struct Options {
     std::string dir;
     int flush_ms = 1000;
     int sample = 64; // VCCL_TELEMETRY_SAMPLE: time one small transfer in this many (1: all)
+    const void* test_key = nullptr; // the communicator, for the test points (core/test_point.h)
 
     static Options from_env(int rank, int nranks, uint64_t comm_hash, const std::string& comm_name);
 };
 
 /* The job name for ring and file names: VCCL_TELEMETRY_JOB, else the Slurm or Open MPI job id, else
  * u<uid>; reduced to [A-Za-z0-9._]. The one place that reads non-VCCL launcher variables. */
-VCCL_INTERNAL_API std::string job_name();
+std::string job_name();
 
 /* "vccl-JOB-HASH-RANK": the shm object name (without the leading /) and the files' base name. */
-VCCL_INTERNAL_API std::string ring_name(const std::string& job, uint64_t comm_hash, int rank);
+std::string ring_name(const std::string& job, uint64_t comm_hash, int rank);
 
-class VCCL_INTERNAL_API Telemetry {
+class Telemetry {
 public:
     /* *out stays NULL when VCCL_TELEMETRY=0 (from_env) — callers test the pointer. A ring that cannot be
      * shared (name taken, /dev/shm full) falls back to private memory with a warning. */
@@ -138,10 +138,6 @@ public:
     std::string shm_path() const;
     const Options& options() const { return options_; }
 
-    /* Test hook: completions of sends to `peer` are recorded as taking `factor` times as long as they did
-     * (simulates a slow link until real link shaping exists). factor <= 1 turns it off. Writer thread. */
-    void test_slow_link(int peer, double factor);
-
     /* Appends the records not yet written to the files (no-op without VCCL_TELEMETRY_DIR). */
     void flush_files();
 
@@ -154,7 +150,7 @@ public:
         uint64_t published_ns = 0; // when stats last went to the ring
         uint64_t published_completions = 0; // completions (both directions) at that publication
         Window tx, rx;
-        double slow_factor = 0; // test_slow_link
+        double slow_factor = 0; // test point SlowLinkMilli
         uint64_t slow_real_done = 0, slow_virt_done = 0;
         PathW(int w) : tx(w), rx(w) {}
     };
@@ -267,9 +263,6 @@ private:
 inline void telemetry_path_event(Telemetry* t, int peer, int path, PathState state) {
     if (t != nullptr) t->path_event(peer, path, state);
 }
-
-/* Test hook reachable from the multi-rank tests (exported by libvccl.map): see Telemetry::test_slow_link. */
-VCCL_INTERNAL_API vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor);
 
 } // namespace telemetry
 } // namespace vccl

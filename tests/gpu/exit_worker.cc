@@ -9,7 +9,6 @@
  * when it has none), so that the exit surely finds them freeing; the library says on stderr when each one has
  * finished. Exit status: 0, or 1 with a line saying what failed before the exit. */
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include <chrono>
@@ -20,6 +19,7 @@
 
 #include "gpu_kernels.h"
 #include "vccl.h"
+#include "testing/test_hooks.h"
 #include "vccl_mpi.h"
 
 namespace {
@@ -57,10 +57,8 @@ int main(int argc, char** argv) {
     const long delay_us = argc > 1 ? atol(argv[1]) : -1;
     const int hold_ms = argc > 2 ? atoi(argv[2]) : 0;
     if (hold_ms > 0) {
-        // vccl::testing::hold_teardown_ms(int)
-        auto hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "_ZN4vccl7testing16hold_teardown_msEi"));
-        if (hold != nullptr) hold(hold_ms);
-        printf("[rank %d] hook: %s\n", rank, hold != nullptr ? "teardown threads hold" : "none");
+        vccl::testing::hold_teardown_ms(hold_ms);
+        printf("[rank %d] hook: teardown threads hold\n", rank);
     }
     int devices = 0;
     if (size != 2 || !ok(cudaGetDeviceCount(&devices), "cudaGetDeviceCount") || devices < 1) {

@@ -1,5 +1,5 @@
 /* Helpers shared by the device-memory test files (test_gpu.cc, test_gpu_streams.cc, test_gpu_async.cc):
- * buffers with guard zones, streams, this rank's GPU and communicator, libvccl's test hooks. Inline, in a named
+ * buffers with guard zones, streams, this rank's GPU and communicator. Inline, in a named
  * namespace, so that every file shares one communicator (gpu_comm's). */
 #ifndef VCCL_TESTS_GPU_GPU_TEST_UTIL_H_
 #define VCCL_TESTS_GPU_GPU_TEST_UTIL_H_
@@ -24,26 +24,8 @@
 #include "gpu_kernels.h"
 #include "mpi_gtest_main.h"
 #include "test_util.h"
+#include "testing/test_hooks.h"
 
-namespace vccl {
-namespace testing {
-vcclResult_t fail_next_direct(vcclComm_t comm, int send); // libvccl's test hook
-void allow_ll_on_shared_gpu(int allow);                 // likewise
-vcclResult_t fail_next_ll(vcclComm_t comm);             // likewise
-vcclResult_t stop_next_chunked(vcclComm_t comm, unsigned chunks); // likewise
-vcclResult_t fail_next_exchange(vcclComm_t comm);       // likewise
-long long direct_sends(vcclComm_t comm);                // likewise
-long long ipc_block_reopens(vcclComm_t comm);           // likewise
-long long ipc_evictions(vcclComm_t comm);               // likewise
-long long ll_bytes(vcclComm_t comm);                    // likewise
-long long chunked_calls(vcclComm_t comm);               // likewise
-long long ll_calls(vcclComm_t comm);                    // likewise
-vcclResult_t staging_skip_sequence(vcclComm_t comm, unsigned n); // likewise
-}
-namespace env {
-void reload(); // libvccl's: re-reads VCCL_* variables (exported for tests)
-}
-} // namespace vccl
 
 namespace vgpu {
 
@@ -125,12 +107,12 @@ inline vcclComm_t comm_with_env(const std::vector<std::pair<const char*, const c
         saved.push_back({old != nullptr, old != nullptr ? old : ""});
         setenv(v.first, v.second, 1);
     }
-    vccl::env::reload();
+    vccl::testing::reload_env();
     vcclComm_t comm = make_comm(CommKind::Mpi);
     for (size_t i = 0; i < vars.size(); ++i) {
         if (saved[i].first) setenv(vars[i].first, saved[i].second.c_str(), 1); else unsetenv(vars[i].first);
     }
-    vccl::env::reload();
+    vccl::testing::reload_env();
     return comm;
 }
 

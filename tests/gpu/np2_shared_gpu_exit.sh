@@ -4,15 +4,14 @@
 # process exits and CUDA tears itself down (tests/gpu/exit_worker.cc). Every job must exit 0, without a crash or
 # a hang. 2 ranks sharing GPU 0; EXIT_ROUNDS (default 3) times each delay between letting the stream go and the
 # exit (-1: the stream stays blocked), and jobs whose teardown threads hold 500 ms once they begin freeing (a
-# test hook of libvccl's): the exit must wait for them, so each rank's thread must say that it finished. A library
-# without the hook fails those jobs unless EXIT_REQUIRE_HOOK=0 (to run the test on an older library).
+# test point, asked for through the test library): the exit must wait for them, so each rank's thread must say that
+# it finished.
 VTEST_GPU_SHARE=1
 VCCL_TEST_HARD_TIMEOUT=${VCCL_TEST_HARD_TIMEOUT:-60}
 export VTEST_GPU_SHARE VCCL_TEST_HARD_TIMEOUT
 here=$(dirname "$0")
 worker=${top_builddir:-.}/tests/gpu/exit_worker
 rounds=${EXIT_ROUNDS:-3}
-require_hook=${EXIT_REQUIRE_HOOK:-1}
 log=$(mktemp) || exit 99
 trap 'rm -f "$log"' EXIT
 trap 'exit 143' INT TERM
@@ -35,8 +34,6 @@ while [ "$round" -lt "$rounds" ]; do
         why=
         if [ "$rc" -ne 0 ]; then
             why="exit status $rc"
-        elif [ "$hold" -gt 0 ] && grep -q "hook: none" "$log"; then
-            [ "$require_hook" = 0 ] || why="the library has no hold_teardown_ms hook (EXIT_REQUIRE_HOOK=0 to accept that)"
         elif [ "$hold" -gt 0 ]; then
             done_lines=$(grep -c "a teardown thread finished freeing" "$log")
             [ "$done_lines" -eq 2 ] || why="$done_lines of 2 teardown threads finished before their process exited"
@@ -45,8 +42,6 @@ while [ "$round" -lt "$rounds" ]; do
             failed=$((failed + 1))
             echo "FAIL: $what: $why, after $took ms"
             sed 's/^/    /' "$log"
-        elif grep -q "hook: none" "$log"; then
-            echo "ok: $what: $took ms (the library has no hold hook: the exit is only checked for its status)"
         else
             echo "ok: $what: $took ms"
         fi

@@ -3,9 +3,8 @@
  * top lists every rank's ring while the job runs; report, on the VCCL_TELEMETRY_DIR files, flags a slowed
  * link and a late rank.
  *
- * The slow link is simulated with a test hook (vccl::telemetry::test_slow_link) that stretches the recorded
- * duration of one rank's sends: real link shaping (tc on a rail in a network namespace) needs the failover
- * work that binds paths to rails first. The late rank is real: it sleeps before each collective.
+ * The slow link is simulated through the test library (vccl::testing::slow_link), which stretches the recorded
+ * duration of one rank's sends; the link shaping tests (tc on rails in network namespaces) are in tests/fault. The late rank is real: it sleeps before each collective.
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,18 +17,7 @@
 #include "mpi_gtest_main.h"
 #include "test_util.h"
 
-/* Internals exported for tests by libvccl.map. */
-namespace vccl {
-namespace env {
-void reload();
-}
-namespace telemetry {
-vcclResult_t test_slow_link(vcclComm_t comm, int peer, double factor);
-}
-namespace testing {
-vcclResult_t pause_telemetry(vcclComm_t comm, int paused);
-}
-} // namespace vccl
+#include "testing/test_hooks.h"
 
 using namespace vtest;
 
@@ -78,10 +66,10 @@ TEST(Telemetry, ReportsBytesSentAndReceived) {
     // Every transfer timed, so that every path that moved bytes has a bandwidth (sampled, a path that only
     // carried untimed collectives shows bytes and bandwidth 0: SamplesSmallTransfersCountsAll covers that).
     setenv("VCCL_TELEMETRY_SAMPLE", "1", 1);
-    vccl::env::reload();
+    vccl::testing::reload_env();
     vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
     unsetenv("VCCL_TELEMETRY_SAMPLE");
-    vccl::env::reload();
+    vccl::testing::reload_env();
     ASSERT_ALL_RANKS(comm != nullptr);
     std::vector<vcclTelemetryPeer> before = get_telemetry(comm, &rc);
     EXPECT_ALL_RANKS(rc == vcclSuccess && before.empty()) << "fresh communicator reports " << before.size() << " paths";
@@ -154,11 +142,11 @@ TEST(Telemetry, PausedRecordingCountsNothing) {
     ASSERT_ALL_RANKS(allreduce() == vcclSuccess);
     uint64_t first = bytes_sent(comm);
     EXPECT_ALL_RANKS(first > 0) << "nothing recorded before pausing";
-    ASSERT_ALL_RANKS(vccl::testing::pause_telemetry(comm, 1) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclCommPauseTelemetry(comm, 1) == vcclSuccess);
     for (int i = 0; i < 3; ++i) EXPECT_ALL_RANKS(allreduce() == vcclSuccess && out[7] == float(world_size()));
     uint64_t paused = bytes_sent(comm);
     EXPECT_ALL_RANKS(paused == first) << "paused: " << paused - first << " bytes recorded";
-    ASSERT_ALL_RANKS(vccl::testing::pause_telemetry(comm, 0) == vcclSuccess);
+    ASSERT_ALL_RANKS(vcclCommPauseTelemetry(comm, 0) == vcclSuccess);
     ASSERT_ALL_RANKS(allreduce() == vcclSuccess);
     uint64_t resumed = bytes_sent(comm);
     EXPECT_ALL_RANKS(resumed - paused == first) << "resumed: " << resumed - paused << " bytes, want " << first;
@@ -167,7 +155,7 @@ TEST(Telemetry, PausedRecordingCountsNothing) {
     off_cfg.telemetry = 0;
     vcclComm_t off = nullptr;
     ASSERT_ALL_RANKS(vcclCommInitMPI(&off, MPI_COMM_WORLD, &off_cfg) == vcclSuccess);
-    EXPECT_ALL_RANKS(vccl::testing::pause_telemetry(off, 1) == vcclInvalidUsage);
+    EXPECT_ALL_RANKS(vcclCommPauseTelemetry(off, 1) == vcclInvalidUsage);
     EXPECT_ALL_RANKS(vcclCommDestroy(off) == vcclSuccess);
 }
 
@@ -209,11 +197,11 @@ TEST(Telemetry, UnwritableDirectoryOnOneRankDoesNotFailTheCommunicator) {
     bool broken = rank == n - 1;
     std::string use = broken ? std::string(dir) + "/missing/deeper" : std::string(dir);
     setenv("VCCL_TELEMETRY_DIR", use.c_str(), 1);
-    vccl::env::reload();
+    vccl::testing::reload_env();
     vcclComm_t comm = nullptr;
     vcclResult_t rc = vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr);
     unsetenv("VCCL_TELEMETRY_DIR");
-    vccl::env::reload();
+    vccl::testing::reload_env();
     ASSERT_ALL_RANKS_WHY(rc == vcclSuccess && comm != nullptr, std::string("vcclCommInitMPI: ") + vcclGetErrorString(rc));
     int64_t in = rank + 1, out = 0;
     EXPECT_ALL_RANKS(vcclAllReduce(&in, &out, 1, vcclInt64, vcclSum, comm, nullptr) == vcclSuccess &&
@@ -244,13 +232,13 @@ TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
     // 30 collectives of 1 MiB: sampled (one collective in 64 timed under 4 MiB) only the first would be timed,
     // and it comes before the late rank starts being late. The report's arithmetic is what is under test here.
     setenv("VCCL_TELEMETRY_SAMPLE", "1", 1);
-    vccl::env::reload();
+    vccl::testing::reload_env();
     struct UnsetAtExit { // also when an assertion returns early: later tests must not inherit these
         ~UnsetAtExit() {
             unsetenv("VCCL_TELEMETRY_DIR");
             unsetenv("VCCL_TELEMETRY_JOB");
             unsetenv("VCCL_TELEMETRY_SAMPLE");
-            vccl::env::reload();
+            vccl::testing::reload_env();
         }
     } unset_at_exit;
 
@@ -259,7 +247,7 @@ TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
     ASSERT_ALL_RANKS(comm != nullptr);
     // Rank 0's sends to rank 1 are recorded 20x slower; rank n-1 arrives late at every collective.
     if (rank == 0) {
-        EXPECT_EQ(vccl::telemetry::test_slow_link(comm, 1, 20.0), vcclSuccess);
+        EXPECT_EQ(vccl::testing::slow_link(comm, 1, 20.0), vcclSuccess);
     }
     const size_t count = 256 * 1024;
     std::vector<float> in(count, 1.0f), out(count);

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "comm/staged_layout.h"
-#include "comm/staged_pieces.h"
+#include "transport/staging/staged_layout.h"
+#include "transport/staging/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/env.h"
 #include "core/status.h"
@@ -272,7 +272,7 @@ void note(RankResult* res, const std::string& what) {
     if (res->errors++ == 0) res->first = what;
 }
 
-/* A staged copy (device/staging.h) with host memory standing in for the device, row by row. */
+/* A staged copy (transport/staging/staging_buffer.h) with host memory standing in for the device, row by row. */
 void apply_staged_copy(unsigned char* slot, const StagedCopy& c, bool to_slot) {
     for (size_t i = 0; i < c.rows; ++i) {
         unsigned char* host = slot + c.offset + i * c.host_pitch;

@@ -1,5 +1,5 @@
 /*
- * The chunked collectives' view of a low-latency word set (chunk_layout in src/device/chunked_collectives.h),
+ * The chunked collectives' view of a low-latency word set (chunk_layout in src/device/kernels/chunked_collectives.h),
  * checked without a GPU over every set size the communicator can make (VCCL_ALLREDUCE_LL_BYTES 16K-8M, 2-64 ranks,
  * with the set formula of device/ipc_p2p.cc): the flags, credits and slots fit in the set, data starts on a
  * 128-byte boundary after the credits, chunks are whole 16-byte vectors of 4-64 KiB, and a set that holds fewer than
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "device/chunked_collectives.h"
+#include "device/kernels/chunked_collectives.h"
 
 namespace {
 

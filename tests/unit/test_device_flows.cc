@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "comm/device_flows.h"
+#include "telemetry/device_flows.h"
 #include "core/clock.h"
 #include "telemetry/telemetry.h"
 

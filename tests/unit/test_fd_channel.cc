@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "device/fd_channel.h"
+#include "transport/cuda_ipc/fd_channel.h"
 
 using vccl::FdChannel;
 

@@ -1,5 +1,5 @@
 /*
- * The staging FIFO's credit schedule (src/device/fifo_credits.h), checked without a GPU: a sender and a
+ * The staging FIFO's credit schedule (src/transport/cuda_ipc/fifo_credits.h), checked without a GPU: a sender and a
  * receiver advance in random interleavings, the sender blocking where wait_before() says, the receiver
  * publishing FREE where free_after() says. A sender must never write a slot whose previous transfer the
  * receiver has not consumed, and the pair must never stall while transfers remain.
@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "device/fifo_credits.h"
+#include "transport/cuda_ipc/fifo_credits.h"
 
 namespace {
 

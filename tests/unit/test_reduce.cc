@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "comm/reduce_pieces.h"
-#include "comm/staged_pieces.h"
+#include "algo/device/reduce_pieces.h"
+#include "transport/staging/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/reduce.h"
 

@@ -1,26 +1,23 @@
-/* vcclCommInitMPI: argument checks, then the MPI bootstrap and the ordinary communicator initialisation. */
+/* vcclCommInitMPI: argument checks, then the MPI bootstrap handed to vcclCommInitBootstrap. Public API only. */
 #include <mpi.h>
 
-#include <memory>
-
 #include "bootstrap/mpi/mpi_bootstrap.h"
-#include "comm/comm.h"
-#include "core/status.h"
 #include "vccl_mpi.h"
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommInitMPI(vcclComm_t* comm, MPI_Comm mpicomm, const vcclConfig_t* config) {
-    if (comm == nullptr) return vccl::set_last_error(vcclInvalidArgument, "vcclCommInitMPI: comm is NULL");
+    if (comm == nullptr) return vcclSetLastError(vcclInvalidArgument, "vcclCommInitMPI: comm is NULL");
     int initialized = 0, finalized = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
     if (!initialized || finalized) {
-        return vccl::set_last_error(vcclInvalidUsage, "vcclCommInitMPI: MPI is %s; call it between MPI_Init and MPI_Finalize",
-                                    finalized ? "already finalized" : "not initialized");
+        return vcclSetLastError(vcclInvalidUsage, finalized ? "vcclCommInitMPI: MPI is already finalized; call it "
+                                                              "between MPI_Init and MPI_Finalize"
+                                                            : "vcclCommInitMPI: MPI is not initialized; call it "
+                                                              "between MPI_Init and MPI_Finalize");
     }
-    if (mpicomm == MPI_COMM_NULL) {
-        return vccl::set_last_error(vcclInvalidArgument, "vcclCommInitMPI: mpicomm is MPI_COMM_NULL");
-    }
-    std::shared_ptr<vccl::Bootstrap> bootstrap;
-    VCCL_RETURN_IF_ERROR(vccl::mpi_bootstrap_create(mpicomm, &bootstrap));
-    return vccl::comm_init_with_bootstrap(comm, std::move(bootstrap), config);
+    if (mpicomm == MPI_COMM_NULL) return vcclSetLastError(vcclInvalidArgument, "vcclCommInitMPI: mpicomm is MPI_COMM_NULL");
+    vcclBootstrap_t bootstrap;
+    vcclResult_t r = vccl_mpi::mpi_bootstrap_create(mpicomm, &bootstrap);
+    if (r != vcclSuccess) return vcclSetLastError(r, vccl_mpi::last_error());
+    return vcclCommInitBootstrap(comm, &bootstrap, config);
 }

@@ -8,6 +8,8 @@
 #if VCCL_HAVE_CUDA
 #include <cuda.h>
 #include <cuda_runtime.h>
+
+#include "device/driver_api.h"
 #endif
 
 namespace vperf {
@@ -48,36 +50,9 @@ namespace {
 
 /* --alloc vmm: CUDA VMM made the way PyTorch's expandable segments make it, so that vccl meets such memory
  * here as it does in a training job: 20 MiB physical allocations with file-descriptor handles, mapped side
- * by side in one reserved range. Driver entry points come through the runtime (the tool links no libcuda). */
-struct VmmApi {
-    decltype(&cuMemGetAllocationGranularity) granularity = nullptr;
-    decltype(&cuMemCreate) create = nullptr;
-    decltype(&cuMemRelease) release = nullptr;
-    decltype(&cuMemAddressReserve) reserve = nullptr;
-    decltype(&cuMemAddressFree) address_free = nullptr;
-    decltype(&cuMemMap) map = nullptr;
-    decltype(&cuMemUnmap) unmap = nullptr;
-    decltype(&cuMemSetAccess) set_access = nullptr;
-    bool ok = false;
-};
-
-template <typename Fn> bool entry(const char* name, Fn* fn) {
-    cudaDriverEntryPointQueryResult q;
-    return cudaGetDriverEntryPointByVersion(name, reinterpret_cast<void**>(fn), 12000, cudaEnableDefault, &q) ==
-               cudaSuccess && q == cudaDriverEntryPointSuccess;
-}
-
-const VmmApi& vmm_api() {
-    static const VmmApi a = [] {
-        VmmApi x;
-        x.ok = entry("cuMemGetAllocationGranularity", &x.granularity) && entry("cuMemCreate", &x.create) &&
-               entry("cuMemRelease", &x.release) && entry("cuMemAddressReserve", &x.reserve) &&
-               entry("cuMemAddressFree", &x.address_free) && entry("cuMemMap", &x.map) &&
-               entry("cuMemUnmap", &x.unmap) && entry("cuMemSetAccess", &x.set_access);
-        return x;
-    }();
-    return a;
-}
+ * by side in one reserved range. The driver entry points come from vccl's one table (src/device/driver_api.cc,
+ * compiled into this tool as well): the tool links no libcuda. */
+const vccl::DriverApi& vmm_api() { return vccl::driver_api(); }
 
 constexpr size_t kVmmPiece = size_t(20) << 20;
 
@@ -101,7 +76,7 @@ void vmm_release(CUdeviceptr va, const VmmBuffer& b) {
 }
 
 void* vmm_alloc(size_t bytes, VmmBuffer* out, std::string* error) {
-    if (!vmm_api().ok) {
+    if (!vmm_api().vmm_ok) {
         *error = "--alloc vmm: the CUDA driver lacks the VMM entry points";
         return nullptr;
     }

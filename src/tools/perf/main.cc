@@ -18,12 +18,6 @@
 extern "C" vcclResult_t vcclCommInitMPI(vcclComm_t* comm, MPI_Comm mpicomm, const vcclConfig_t* config);
 #endif
 
-namespace vccl {
-namespace testing {
-vcclResult_t pause_telemetry(vcclComm_t comm, int paused); // libvccl's measurement hook (src/api/comm_api.cc)
-}
-} // namespace vccl
-
 namespace vperf {
 namespace {
 
@@ -173,10 +167,10 @@ vcclComm_t g_paired_comm = nullptr;
 class PausedTelemetry {
 public:
     explicit PausedTelemetry(const Options& o) : on_(o.baseline == Baseline::TelemetryPaused) {
-        if (on_) check_vccl(vccl::testing::pause_telemetry(g_paired_comm, 1), "pause telemetry", g_paired_comm);
+        if (on_) check_vccl(vcclCommPauseTelemetry(g_paired_comm, 1), "pause telemetry", g_paired_comm);
     }
     ~PausedTelemetry() {
-        if (on_) check_vccl(vccl::testing::pause_telemetry(g_paired_comm, 0), "resume telemetry", g_paired_comm);
+        if (on_) check_vccl(vcclCommPauseTelemetry(g_paired_comm, 0), "resume telemetry", g_paired_comm);
     }
 private:
     bool on_;

@@ -5,6 +5,10 @@
  * make the baseline vccl itself, with figures identical to vccl's. NCCL's enums have the values vccl mirrors, so types and ops pass through unchanged.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +51,26 @@ struct NcclApi {
 };
 
 NcclApi g_nccl;
+
+/* Whether the library file at `path` is vccl's NCCL shim: it carries a marker string (src/nccl_compat/error.cc) and
+ * exports nothing beyond NCCL's API, so the file is searched for the marker. */
+bool is_vccl_shim(const std::string& path) {
+    if (path.empty()) return false;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    bool found = false;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        void* map = mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map != MAP_FAILED) {
+            static const char kMarker[] = "vccl-nccl-shim: ";
+            found = memmem(map, size_t(st.st_size), kMarker, sizeof(kMarker) - 1) != nullptr;
+            munmap(map, size_t(st.st_size));
+        }
+    }
+    close(fd);
+    return found;
+}
 
 template <typename F>
 bool resolve(F* fn, const char* name, bool required, std::string* error) {
@@ -94,7 +118,7 @@ NcclLoad nccl_baseline_load(const std::string& lib_path, std::string* error) {
         free(real);
     }
     // vccl's own NCCL shim has the same SONAME: taken as the baseline it would compare vccl with itself.
-    if (dlsym(g_nccl.lib, "vcclNcclShimVersion") != nullptr) {
+    if (is_vccl_shim(g_nccl.path)) {
         *error = std::string(name) + " loaded " + (g_nccl.path.empty() ? std::string("a library") : g_nccl.path) +
                  ", which is vccl's NCCL shim (libvccl-nccl), not NCCL: the baseline would measure vccl against "
                  "itself. Take that directory out of LD_LIBRARY_PATH or name NVIDIA's library with --nccl-lib PATH";

@@ -1,0 +1,65 @@
+/*
+ * The words the low-latency and chunked kernels share between ranks: the sets of each call, and
+ * telling the peers of a call given up on the host.
+ */
+#include "transport/cuda_ipc/cuda_ipc_p2p.h"
+
+#if VCCL_HAVE_CUDA
+
+#include "core/log.h"
+#include "device/device_scope.h"
+
+namespace vccl {
+
+void CudaIpcP2p::ll_next(LlArgs* a) {
+    uint64_t call = ++ll_calls_;
+    // Sets alternate with every call; the number the words carry never repeats within two calls and is
+    // never 0 (the words' initial value).
+    size_t set = size_t(call & 1u);
+    a->seq = ll_seq(call);
+    a->nranks = nranks_;
+    a->rank = rank_;
+    a->control = ll_control_;
+    a->max_blocks = sm_count_;
+    // No rank sends words to itself: the first word of this rank's own sets counts its blocks.
+    a->arrivals = reinterpret_cast<unsigned*>(ll_words(flags_, rank_, 0));
+    for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
+        a->outbox[r] = r == rank_ ? nullptr : ll_words(peer_flags_[r], rank_, set);
+        a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
+    }
+    a->chunk_slots = chunk_layout_.slots;
+    a->chunk_bytes = chunk_layout_.chunk_bytes;
+    a->chunk_data_word = chunk_layout_.data_word;
+}
+
+void CudaIpcP2p::ll_abandon(const LlArgs& a, void* stream) {
+    // Each peer's header word of this call gets the sequence number with an impossible byte count: its
+    // kernel takes the mismatch path (reported by vcclCommGetAsyncError) instead of waiting for data.
+    // Two ordered 32-bit writes, count first, so the number never shows without it. They go on the call's
+    // stream, behind this rank's previous call: a peer told early would finish this call and start the
+    // next, which writes into the word set (sets alternate) that this rank's previous kernel may not have
+    // read yet. Only when the stream refuses them do they go on the private stream, unordered.
+    DeviceScope scope(device_);
+    auto tell_on = [&](CUstream s) {
+        for (int r = 0; r < a.nranks && r < kMaxLlRanks; ++r) {
+            if (a.outbox[r] == nullptr) continue;
+            CUdeviceptr word = reinterpret_cast<CUdeviceptr>(a.outbox[r]);
+            if (driver().write_value(s, word, kLlAbandonedBytes, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS ||
+                driver().write_value(s, word + 4, a.seq, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS) {
+                return false;
+            }
+        }
+        return true;
+    };
+    bool told = tell_on(static_cast<CUstream>(stream));
+    CUstream cs = told ? nullptr : notify_stream();
+    if (cs != nullptr) told = tell_on(cs);
+    VCCL_WARN(kLogDevice, "rank %d: gave up low-latency collective call %u before its kernel ran; %s", rank_, a.seq,
+              !told ? "could not tell the peers (their kernels wait until they abort)"
+              : cs  ? "told the peers (outside the call's stream, which refused the writes)"
+                    : "told the peers on the call's stream");
+}
+
+} // namespace vccl
+
+#endif
