@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 7: MPI_Allreduce on device memory through the coll/vccl component versus staging by hand
-# (cudaMemcpy D2H, MPI_Allreduce on host, cudaMemcpy H2D), 8 B to 256 MiB, one process per GPU.
+# MPI_Allreduce on device memory through the coll/vccl component versus staging by hand (cudaMemcpy D2H,
+# MPI_Allreduce on host, cudaMemcpy H2D), 8 B to 256 MiB, one process per GPU: the table of docs/PERFORMANCE.md
+# ("MPI collectives on device memory through coll_vccl").
 #
 # Usage: contrib/bench-coll-vccl.sh [BUILD_DIR] [NP] [-- bench_mpi_device options: -b -e -f -n -w]
 #   BUILD_DIR  a build configured with CUDA and the Open MPI devel headers (default: build); it must hold

@@ -10,7 +10,7 @@
 # (after the first flaps the failback hold keeps traffic on rail1: this checks hysteresis and safety, not N
 # switches); (4) N faults alternating between the rails (--events, default 100, --full: 1000), each taking
 # down the rail in use for FLAP_MS and restoring it: N real failovers, wrong elements and errors over them.
-# Prints a Markdown table for docs/PERFORMANCE.md (with the command and settings). Needs root; exits 77
+# Prints a Markdown table for docs/RELIABILITY.md (with the command and settings). Needs root; exits 77
 # when namespaces cannot be made. Times are the worse of the two ranks; bandwidths are their mean.
 set -u
 src=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak run (issue 10): vccl-perf --soak on local ranks, host memory. Every collective with random sizes
+# Soak run: vccl-perf --soak on local ranks, host memory. Every collective with random sizes
 # (0, 1, odd, up to -e), datatypes, ops and roots, every result checked, communicators split and destroyed
 # periodically; prints operations, wrong elements, errors and per-rank VmRSS / open-descriptor growth.
 #

@@ -1,12 +1,17 @@
 /*
  * Which CUDA call makes GPU 0's primary context active on a thread that never used CUDA, in a process whose work
- * is on GPU 1? vccl's DeviceScope runs on such threads (a watchdog calling vcclCommGetAsyncError, a monitor
- * calling vcclCommGetTelemetry), and a context on GPU 0 takes memory there and fails in exclusive-process mode
- * (docs/RELIABILITY-DEVICE.md, twenty-seventh session). Each mode runs its steps in a new thread and prints
- * whether GPU 0's primary context is active after each.
- * Not built by make:
+ * is on GPU 1. vccl makes its communicator's GPU current on such threads (a watchdog calling
+ * vcclCommGetAsyncError, a monitor calling vcclCommGetTelemetry); a context created on GPU 0 there takes memory
+ * on GPU 0 and fails where GPUs are in exclusive-process mode. The main thread works on GPU 1; each mode then runs
+ * its steps in a new thread and prints, after each step, the thread's current context and whether GPU 0's primary
+ * context is active:
+ *   getdevice  cudaGetDevice alone
+ *   scope      cudaSetDevice(1) and a stream, cuCtxSetCurrent(NULL), then cudaGetDevice and a query of that stream
+ *   restore0   cudaGetDevice, cudaSetDevice(1), then the device cudaGetDevice returned set back
+ * Its result decides how vccl must leave such a thread (GpuTelemetry.CallsFromAThreadWithoutContextCreateNoneOnGpu0
+ * in tests/gpu checks the library itself); it has not yet run on a GPU. Needs 2 GPUs. Not built by make:
  *   nvcc -O1 -std=c++17 -o context-on-new-thread contrib/probes/context-on-new-thread.cc
- *   for m in getdevice scope restore0; do ./context-on-new-thread $m; done     # needs 2 GPUs
+ *   for m in getdevice scope restore0; do ./context-on-new-thread $m; done
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>

@@ -1,11 +1,19 @@
 /*
  * Host time per enqueue of the CUDA calls a small direct send/recv makes, on one GPU with no peer: the copy
- * (cudaMemcpyAsync with either kind, the driver's cuMemcpyDtoDAsync and cuMemcpyAsync), a stream memory
- * operation (cuStreamWriteValue32, cuStreamBatchMemOp) and an event record. Copies go to a second mapping of
- * a VMM allocation, as into a peer's buffer. It bounds what the SM-free path can reach for small messages:
- * each send/recv pays at least one copy and two memory operations on the host (docs/PERFORMANCE.md,
- * "Fourteenth session"); and whether one enqueue of several pieces of work (batched copies, a graph launched
- * per call) costs less ("Fifteenth session"). Not built by make:
+ * (cudaMemcpyAsync with either kind, the driver's cuMemcpyDtoDAsync and cuMemcpyAsync), stream memory operations
+ * (cuStreamWriteValue32, cuStreamBatchMemOp), an event record; then whether one enqueue can carry more work:
+ * cudaMemcpyBatchAsync of 1, 4 and 16 copies, and cudaGraphLaunch of a one-copy graph and of a graph holding a
+ * send's stream work (memory operation, 8 B copy, memory operation), with and without setting its memory-operation
+ * nodes first. Copies go to a second mapping of a VMM allocation, as into a peer's buffer. 100 calls per round,
+ * 50 rounds, the stream synchronised between rounds.
+ *
+ * Found on an H100 host (16 cores, CUDA 13.0), 2026-11-25: a copy costs the host about 5 us to enqueue whichever
+ * API makes it (8 B 4.2-5.3 us), a stream memory operation 1.2-1.5 us, an event 0.3-0.4 us; a batch of copies
+ * costs as much per copy as separate copies (1 / 4 / 16 copies 4.4-5.0 / 18.1-18.7 / 62-76 us); a graph launch
+ * costs 1.4-2.0 us (one copy) and 3.6-5.2 us (a send's stream work), but its copy runs as a kernel
+ * (contrib/probes/graph-copy.cc). On the 2x H200 host a copy to the peer GPU costs 2.6 us
+ * (contrib/probes/enqueue-threads.cc). docs/PERFORMANCE.md, "Device send/recv", uses these figures.
+ * Not built by make:
  *   nvcc -O2 -std=c++17 -o enqueue-cost contrib/probes/enqueue-cost.cc && ./enqueue-cost
  */
 #include <cuda.h>

@@ -1,15 +1,18 @@
 /*
- * Why does a GEMM lose throughput beside a copy-engine transfer that takes none of its SMs? vccl-perf
- * --concurrent-gemm measured 87-93% of solo beside vccl's send/recv (docs/PERFORMANCE.md), against a target of
- * 99%. This probe takes vccl out of the picture: one process, two GPUs with peer access, a bf16 GEMM (cuBLAS,
- * fp32 accumulate) back to back on GPU 0 for a fixed window while plain cudaMemcpyAsync copies of 1 GiB run on
- * copy engines in one of several patterns (GPU 0 pushes to GPU 1, GPU 1 pulls from GPU 0, GPU 1 pushes into
- * GPU 0, both push at once as a 2-rank send/recv ring does, a copy within GPU 0). A thread samples GPU 0's SM
- * clock, power draw and clock-event reasons through NVML (loaded with dlopen) every 10 ms, so each pattern's
- * GEMM throughput comes with the clocks it ran at. "solo" runs first and last: the GPU warms up over the run,
- * and a solo figure taken cold would flatter the solo side. Paced patterns (64 MiB copies no faster than a
- * set rate) ask whether a slower transfer costs the GEMM less work per byte moved, or only spreads it.
- * Not built by make:
+ * What a copy-engine transfer, which takes no SMs, costs a GEMM running beside it. One process, two GPUs with
+ * peer access, a bf16 GEMM (cuBLAS, fp32 accumulate) back to back on GPU 0 for a fixed window while plain
+ * cudaMemcpyAsync copies of 1 GiB run in one of several patterns: GPU 0 pushes to GPU 1, GPU 1 pulls from GPU 0,
+ * GPU 1 pushes into GPU 0, both push at once (as a 2-rank send/recv ring does), a copy within GPU 0, and paced
+ * patterns (64 MiB copies no faster than a set rate). A thread samples GPU 0's SM clock, power draw and
+ * clock-event reasons through NVML (loaded with dlopen) every 10 ms. Solo runs come first and last and each
+ * pattern is compared with their mean, since the GPU warms up over the run. With "gemm1", GPU 1 runs the same
+ * GEMM throughout. The GEMM's inputs come from src/tools/perf/gemm_inputs.h, shared with vccl-perf
+ * --concurrent-gemm.
+ *
+ * Found on 2x H200 (NV18), 2026-11-28, 2 s per pattern: the GEMM alone runs at the 700 W power cap; copies
+ * between the GPUs lower the SM clock by 4-6% (1478 to 1392 MHz with both pushing) and the GEMM keeps 94.1-96.1%;
+ * paced copies cost the GEMM more work per GB moved, not less; a copy within GPU 0 costs it 18% (memory
+ * bandwidth). docs/PERFORMANCE.md ("A GEMM beside send/recv") has the table. Not built by make:
  *   nvcc -O2 -std=c++17 -o gemm-beside-copy contrib/probes/gemm-beside-copy.cc -lcublas -ldl -lpthread
  *   ./gemm-beside-copy [N=8192] [SECONDS_PER_PATTERN=2] [gemm1]
  */

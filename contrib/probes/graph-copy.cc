@@ -1,8 +1,14 @@
 /*
- * A small device-to-device copy made by launching a one-node graph (its node's pointers set per copy) instead of
- * cudaMemcpyAsync: host time per copy, the device's time per copy when many are queued back to back, and what
- * CUPTI's activity records say ran (a copy, or a kernel). Copies go to a second mapping of a VMM allocation, as
- * into a peer's buffer (docs/PERFORMANCE.md, "Fifteenth session"). Not built by make:
+ * A small device-to-device copy made by launching a one-node graph (its node's pointers set per copy with
+ * cudaGraphExecMemcpyNodeSetParams1D) instead of cudaMemcpyAsync: host time per copy, the device's time per copy
+ * when 1000 are queued back to back, for 8 B to 32 KiB, and what CUPTI's activity records say ran (kernels or
+ * copies) for 10 copies of 4 KiB made each way. Copies go to a second mapping of a VMM allocation, as into a peer's
+ * buffer.
+ *
+ * Found on an H100 host (CUDA 13.0), 2026-11-25: the graph launch costs the host 2.3-5.1 us per copy against
+ * 4.4-7.5 us for cudaMemcpyAsync, the device about 2 us either way, but CUPTI shows each graph copy as a kernel
+ * (10 kernels, 0 copies), so a send/recv built on it would not be free of SMs (docs/PERFORMANCE.md, "Device
+ * send/recv"). Not built by make:
  *   nvcc -O2 -std=c++17 -I/usr/local/cuda/include -o graph-copy contrib/probes/graph-copy.cc -lcupti && ./graph-copy
  */
 #include <cuda.h>
