@@ -1,83 +1,8 @@
 #include "dtype.h"
 
 #include <cmath>
-#include <strings.h>
 
 namespace vccl {
-
-bool dtype_valid(vcclDataType_t type) { return int(type) >= 0 && int(type) < int(vcclNumTypes); }
-
-bool op_valid(vcclRedOp_t op) { return int(op) >= 0 && int(op) < int(vcclNumOps); }
-
-size_t dtype_size(vcclDataType_t type) {
-    switch (type) {
-    case vcclInt8: case vcclUint8: return 1;
-    case vcclFloat16: case vcclBfloat16: return 2;
-    case vcclInt32: case vcclUint32: case vcclFloat32: return 4;
-    case vcclInt64: case vcclUint64: case vcclFloat64: return 8;
-    default: return 0;
-    }
-}
-
-namespace {
-struct Named {
-    const char* name;
-    int value;
-};
-const Named kTypeNames[] = {
-    {"int8", vcclInt8},       {"char", vcclInt8},        {"uint8", vcclUint8},     {"int32", vcclInt32},
-    {"int", vcclInt32},       {"uint32", vcclUint32},    {"int64", vcclInt64},     {"uint64", vcclUint64},
-    {"float16", vcclFloat16}, {"half", vcclFloat16},     {"fp16", vcclFloat16},    {"float32", vcclFloat32},
-    {"float", vcclFloat32},   {"fp32", vcclFloat32},     {"float64", vcclFloat64}, {"double", vcclFloat64},
-    {"fp64", vcclFloat64},    {"bfloat16", vcclBfloat16}, {"bf16", vcclBfloat16},
-};
-const Named kOpNames[] = {
-    {"sum", vcclSum}, {"prod", vcclProd}, {"max", vcclMax}, {"min", vcclMin}, {"avg", vcclAvg},
-};
-} // namespace
-
-const char* dtype_name(vcclDataType_t type) {
-    switch (type) {
-    case vcclInt8: return "int8";
-    case vcclUint8: return "uint8";
-    case vcclInt32: return "int32";
-    case vcclUint32: return "uint32";
-    case vcclInt64: return "int64";
-    case vcclUint64: return "uint64";
-    case vcclFloat16: return "half";
-    case vcclFloat32: return "float";
-    case vcclFloat64: return "double";
-    case vcclBfloat16: return "bfloat16";
-    default: return "invalid";
-    }
-}
-
-const char* op_name(vcclRedOp_t op) {
-    switch (op) {
-    case vcclSum: return "sum";
-    case vcclProd: return "prod";
-    case vcclMax: return "max";
-    case vcclMin: return "min";
-    case vcclAvg: return "avg";
-    default: return "invalid";
-    }
-}
-
-int dtype_from_name(const char* name) {
-    if (name == nullptr) return -1;
-    for (const Named& n : kTypeNames) {
-        if (strcasecmp(name, n.name) == 0) return n.value;
-    }
-    return -1;
-}
-
-int op_from_name(const char* name) {
-    if (name == nullptr) return -1;
-    for (const Named& n : kOpNames) {
-        if (strcasecmp(name, n.name) == 0) return n.value;
-    }
-    return -1;
-}
 
 float half_to_float(uint16_t h) {
     uint32_t sign = uint32_t(h & 0x8000u) << 16;

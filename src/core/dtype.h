@@ -1,4 +1,4 @@
-/* Datatypes and reduction ops: sizes, names, validity, and fp16/bf16 conversions. */
+/* Datatypes and reduction ops: fp16/bf16 conversions; sizes, names and validity come from core/names.h. */
 #ifndef VCCL_CORE_DTYPE_H_
 #define VCCL_CORE_DTYPE_H_
 
@@ -6,19 +6,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/names.h"
 #include "vccl.h"
 
 namespace vccl {
-
-bool dtype_valid(vcclDataType_t type);
-bool op_valid(vcclRedOp_t op);
-/* Bytes per element; 0 for an invalid type. */
-size_t dtype_size(vcclDataType_t type);
-const char* dtype_name(vcclDataType_t type);
-const char* op_name(vcclRedOp_t op);
-/* Parses names as vccl-perf accepts them ("float", "float32", "half", "bf16", "sum", ...); -1 if unknown. */
-int dtype_from_name(const char* name);
-int op_from_name(const char* name);
 
 /* IEEE binary16 <-> float, round to nearest even. */
 float half_to_float(uint16_t h);

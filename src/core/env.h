@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/parse_size.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -42,10 +43,11 @@ bool is_set(Id id);
 /* The raw text in effect: the user's value if set, else the default. */
 std::string get_text(Id id);
 
-/* Parsers, exposed for tests. They return false on malformed text and leave *out untouched. */
+/* Parsers, exposed for tests. They return false on malformed text and leave *out untouched. Sizes are read
+ * by the parser the tools share (core/parse_size.h). */
 bool parse_int(const char* text, int64_t* out);
 bool parse_bool(const char* text, bool* out);
-bool parse_size(const char* text, uint64_t* out);
+using ::vccl::parse_size;
 
 /* The job id the launcher exports (Slurm, Open MPI 4, PMIx), or "" outside a launcher. Not a VCCL_* setting:
  * read here so that this file stays the only reader of the process environment. */

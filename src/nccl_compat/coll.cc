@@ -3,6 +3,7 @@
  * NCCL and vccl (abi_asserts.h proves it); what vccl lacks (FP8, PreMulSum operations, group simulation)
  * is refused with ncclInvalidUsage. Stream semantics are vccl's: see vccl.h.
  */
+#include "core/names.h"
 #include "nccl_compat/compat.h"
 
 using namespace vccl::nccl_compat;
@@ -10,19 +11,6 @@ using namespace vccl::nccl_compat;
 namespace {
 
 vcclStream_t vstream(vncclStream_t s) { return reinterpret_cast<vcclStream_t>(s); }
-
-size_t dtype_size(vcclDataType_t t) {
-    switch (t) {
-    case vcclInt8:
-    case vcclUint8: return 1;
-    case vcclFloat16:
-    case vcclBfloat16: return 2;
-    case vcclInt32:
-    case vcclUint32:
-    case vcclFloat32: return 4;
-    default: return 8;
-    }
-}
 
 /* lookup + datatype (+ op when given) in one step. */
 ncclResult_t prepare(ncclComm_t comm, ncclDataType_t t, const ncclRedOp_t* op, const char* fn, vcclComm_t* vc,
@@ -45,8 +33,8 @@ ncclResult_t rooted_p2p(const void* sendbuff, void* recvbuff, size_t count, nccl
     if ((r = to_nccl(vcclCommUserRank(vc, &rank))) != ncclSuccess) return r;
     if ((r = to_nccl(vcclCommCount(vc, &nranks))) != ncclSuccess) return r;
     if (root < 0 || root >= nranks) return fail(ncclInvalidArgument, "%s: root %d is not in [0, %d)", fn, root, nranks);
-    const size_t block = count * dtype_size(t);
-    if (count != 0 && block / count != dtype_size(t)) return fail(ncclInvalidArgument, "%s: count %zu overflows", fn, count);
+    const size_t block = count * vccl::dtype_size(t);
+    if (count != 0 && block / count != vccl::dtype_size(t)) return fail(ncclInvalidArgument, "%s: count %zu overflows", fn, count);
     vcclGroupStart();
     vcclResult_t v = vcclSuccess;
     if (gather) {

@@ -3,6 +3,7 @@
 
 #include "config.h"
 #include "core/env.h"
+#include "core/parse_size.h"
 #include "tools/diag/diag.h"
 
 namespace vdiag {
@@ -35,7 +36,7 @@ bool parse_sweep_option(const std::vector<std::string>& args, size_t* i, SweepOp
     if (a == "-b" || a == "--bytes") {
         if (!take_value(args, i, &v, error)) return false;
         uint64_t bytes = 0;
-        if (!vccl::env::parse_size(v.c_str(), &bytes) || bytes == 0 || bytes > (uint64_t(1) << 34)) {
+        if (!vccl::parse_size(v.c_str(), &bytes) || bytes == 0 || bytes > (uint64_t(1) << 34)) {
             *error = "--bytes: expected a size such as 8M (1 byte to 16 GiB), got '" + v + "'";
             return false;
         }

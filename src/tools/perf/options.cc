@@ -1,4 +1,5 @@
-/* vccl-perf: command-line parsing and the names of collectives, datatypes and reduction operations. */
+/* vccl-perf: command-line parsing and the names of collectives (those of datatypes and reduction operations
+ * are the library's, core/names.h). */
 #include <getopt.h>
 #include <strings.h>
 
@@ -7,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/names.h"
+#include "core/parse_size.h"
 #include "tools/perf/perf.h"
 
 namespace vperf {
@@ -23,43 +26,11 @@ const CollName kColls[] = {
     {"reduce_scatter", Coll::ReduceScatter}, {"alltoall", Coll::AlltoAll},  {"sendrecv", Coll::SendRecv},
 };
 
-struct TypeName {
-    const char* name;
-    vcclDataType_t type;
-};
-/* The first name of each type is the one printed (nccl-tests spelling). */
-const TypeName kTypes[] = {
-    {"int8", vcclInt8},       {"char", vcclInt8},       {"uint8", vcclUint8},     {"int32", vcclInt32},
-    {"int", vcclInt32},       {"uint32", vcclUint32},   {"int64", vcclInt64},     {"uint64", vcclUint64},
-    {"half", vcclFloat16},    {"float16", vcclFloat16}, {"fp16", vcclFloat16},    {"float", vcclFloat32},
-    {"float32", vcclFloat32}, {"fp32", vcclFloat32},    {"double", vcclFloat64},  {"float64", vcclFloat64},
-    {"fp64", vcclFloat64},    {"bfloat16", vcclBfloat16}, {"bf16", vcclBfloat16},
-};
-
-struct OpName {
-    const char* name;
-    vcclRedOp_t op;
-};
-const OpName kOps[] = {{"sum", vcclSum}, {"prod", vcclProd}, {"max", vcclMax}, {"min", vcclMin}, {"avg", vcclAvg}};
-
-/* "64", "4K", "1M", "2G" (powers of 1024, as nccl-tests). */
+/* "64", "4K", "1M", "2G" (powers of 1024, as nccl-tests): the library's parser (core/parse_size.h). */
 bool parse_bytes(const char* text, size_t* out) {
-    if (text == nullptr || *text == '\0' || *text == '-') return false;
-    errno = 0;
-    char* end = nullptr;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno != 0 || end == text) return false;
-    unsigned long long mult = 1;
-    switch (*end) {
-    case 'k': case 'K': mult = 1ull << 10; end++; break;
-    case 'm': case 'M': mult = 1ull << 20; end++; break;
-    case 'g': case 'G': mult = 1ull << 30; end++; break;
-    default: break;
-    }
-    if (mult != 1 && (*end == 'b' || *end == 'B')) end++;
-    if (*end != '\0') return false;
-    if (v != 0 && mult > ~0ull / v) return false;
-    *out = size_t(v * mult);
+    uint64_t v = 0;
+    if (!vccl::parse_size(text, &v) || v > uint64_t(SIZE_MAX)) return false;
+    *out = size_t(v);
     return true;
 }
 
@@ -111,19 +82,10 @@ const char* coll_name(Coll coll) {
     return "?";
 }
 
-const char* type_name(vcclDataType_t type) {
-    for (const TypeName& t : kTypes) {
-        if (t.type == type) return t.name;
-    }
-    return "?";
-}
+/* The names of the library's table (core/names.h); "?" for what is not a type or built-in operation. */
+const char* type_name(vcclDataType_t type) { return vccl::dtype_valid(type) ? vccl::dtype_name(type) : "?"; }
 
-const char* op_name(vcclRedOp_t op) {
-    for (const OpName& o : kOps) {
-        if (o.op == op) return o.name;
-    }
-    return "?";
-}
+const char* op_name(vcclRedOp_t op) { return vccl::op_valid(op) ? vccl::op_name(op) : "?"; }
 
 const char* op_label(const Options& o) { return o.premul ? "premulsum" : op_name(o.op); }
 
@@ -139,15 +101,7 @@ const char* baseline_name(Baseline b) {
     return "none";
 }
 
-size_t type_size(vcclDataType_t type) {
-    switch (type) {
-    case vcclInt8: case vcclUint8: return 1;
-    case vcclFloat16: case vcclBfloat16: return 2;
-    case vcclInt32: case vcclUint32: case vcclFloat32: return 4;
-    case vcclInt64: case vcclUint64: case vcclFloat64: return 8;
-    default: return 0;
-    }
-}
+size_t type_size(vcclDataType_t type) { return vccl::dtype_size(type); }
 
 bool coll_has_op(Coll coll) {
     return coll == Coll::AllReduce || coll == Coll::Reduce || coll == Coll::ReduceScatter;
@@ -296,11 +250,10 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             o.check = int(v);
             break;
         case 'o': {
-            bool found = false;
             o.premul = false;
-            for (const OpName& n : kOps) {
-                if (strcasecmp(optarg, n.name) == 0) { o.op = n.op; found = true; }
-            }
+            int op = vccl::op_from_name(optarg);
+            bool found = op >= 0;
+            if (found) o.op = vcclRedOp_t(op);
             if (strcasecmp(optarg, "premulsum") == 0) { // vcclRedOpCreatePreMulSum with a scalar of 1
                 o.op = vcclSum;
                 o.premul = true;
@@ -311,11 +264,10 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             break;
         }
         case 'd': {
-            bool found = false;
-            for (const TypeName& n : kTypes) {
-                if (strcasecmp(optarg, n.name) == 0) { o.dtype = n.type; found = true; break; }
-            }
-            if (!found) {
+            int type = vccl::dtype_from_name(optarg);
+            if (type >= 0) {
+                o.dtype = vcclDataType_t(type);
+            } else {
                 if (strcasecmp(optarg, "host") == 0 || strcasecmp(optarg, "cuda") == 0)
                     return fail("datatype (-d names a datatype; buffer placement is -m host|cuda)", optarg);
                 return fail("datatype (-d)", optarg);
