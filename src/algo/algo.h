@@ -36,6 +36,7 @@ struct Algorithm {
     CollType coll;
     const char* name;
     const char* description;
+    const char* window; // where the default choice gives it the call (vccl-info -a, vccl(7))
     vcclResult_t (*run)(CollCtx& ctx, const CollArgs& args);
 };
 

@@ -25,7 +25,7 @@ vcclResult_t collective(CollType coll, const void* sendbuf, void* recvbuf, size_
     VCCL_RETURN_IF_ERROR(check_comm(comm, fn));
     VCCL_RETURN_IF_ERROR(check_dtype(dtype, fn));
     bool reduces = coll == CollType::AllReduce || coll == CollType::Reduce || coll == CollType::ReduceScatter;
-    // Op values from vcclNumOps on are the communicator's PreMulSum ops (comm/premul.h).
+    // Op values from vcclNumOps on are the communicator's PreMulSum ops (algo/premul.h).
     const bool premul = reduces && int(op) >= int(vcclNumOps);
     PreMulScalar scalar;
     if (premul) {

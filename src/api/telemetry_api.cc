@@ -31,7 +31,7 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTe
         // the publication interval (1 ms) old.
         std::unique_lock<std::mutex> lock(comm->op_mutex, std::try_to_lock);
         if (lock.owns_lock() && comm->dev.staged_pending.load(std::memory_order_acquire) == 0) {
-            // Device transfers whose notes have come, confirmed by a read of the FAIL words (comm/device_flows.h).
+            // Device transfers whose notes have come, confirmed by a read of the FAIL words (telemetry/device_flows.h).
             comm_confirm_device_flows(comm, 5);
             tele->publish_held();
         }

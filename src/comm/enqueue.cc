@@ -9,7 +9,7 @@
 #include "algo/premul.h"
 #include "comm/group.h"
 #include "exec/p2p_batch.h"
-#include "transport/staging/staged_layout.h"
+#include "algo/staged_layout.h"
 #include "core/dtype.h"
 #include "core/log.h"
 #include "core/status.h"
@@ -53,7 +53,7 @@ Op host_piece(const Op& op, const StagedPiece& piece, char* slot) {
 
 /* Runs a collective on device buffers through pinned host copies on the calling thread, which waits for the
  * stream (the path when the staged queue is unavailable or the call also needs the calling thread). Same
- * plan as the asynchronous path (comm/staged_layout.h): every input copied, the pieces one after the other,
+ * plan as the asynchronous path (algo/staged_layout.h): every input copied, the pieces one after the other,
  * then every output. */
 vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     StagedPlan plan = staged_plan(comm->nranks, comm->rank, comm->dev.staging_chunk_bytes, op.coll);
@@ -192,7 +192,7 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     vcclResult_t status = comm->dev.stream_order.before(streams);
     StagedQueue* queue = all_staged(comm, ops) ? staged_queue(comm, ops.front().stream) : nullptr;
     // One stream per call. The direct path tells a pair's transfers apart by sequence numbers that the device
-    // waits for as "at least this one" (device/ipc_p2p.h), in the order the call enqueues them: on two streams
+    // waits for as "at least this one" (transport/cuda_ipc/ipc_p2p.h), in the order the call enqueues them: on two streams
     // of one call, a later transfer's flag could satisfy the wait for an earlier one whose stream was still
     // busy (the receiver read its buffer before the data, or the sender wrote into a receive buffer the
     // receiver's stream still used). So a call whose device work names several streams runs it all on the
@@ -216,10 +216,10 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         // call's traffic does on every rank: the one place the calling thread waits for the device.
         comm->dev.staged_queue->wait_idle();
     }
-    // Device-path telemetry whose notes have come (comm/device_flows.h): once per call, where this thread is the
+    // Device-path telemetry whose notes have come (telemetry/device_flows.h): once per call, where this thread is the
     // only writer (no staged job runs).
     if (queue == nullptr && comm->device_flows) comm->device_flows->poll();
-    // PreMulSum calls become Sums over their inputs multiplied by the scalar (comm/premul.h), each scaled right
+    // PreMulSum calls become Sums over their inputs multiplied by the scalar (algo/premul.h), each scaled right
     // before it runs. A failure there leaves the peers' parts of the call unmatched: the communicator fails.
     PreMulCall premul; // the scaled inputs, read by the collectives below
     bool premul_failed = false;

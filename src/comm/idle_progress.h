@@ -33,8 +33,8 @@ public:
      * the interval doubles up to kMaxIntervalMs; any of those brings it back at once. A peer that needs this
      * rank after such a quiet time is in a fault (a lost acknowledgement, a path switch) and waits at most
      * kMaxIntervalMs more, against failover timeouts of hundreds of milliseconds. While *staged_jobs is not
-     * zero the staged queue's proxy drives the transport (device/staged_queue.h), and this thread keeps off.
-     * `also`, when set, runs with each poll (the device path's telemetry, comm/device_flows.h). */
+     * zero the staged queue's proxy drives the transport (transport/staging/staged_queue.h), and this thread keeps off.
+     * `also`, when set, runs with each poll (the device path's telemetry, telemetry/device_flows.h). */
     IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms, const std::atomic<uint64_t>* activity,
                  const std::atomic<int>* staged_jobs = nullptr, std::function<bool()> also = nullptr);
     static constexpr int kMaxIntervalMs = 20;

@@ -1,6 +1,6 @@
 /* A peer that gave up a direct device transfer with this rank: how the communicator learns of it (IpcP2p's reads of
  * the FAIL words), what it records (vcclRemoteError), and the device-path telemetry records that wait for such a
- * read before they count as data moved (comm/device_flows.h). */
+ * read before they count as data moved (telemetry/device_flows.h). */
 #include <string>
 
 #include "comm/comm.h"
@@ -10,7 +10,7 @@
 namespace vccl {
 
 void comm_note_failed_peer(vcclComm* comm, int who) {
-    // Its transfers with this rank that telemetry still times did not move data (comm/device_flows.h).
+    // Its transfers with this rank that telemetry still times did not move data (telemetry/device_flows.h).
     if (comm->device_flows) comm->device_flows->peer_failed(who);
     comm_set_async_error(comm, vcclRemoteError,
                          "rank " + std::to_string(who) + " gave up or rejected a direct device transfer or "

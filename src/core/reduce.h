@@ -16,7 +16,7 @@ void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclData
 /* buf[i] /= nranks (integer division for integer types), the last step of vcclAvg. */
 void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks);
 
-/* dst[i] = src[i] * scalar, the first step of PreMulSum (comm/premul.h); `scalar_bits` holds one element of type
+/* dst[i] = src[i] * scalar, the first step of PreMulSum (algo/premul.h); `scalar_bits` holds one element of type
  * in its low bytes. Integers wrap; fp16 and bf16 are multiplied in float (exact for two of them) and rounded once,
  * as a native fp16/bf16 multiplication would. dst may alias src. */
 void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits);

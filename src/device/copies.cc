@@ -49,7 +49,7 @@ vcclResult_t read_device_bytes(void* dst, const void* src, size_t bytes, vcclStr
 vcclResult_t copy_device_to_device(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
     if (bytes == 0) return vcclSuccess;
     return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)),
-                      "cudaMemcpyAsync (copy of an in-place send)");
+                      "cudaMemcpyAsync (device to device)");
 }
 
 vcclResult_t stream_wait_for(vcclStream_t waiter, vcclStream_t signaller) {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/transport.h"
+#include "core/mem_type.h"
 #include "vccl.h"
 
 namespace vccl {

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "algo/host/coll_ctx.h"
+#include "core/coll_settings.h"
 #include "device/scratch.h"
 #include "device/side_stream.h"
 #include "device/stream_order.h"

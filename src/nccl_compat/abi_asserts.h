@@ -5,8 +5,8 @@
  * Include after <nccl.h> (global namespace), vccl.h and, inside `namespace ours { }`, nccl_abi.h.
  * Used by src/nccl_compat/abi_check.cc (library build) and tests/nccl_compat/test_nccl_compat.cc.
  */
-#ifndef VCCL_NCCL_ABI_ASSERTS_H_
-#define VCCL_NCCL_ABI_ASSERTS_H_
+#ifndef VCCL_NCCL_COMPAT_ABI_ASSERTS_H_
+#define VCCL_NCCL_COMPAT_ABI_ASSERTS_H_
 
 #include <cstddef>
 

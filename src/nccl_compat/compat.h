@@ -5,8 +5,8 @@
  * that was current when it was created (ncclCommCuDevice). Live wrappers are kept in a registry so that a
  * destroyed or foreign handle is answered with ncclInvalidUsage instead of a crash.
  */
-#ifndef VCCL_NCCL_COMPAT_H_
-#define VCCL_NCCL_COMPAT_H_
+#ifndef VCCL_NCCL_COMPAT_COMPAT_H_
+#define VCCL_NCCL_COMPAT_COMPAT_H_
 
 #include <cstdint>
 #include <functional>

@@ -7,8 +7,8 @@
  * includes, no macros that nccl.h also defines), so a test can include it inside a namespace next to
  * the real nccl.h and compare the two.
  */
-#ifndef VCCL_NCCL_ABI_H_
-#define VCCL_NCCL_ABI_H_
+#ifndef VCCL_NCCL_COMPAT_NCCL_ABI_H_
+#define VCCL_NCCL_COMPAT_NCCL_ABI_H_
 
 #ifndef VCCL_NCCL_ABI_TYPES_ONLY
 #include <stddef.h>
@@ -192,4 +192,4 @@ VNCCL_EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo);
 }
 #endif
 
-#endif /* VCCL_NCCL_ABI_H_ */
+#endif /* VCCL_NCCL_COMPAT_NCCL_ABI_H_ */

@@ -42,8 +42,8 @@
  * Writer: the caller holds the communicator's operation lock and no staged job runs, as for the host transport;
  * peer_failed() from any thread.
  */
-#ifndef VCCL_COMM_DEVICE_FLOWS_H_
-#define VCCL_COMM_DEVICE_FLOWS_H_
+#ifndef VCCL_TELEMETRY_DEVICE_FLOWS_H_
+#define VCCL_TELEMETRY_DEVICE_FLOWS_H_
 
 #include <atomic>
 #include <cstdint>
@@ -145,4 +145,4 @@ private:
 
 } // namespace vccl
 
-#endif // VCCL_COMM_DEVICE_FLOWS_H_
+#endif // VCCL_TELEMETRY_DEVICE_FLOWS_H_

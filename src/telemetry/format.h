@@ -31,7 +31,7 @@ constexpr uint32_t kVersion = 2;    // 2: a third path per peer (kDevicePath)
 constexpr int kMaxPathsPerPeer = 3; // primary and backup (the host transport), and the device path
 /* Path index of the transfers between GPUs of one host that never touch the host transport: copy-engine
  * transfers into a peer's mapped buffer, the staging FIFO, and the low-latency and chunked kernels
- * (comm/device_flows.h). */
+ * (telemetry/device_flows.h). */
 constexpr int kDevicePath = 2;
 constexpr size_t kHeaderBytes = 1024;
 

@@ -75,7 +75,7 @@ public:
      * the transfer is counted but not timed (sampling, below). `tag`: the collective and sequence number
      * the transfer belongs to, which sampling goes by; NULL times every transfer. `timed_from_bytes`: transfers
      * from this size on are timed whatever the sampling (UINT64_MAX: sampled at every size, as the device path
-     * does, whose timing costs its stream a write to host memory; comm/device_flows.h). */
+     * does, whose timing costs its stream a write to host memory; telemetry/device_flows.h). */
     uint64_t on_post(PathW* p, Dir dir, uint64_t bytes, const TransferTag* tag = nullptr,
                      uint64_t timed_from_bytes = kSampleBelowBytes) {
         p->stats.outstanding_reqs++;
@@ -90,7 +90,7 @@ public:
     }
     /* Inline up to the sampling decision: most small transfers are only counted, and the call into the
      * timed path's large frame cost as much as the counting. `done_ns`: when the transfer was seen done, on
-     * now_ns()'s clock (0: now), for a completion recorded after a check that came later (comm/device_flows.h). */
+     * now_ns()'s clock (0: now), for a completion recorded after a check that came later (telemetry/device_flows.h). */
     void on_complete(PathW* p, Dir dir, uint64_t bytes, uint64_t post_ns, const TransferTag& tag, bool ok,
                      uint64_t done_ns = 0) {
         PathStats& s = p->stats;

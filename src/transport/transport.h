@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/mem_type.h"
 #include "telemetry/format.h"
 #include "vccl.h"
 
@@ -28,8 +29,6 @@ class Bootstrap;
 namespace telemetry {
 class Telemetry;
 }
-
-enum class MemType { Host = 0, Cuda = 1 };
 
 constexpr int kTagBits = 44;
 constexpr uint64_t kTagMask = (1ull << kTagBits) - 1;

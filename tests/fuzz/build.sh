@@ -14,10 +14,11 @@ flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
        -I"$top/include" -I"$top/src" $(pkg-config --cflags hwloc 2>/dev/null || true))
 libs=($(pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -lpthread)
 
-# The layers the targets reach: core, topology, bootstrap (TCP wire and unique id), algorithm registry.
+# The layers the targets reach: core, topology, bootstrap (TCP wire and unique id), the host algorithm registry
+# (the device registry, whose algorithms pull in the whole device path, is stood in for by stubs.cc).
 sources=("$top"/src/core/*.cc "$top"/src/topo/*.cc "$top"/src/bootstrap/tcp/unique_id.cc
-         "$top"/src/bootstrap/tcp/socket_util.cc "$top"/src/algo/registry.cc "$top"/src/algo/coll_ctx.cc
-         "$top"/src/algo/*/*.cc "$top"/tests/fuzz/stubs.cc)
+         "$top"/src/bootstrap/tcp/socket_util.cc "$top"/src/algo/registry.cc "$top"/src/algo/host/coll_ctx.cc
+         "$top"/src/algo/host/*/*.cc "$top"/tests/fuzz/stubs.cc)
 objs=()
 for s in "${sources[@]}"; do
     rel=${s#"$top"/}

@@ -1225,7 +1225,7 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
     EXPECT_ALL_RANKS_WHY(why.empty(), "reduce roots: " + why);
 }
 
-/* The chunked collectives (device/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
+/* The chunked collectives (device/kernels/chunked_collectives.h: AllReduce and ReduceScatter above the low-latency kernel's
  * limit, up to VCCL_ALLREDUCE_KERNEL_BYTES, in chunks through the same word sets), with small sets
  * (VCCL_ALLREDUCE_LL_BYTES 64K: 8 slots of 16 KiB, reused within a call) and the default 2M (64 KiB chunks),
  * VCCL_MAX_CTAS 3, 32 and different on every rank: AllReduce and ReduceScatter every op, every type, in and out of
@@ -1804,8 +1804,8 @@ TEST(GpuStreamPriority, SecondStreamTakesTheCallersPriority) {
 #endif
 
 /* Staged collectives larger than VCCL_STAGING_CHUNK_BYTES run as pieces whose copies overlap the network
- * (comm/staged_pieces.h; AllGather, ReduceScatter and AlltoAll by columns of every rank's block,
- * comm/staged_layout.h), and both staging paths must cut them alike: here rank 0 stages
+ * (transport/staging/staged_pieces.h; AllGather, ReduceScatter and AlltoAll by columns of every rank's block,
+ * algo/staged_layout.h), and both staging paths must cut them alike: here rank 0 stages
  * synchronously (VCCL_STAGING_ASYNC=0) and the others through the queue, with 64 KiB pieces, at counts below,
  * at and just past piece boundaries, in and out of place, checked against the reference. Cut differently, the
  * ranks would run different collectives (wrong data or a timeout). On the direct path a plain correctness run. */

@@ -303,7 +303,7 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
 
 /* Two communicators of the same ranks receive into small buffers, several in one 2 MiB block, which the receiver
  * frees all at the end of each round and makes anew in the next; the communicators take the first turn
- * alternately. Their mappings are shared (device/ipc_handles.h). Checks every result and guard zone. (This passed
+ * alternately. Their mappings are shared (transport/cuda_ipc/ipc_handles.h). Checks every result and guard zone. (This passed
  * on the library before that change too, run203; the sequence that failed there is the next test's.) */
 TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     vcclComm_t first = gpu_comm();
@@ -876,7 +876,7 @@ TEST(GpuAsync, AbortWithBlockedDeviceWork) {
         if (why.empty() && timer.fired()) why = "a call or the abort waited for the blocked stream";
         gate.open();
     }
-    // Abort gives a READY wait 0.5 s, then up to 1 s for its released flag writes to land (device/ipc_p2p.h). On a
+    // Abort gives a READY wait 0.5 s, then up to 1 s for its released flag writes to land (transport/cuda_ipc/ipc_p2p.h). On a
     // GPU the ranks share, those writes wait for time slices among the spinning gate kernels: 1.50 s once in 5
     // runs on the H100 (2026-11-24), so the bound there is the design's 1.5 s plus margin.
     int mine = my_device();

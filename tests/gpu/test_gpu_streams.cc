@@ -261,7 +261,7 @@ TEST(GpuStreamOrder, AllReduceGatherWaitsForThePeersEarlierWork) {
 }
 
 /* Copy-engine reductions back to back on one communicator, where a call sends into the peers' reduction scratch
- * without their READY when the call before was a copy-engine AllReduce on the same stream (comm/device_coll.cc,
+ * without their READY when the call before was a copy-engine AllReduce on the same stream (algo/device/registry.cc,
  * take_peers_scratch_free): AllReduce after AllReduce, ReduceScatter, Reduce and the one-shot AllReduce after one,
  * and the calls that must wait (after a ReduceScatter, a Reduce, a one-shot AllReduce, on another stream). Each
  * call's input is written right before it by a kernel that spins 1 ms on one rank in turn, so the ranks' streams

@@ -1,5 +1,5 @@
 /*
- * Device-memory tests (part of tests/gpu/test_gpu) of flow telemetry on the device path (comm/device_flows.h), as
+ * Device-memory tests (part of tests/gpu/test_gpu) of flow telemetry on the device path (telemetry/device_flows.h), as
  * vcclCommGetTelemetry shows it: path 2 of each peer counts a ring exchange of 1 MiB (copy engines), a small
  * exchange (the staging FIFO where it is on) and an allreduce (the low-latency kernel where it is on, else copy
  * engines), each both ways, with nothing outstanding once the stream is done; an exchange queued behind a blocked
@@ -174,7 +174,7 @@ TEST(GpuTelemetry, DevicePathShowsTransfersKernelsAndWhatIsStillQueued) {
  * rank 0's flags, then releases rank 0's receive without data, and rank 0's stream goes on and writes the note.
  * Rank 0 then waits 30 ms without a call, so the idle-progress thread sees the note before any call has read the
  * FAIL words. Before, that poll counted the receive as 1 MiB received; now the record waits for a read of the
- * FAIL words that started after it was seen (comm/device_flows.h) and is a failure. Other ranks only create and
+ * FAIL words that started after it was seen (telemetry/device_flows.h) and is a failure. Other ranks only create and
  * end the communicator. */
 TEST(GpuTelemetry, AReceiveReleasedByAPeerThatGaveUpIsAFailure) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);

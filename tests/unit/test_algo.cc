@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "transport/staging/staged_layout.h"
+#include "algo/staged_layout.h"
 #include "transport/staging/staged_pieces.h"
 #include "core/dtype.h"
 #include "core/env.h"
@@ -94,7 +94,7 @@ struct Spec {
     size_t chunk_bytes;
     Input input;
     uint64_t seed;
-    bool staged = false;       // run as the staged device path plans it (comm/staged_layout.h)...
+    bool staged = false;       // run as the staged device path plans it (algo/staged_layout.h)...
     uint64_t staged_chunk = 0; // ... cut at this many bytes (0: one piece)
 };
 
@@ -580,7 +580,7 @@ TEST_P(AlgoStress, RendezvousWithRandomDelays) {
     EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
 }
 
-/* The staged device path's plan (comm/staged_layout.h) run on host memory: pieces of every collective, cut
+/* The staged device path's plan (algo/staged_layout.h) run on host memory: pieces of every collective, cut
  * small enough that counts from 1 element up give from one piece to the 64-piece cap, with one-element pieces,
  * short last pieces and (AllGather, ReduceScatter, AlltoAll) columns of every rank's block, in and out of place,
  * against the same reference as the grid. */
@@ -699,9 +699,9 @@ vcclResult_t broken_blocking_ring(CollCtx& ctx, const CollArgs& a) {
 }
 
 TEST(AlgoChecker, CatchesBrokenAlgorithms) {
-    const Algorithm local{CollType::AllReduce, "local", "broken", broken_local_only};
-    const Algorithm shortr{CollType::AllReduce, "short", "broken", broken_ring_short};
-    const Algorithm a2a{CollType::AlltoAll, "inplace", "broken", broken_alltoall_inplace};
+    const Algorithm local{CollType::AllReduce, "local", "broken", "never", broken_local_only};
+    const Algorithm shortr{CollType::AllReduce, "short", "broken", "never", broken_ring_short};
+    const Algorithm a2a{CollType::AlltoAll, "inplace", "broken", "never", broken_alltoall_inplace};
     for (const Algorithm* a : {&local, &shortr, &a2a}) {
         const int n = 4;
         std::vector<Spec> specs;
@@ -714,7 +714,7 @@ TEST(AlgoChecker, CatchesBrokenAlgorithms) {
 }
 
 TEST(AlgoChecker, RendezvousExposesDeadlock) {
-    const Algorithm blocking{CollType::AllReduce, "blocking", "broken", broken_blocking_ring};
+    const Algorithm blocking{CollType::AllReduce, "blocking", "broken", "never", broken_blocking_ring};
     std::vector<Spec> specs = {Spec{&blocking, vcclFloat32, vcclSum, 100, false, 0, 1 << 20, Input::Int, 5}};
     RunOptions opt;
     EXPECT_EQ(run_cases(3, specs, opt).failed_cases, 0u) << "correct with eager sends";

@@ -1,7 +1,7 @@
 /*
  * The chunked collectives' view of a low-latency word set (chunk_layout in src/device/kernels/chunked_collectives.h),
  * checked without a GPU over every set size the communicator can make (VCCL_ALLREDUCE_LL_BYTES 16K-8M, 2-64 ranks,
- * with the set formula of device/ipc_p2p.cc): the flags, credits and slots fit in the set, data starts on a
+ * with the set formula of transport/cuda_ipc/): the flags, credits and slots fit in the set, data starts on a
  * 128-byte boundary after the credits, chunks are whole 16-byte vectors of 4-64 KiB, and a set that holds fewer than
  * two chunks turns the path off.
  */

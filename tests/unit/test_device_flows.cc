@@ -1,5 +1,5 @@
 /*
- * Telemetry of the device path (comm/device_flows.h) against fake note words: which transfers are timed, that a
+ * Telemetry of the device path (telemetry/device_flows.h) against fake note words: which transfers are timed, that a
  * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are
  * sampled at every size and count each peer's bytes, that a transfer given up (or one with a peer that gave up)
  * counts as a failure, that a record seen done waits for a read of the FAIL words that started after it (a peer

@@ -1,4 +1,4 @@
-/* FdChannel (device/fd_channel.h): file descriptors passed between ranks of a host over Unix datagram
+/* FdChannel (transport/cuda_ipc/fd_channel.h): file descriptors passed between ranks of a host over Unix datagram
  * sockets, as the direct path does for vcclMemAlloc (VMM) buffers. Two or three channels in one process
  * stand for the ranks. */
 #include <dirent.h>

@@ -339,7 +339,7 @@ TEST(AlgoOverride, CollectiveNames) {
 
 } // namespace
 
-/* Staged collectives cut into pieces (comm/staged_pieces.h): every element in exactly one piece, in order, no
+/* Staged collectives cut into pieces (transport/staging/staged_pieces.h): every element in exactly one piece, in order, no
  * piece over the chunk (unless one element is larger, or the chunk would give over kMaxStagedPieces pieces),
  * and the piece counts a rank's peers compute alike. */
 TEST(StagedPieces, CoverEveryElementOnceWithinTheChunk) {
@@ -384,7 +384,7 @@ TEST(StagedPieces, CoverEveryElementOnceWithinTheChunk) {
     }
 }
 
-/* How device reductions are cut into pieces (comm/reduce_pieces.h), against the counts worked out by hand from the
+/* How device reductions are cut into pieces (algo/device/reduce_pieces.h), against the counts worked out by hand from the
  * rules in VCCL_REDUCE_PIPELINE_BYTES and VCCL_REDUCE_SCRATCH_BYTES. */
 TEST(ReducePieces, PieceCountsFollowTheSettings) {
     const size_t M = size_t(1) << 20, G = size_t(1) << 30;

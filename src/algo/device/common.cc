@@ -5,9 +5,9 @@
 #include "core/status.h"
 #include "exec/p2p_batch.h"
 
-#if VCCL_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "device/copies.h"
 
+#if VCCL_HAVE_CUDA
 #include "device/kernels/reduce_kernels.h"
 #endif
 
@@ -94,15 +94,7 @@ vcclResult_t device_reduce_into(DevicePath& dev, const Op& op, vcclStream_t stre
 
 vcclResult_t local_copy(void* dst, const void* src, size_t bytes, vcclStream_t stream) {
     if (dst == src || bytes == 0) return vcclSuccess;
-#if VCCL_HAVE_CUDA
-    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
-    if (err != cudaSuccess) {
-        return set_last_error(vcclUnhandledCudaError, "cudaMemcpyAsync (local block) failed: %s", cudaGetErrorString(err));
-    }
-    return vcclSuccess;
-#else
-    return set_last_error(vcclInternalError, "device copy in a build without CUDA");
-#endif
+    return copy_device_to_device(dst, src, bytes, stream);
 }
 
 namespace {

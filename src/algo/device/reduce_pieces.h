@@ -1,12 +1,12 @@
 /*
- * How many pieces a device AllReduce or ReduceScatter among the GPUs of one host is cut into (comm/device_coll.cc):
+ * How many pieces a device AllReduce or ReduceScatter among the GPUs of one host is cut into (algo/device/registry.cc):
  * each piece's reduction kernel runs on the communicator's second stream while the next piece moves, and the
  * pieces land in two halves of the reduction scratch, which the communicator keeps until it is destroyed. Plain
  * arithmetic on the call's size and the agreed settings, so every rank cuts the same pieces; unit-tested in
  * tests/unit/test_reduce.cc.
  */
-#ifndef VCCL_COMM_REDUCE_PIECES_H_
-#define VCCL_COMM_REDUCE_PIECES_H_
+#ifndef VCCL_ALGO_DEVICE_REDUCE_PIECES_H_
+#define VCCL_ALGO_DEVICE_REDUCE_PIECES_H_
 
 #include <cstddef>
 

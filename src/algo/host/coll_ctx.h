@@ -7,8 +7,8 @@
  * Algorithms are written as straight-line code: post sends and receives, wait, reduce. Messages between
  * the same pair inside one collective match in posting order.
  */
-#ifndef VCCL_ALGO_COLL_CTX_H_
-#define VCCL_ALGO_COLL_CTX_H_
+#ifndef VCCL_ALGO_HOST_COLL_CTX_H_
+#define VCCL_ALGO_HOST_COLL_CTX_H_
 
 #include <atomic>
 #include <cstddef>
@@ -16,22 +16,12 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/coll_settings.h"
 #include "core/scratch_arena.h"
 #include "transport/transport.h"
 #include "vccl.h"
 
 namespace vccl {
-
-struct CollSettings {
-    MemType mem = MemType::Host;
-    size_t chunk_bytes = 1u << 20;   // pipelining unit of ring/chain algorithms
-    size_t small_bytes = 64u << 10;  // allreduce at or below this uses the low-latency algorithm
-    size_t reduce_pipeline_bytes = 32u << 20; // device reductions of one host: piece size (0: one piece)
-    size_t reduce_scratch_bytes = 256u << 20; // ... more pieces where they would take more scratch (0: no limit)
-    size_t kernel_bytes = 8u << 20;  // device collectives of one host: the chunked kernel's largest message (0: off)
-    size_t premul_kernel_bytes = 32u << 20; // the same for PreMulSum ops
-    int64_t op_timeout_ms = 0;       // 0: no limit
-};
 
 class CollCtx {
 public:

@@ -1,6 +1,6 @@
 /*
  * Chunked collectives (AllReduce, ReduceScatter) for messages above the low-latency kernel's limit among the GPUs
- * of one host: one kernel launch, like device/ll_collectives.h, in the same word sets, but the data goes as is
+ * of one host: one kernel launch, like device/kernels/ll_collectives.h, in the same word sets, but the data goes as is
  * (16-byte stores, not words that carry half data and half sequence number) in chunks, each announced by one flag
  * word. The low-latency words cost twice the bytes on NVLink, which is what bounds them from a few MiB on; the
  * copy-engine path pays handshakes across the GPUs per phase and a separate reduction kernel. Measured on 2x H200
@@ -43,8 +43,8 @@
  * per-rank size that is a multiple of 16 bytes (the host takes the copy-engine path otherwise). Launches kernels:
  * for collectives only, never for send/recv.
  */
-#ifndef VCCL_DEVICE_CHUNKED_COLLECTIVES_H_
-#define VCCL_DEVICE_CHUNKED_COLLECTIVES_H_
+#ifndef VCCL_DEVICE_KERNELS_CHUNKED_COLLECTIVES_H_
+#define VCCL_DEVICE_KERNELS_CHUNKED_COLLECTIVES_H_
 
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-/* The low-latency collective kernels (device/ll_collectives.h): up to LlArgs::max_blocks thread blocks per call. */
+/* The low-latency collective kernels (device/kernels/ll_collectives.h): up to LlArgs::max_blocks thread blocks per call. */
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -3,7 +3,7 @@
  * messages among the GPUs of one host, in one kernel launch and no host round trip: each rank's kernel stores what
  * each peer needs of its input (all of it; for ReduceScatter and AlltoAll the peer's block; for Broadcast only the
  * root sends, for Reduce only to the root) straight into that peer's GPU memory (the IPC-mapped buffer of
- * device/ipc_p2p.h) as 8-byte words that carry 4 data bytes and the call's sequence number, waits until every peer's
+ * transport/cuda_ipc/ipc_p2p.h) as 8-byte words that carry 4 data bytes and the call's sequence number, waits until every peer's
  * words of this call have arrived in its own memory, and reduces them in rank order (every rank gets the same bits)
  * or, for the others, places them. A word is stored and loaded whole, so the sequence number proves its data bytes
  * arrived: no fence and no separate flag. Two words (8 data bytes) go in one 16-byte access. The words cost twice
@@ -26,8 +26,8 @@
  *
  * These launch kernels: they are for collectives, not for send/recv, which stay SM-free.
  */
-#ifndef VCCL_DEVICE_LL_COLLECTIVES_H_
-#define VCCL_DEVICE_LL_COLLECTIVES_H_
+#ifndef VCCL_DEVICE_KERNELS_LL_COLLECTIVES_H_
+#define VCCL_DEVICE_KERNELS_LL_COLLECTIVES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -70,7 +70,7 @@ struct LlArgs {
     int rank;
     uint32_t seq;                         // this call's sequence number, never 0
     int root;                             // Broadcast's and Reduce's root (the other kinds: not used)
-    // The chunked collectives' view of the same sets (device/chunked_collectives.h; slots 0: they are off).
+    // The chunked collectives' view of the same sets (device/kernels/chunked_collectives.h; slots 0: they are off).
     uint32_t chunk_slots;
     uint32_t chunk_bytes;
     uint32_t chunk_data_word;             // first word of slot 0's data

@@ -1,9 +1,9 @@
 /*
- * PreMulSum's scalar as the kernels take it (comm/premul.h): the kernel that first reads this rank's input multiplies
+ * PreMulSum's scalar as the kernels take it (algo/premul.h): the kernel that first reads this rank's input multiplies
  * each element by it there, instead of a separate pass over the input before the collective.
  */
-#ifndef VCCL_DEVICE_PREMUL_ARG_H_
-#define VCCL_DEVICE_PREMUL_ARG_H_
+#ifndef VCCL_DEVICE_KERNELS_PREMUL_ARG_H_
+#define VCCL_DEVICE_KERNELS_PREMUL_ARG_H_
 
 #include <cstdint>
 

@@ -1,6 +1,6 @@
 /* Reductions on device memory for every datatype and op, in one compact kernel per (type, op). */
-#ifndef VCCL_DEVICE_REDUCE_KERNELS_H_
-#define VCCL_DEVICE_REDUCE_KERNELS_H_
+#ifndef VCCL_DEVICE_KERNELS_REDUCE_KERNELS_H_
+#define VCCL_DEVICE_KERNELS_REDUCE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -22,7 +22,7 @@ vcclResult_t device_reduce(void* dst, const void* const* srcs, int nsrcs, size_t
                            vcclRedOp_t op, int divide_by, int max_ctas, vcclStream_t stream,
                            const PreMulArg& first = PreMulArg());
 
-/* dst[i] = src[i] * scalar for i < count on `stream` (PreMulSum's first step, comm/premul.h): the scalar is read
+/* dst[i] = src[i] * scalar for i < count on `stream` (PreMulSum's first step, algo/premul.h): the scalar is read
  * on the device from `device_scalar` when not NULL, else it is the element in the low bytes of `host_bits`.
  * Integers wrap; fp16 and bf16 are multiplied in float and rounded once. dst may alias src. */
 vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataType_t type, const void* device_scalar,

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "algo/algo.h"
+#include "algo/device/device_algo.h"
 #include "config.h"
 #include "tools/info/info.h"
 #include "vccl.h"
@@ -51,23 +52,38 @@ void print_version_json(FILE* out) {
             json_quote(hwloc_version_text(hwloc_get_api_version()).c_str()).c_str());
 }
 
+/* Host algorithms (host memory, and device memory staged through it) first, then device algorithms (device
+ * memory among the GPUs of one host). */
 void print_algorithms(FILE* out) {
-    size_t count = 0;
-    const vccl::Algorithm* algos = vccl::algo_list(&count);
-    fprintf(out, "# vccl algorithms (%zu). Force one with VCCL_ALGO=COLLECTIVE:NAME[,...]\n", count);
-    fprintf(out, "# %-14s %-16s %s\n", "COLLECTIVE", "NAME", "DESCRIPTION");
-    for (size_t i = 0; i < count; ++i)
-        fprintf(out, "  %-14s %-16s %s\n", vccl::coll_name(algos[i].coll), algos[i].name, algos[i].description);
+    size_t nh = 0, nd = 0;
+    const vccl::Algorithm* host = vccl::algo_list(&nh);
+    const vccl::DeviceAlgorithm* const* dev = vccl::device_algo_list(&nd);
+    fprintf(out, "# vccl algorithms (%zu host, %zu device). Force one with VCCL_ALGO=COLLECTIVE:NAME[,...]\n", nh, nd);
+    fprintf(out, "# %-14s %-7s %-19s %s\n", "COLLECTIVE", "PATH", "NAME", "DESCRIPTION / DEFAULT WHERE");
+    for (size_t i = 0; i < nh; ++i) {
+        fprintf(out, "  %-14s %-7s %-19s %s\n  %-14s %-7s %-19s   default: %s\n", vccl::coll_name(host[i].coll), "host",
+                host[i].name, host[i].description, "", "", "", host[i].window);
+    }
+    for (size_t i = 0; i < nd; ++i) {
+        fprintf(out, "  %-14s %-7s %-19s %s\n  %-14s %-7s %-19s   default: %s\n", vccl::coll_name(dev[i]->coll), "device",
+                dev[i]->name, dev[i]->description, "", "", "", dev[i]->window);
+    }
 }
 
 void print_algorithms_json(FILE* out) {
-    size_t count = 0;
-    const vccl::Algorithm* algos = vccl::algo_list(&count);
+    size_t nh = 0, nd = 0;
+    const vccl::Algorithm* host = vccl::algo_list(&nh);
+    const vccl::DeviceAlgorithm* const* dev = vccl::device_algo_list(&nd);
     fprintf(out, "[");
-    for (size_t i = 0; i < count; ++i) {
-        fprintf(out, "%s\n    {\"collective\": %s, \"name\": %s, \"description\": %s}", i ? "," : "",
-                json_quote(vccl::coll_name(algos[i].coll)).c_str(), json_quote(algos[i].name).c_str(),
-                json_quote(algos[i].description).c_str());
+    auto one = [&](bool first, vccl::CollType coll, const char* path, const char* name, const char* description,
+                   const char* window) {
+        fprintf(out, "%s\n    {\"collective\": %s, \"path\": \"%s\", \"name\": %s, \"description\": %s, "
+                "\"default\": %s}", first ? "" : ",", json_quote(vccl::coll_name(coll)).c_str(), path,
+                json_quote(name).c_str(), json_quote(description).c_str(), json_quote(window).c_str());
+    };
+    for (size_t i = 0; i < nh; ++i) one(i == 0, host[i].coll, "host", host[i].name, host[i].description, host[i].window);
+    for (size_t i = 0; i < nd; ++i) {
+        one(nh == 0 && i == 0, dev[i]->coll, "device", dev[i]->name, dev[i]->description, dev[i]->window);
     }
     fprintf(out, "\n  ]");
 }

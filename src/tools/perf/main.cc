@@ -337,6 +337,112 @@ int validate(const Options& o, int rank, int nranks) {
     return kExitUsage;
 }
 
+/* What one run measures with, for the sizes of its sweep. */
+struct Run {
+    const Options& o;
+    int rank, nranks;
+    vcclComm_t comm;
+    void* stream;
+    Buffers& buf;
+    bool baseline;          // a baseline column is printed
+    bool compare_telemetry; // the baseline is the same operation with telemetry off or paused
+    const char* unsupported; // why the baseline cannot run this configuration (NULL: it can)
+};
+
+/* Rank 0's header: the configuration, the NCCL baseline's version, how a telemetry comparison is timed. */
+void print_run_header(const Run& r, const std::vector<std::string>& lines) {
+    const Options& o = r.o;
+    print_header(stdout, o, r.nranks, lines);
+    if (o.baseline == Baseline::Nccl && r.unsupported == nullptr)
+        printf("# NCCL baseline: version code %d (%s)\n#\n", nccl_baseline_version(),
+               nccl_baseline_path().empty() ? "file unknown" : nccl_baseline_path().c_str());
+    if (r.compare_telemetry) {
+        vcclTelemetryPeer probe;
+        int n = 0;
+        bool on = vcclCommGetTelemetry(r.comm, &probe, 0, &n) != vcclInvalidUsage;
+        bool paused = o.baseline == Baseline::TelemetryPaused, self = o.baseline == Baseline::Self;
+        if (paused && !on) die("--baseline telemetry-paused", "telemetry is off (VCCL_TELEMETRY=0): nothing to pause");
+        printf("# %s baseline: out-of-place time (telemetry %s%s) and baseline time (%s) are the "
+               "medians of %d alternating rounds of %d operations each\n#\n",
+               baseline_name(o.baseline), on ? "on" : "OFF", on || self ? "" : ": VCCL_TELEMETRY=0, a control run",
+               paused ? "the same communicator, recording paused"
+                      : self ? "the same communicator, unchanged: an A/A control" : "off",
+               kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
+    }
+    if (r.unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", r.unsupported);
+}
+
+/* One size of the sweep: vccl out of place and in place (each timed, then verified), the baseline, the GEMM. */
+Row measure_size(const Run& r, const Shape& shape, long long* mpi_wrong) {
+    const Options& o = r.o;
+    const int rank = r.rank, nranks = r.nranks;
+    vcclComm_t comm = r.comm;
+    void* stream = r.stream;
+    Buffers& buf = r.buf;
+    const bool baseline = r.baseline, compare_telemetry = r.compare_telemetry;
+    const char* unsupported = r.unsupported;
+    Row row;
+    row.shape = shape;
+    double telemetry_off_us = 0; // the paired baseline time (telemetry-off), measured with out-of-place
+    CpuMeter paired_cpu;         // and its processor time
+    for (int place = 0; place < 2; ++place) {
+        bool in_place = place == 1;
+        CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
+        if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
+        double t = 0, call_us = -1;
+        CpuMeter cpu;
+        if (compare_telemetry && !in_place) {
+            time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us, &cpu,
+                                &paired_cpu);
+        } else {
+            double call_s = 0;
+            t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream, &call_s, &cpu) * 1e6,
+                               o.average, MPI_COMM_WORLD);
+            call_us = aggregate_time(call_s * 1e6, 3, MPI_COMM_WORLD); // the largest rank's
+        }
+        CpuUse cpu_use = mean_over_ranks(cpu.use(), MPI_COMM_WORLD);
+        long long wrong = -1;
+        if (o.check) { // a fresh, verified run after the timed ones
+            fill_or_die(buf, o, shape, rank, nranks, in_place);
+            check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
+            sync_stream(stream);
+            wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, in_place));
+        }
+        Measure& m = in_place ? row.in_place : row.out_of_place;
+        m = make_measure(o.coll, shape, t, wrong, nranks);
+        m.call_us = call_us;
+        m.cpu = cpu_use;
+    }
+    row.has_mpi = baseline;
+    row.mpi_supported = baseline && unsupported == nullptr;
+    if (row.mpi_supported) {
+        CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
+        if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
+        CpuMeter cpu;
+        double t = compare_telemetry
+                       ? telemetry_off_us
+                       : aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream, &cpu) * 1e6,
+                                        o.average, MPI_COMM_WORLD);
+        CpuUse cpu_use = mean_over_ranks(compare_telemetry ? paired_cpu.use() : cpu.use(), MPI_COMM_WORLD);
+        long long wrong = -1;
+        if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
+            fill_or_die(buf, o, shape, rank, nranks, false);
+            PausedTelemetry paused(o);
+            run_baseline(o, shape, cb, rank, nranks, stream);
+            sync_stream(stream);
+            wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
+            *mpi_wrong += wrong;
+        }
+        row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
+        row.mpi.cpu = cpu_use;
+    }
+    if (o.gemm_n > 0) {
+        measure_gemm(o, shape, call_buffers(o.coll, buf, shape, rank, false), comm, rank, nranks, stream,
+                     o.baseline == Baseline::Nccl && row.mpi_supported, &row);
+    }
+    return row;
+}
+
 int run(int argc, char** argv, int rank, int nranks) {
     Options o;
     int rc = parse_options(argc, argv, rank == 0, &o);
@@ -385,26 +491,8 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (o.baseline == Baseline::Nccl && unsupported == nullptr && !nccl_baseline_init(rank, nranks, &error)) {
         die("NCCL baseline", error);
     }
-    if (rank == 0) {
-        print_header(stdout, o, nranks, lines);
-        if (o.baseline == Baseline::Nccl && unsupported == nullptr)
-            printf("# NCCL baseline: version code %d (%s)\n#\n", nccl_baseline_version(),
-                   nccl_baseline_path().empty() ? "file unknown" : nccl_baseline_path().c_str());
-        if (compare_telemetry) {
-            vcclTelemetryPeer probe;
-            int n = 0;
-            bool on = vcclCommGetTelemetry(comm, &probe, 0, &n) != vcclInvalidUsage;
-            bool paused = o.baseline == Baseline::TelemetryPaused, self = o.baseline == Baseline::Self;
-            if (paused && !on) die("--baseline telemetry-paused", "telemetry is off (VCCL_TELEMETRY=0): nothing to pause");
-            printf("# %s baseline: out-of-place time (telemetry %s%s) and baseline time (%s) are the "
-                   "medians of %d alternating rounds of %d operations each\n#\n",
-                   baseline_name(o.baseline), on ? "on" : "OFF", on || self ? "" : ": VCCL_TELEMETRY=0, a control run",
-                   paused ? "the same communicator, recording paused"
-                          : self ? "the same communicator, unchanged: an A/A control" : "off",
-                   kTelemetryRounds, std::max(1, o.iters / kTelemetryRounds));
-        }
-        if (unsupported != nullptr) printf("# %s baseline: n/a (%s)\n#\n", o.baseline == Baseline::Mpi ? "MPI" : "NCCL", unsupported);
-    }
+    Run r{o, rank, nranks, comm, stream, buf, baseline, compare_telemetry, unsupported};
+    if (rank == 0) print_run_header(r, lines);
 
     std::vector<Row> rows;
     long long mpi_wrong = 0;
@@ -413,65 +501,7 @@ int run(int argc, char** argv, int rank, int nranks) {
         Shape shape = make_shape(o.coll, size, o.dtype, nranks);
         if (shape.bytes != last_bytes) { // rounding can map several requested sizes to one
             last_bytes = shape.bytes;
-            Row row;
-            row.shape = shape;
-            double telemetry_off_us = 0; // the paired baseline time (telemetry-off), measured with out-of-place
-            CpuMeter paired_cpu;         // and its processor time
-            for (int place = 0; place < 2; ++place) {
-                bool in_place = place == 1;
-                CallBuffers cb = call_buffers(o.coll, buf, shape, rank, in_place);
-                if (o.check) fill_or_die(buf, o, shape, rank, nranks, in_place);
-                double t = 0, call_us = -1;
-                CpuMeter cpu;
-                if (compare_telemetry && !in_place) {
-                    time_telemetry_pair(o, shape, cb, comm, rank, nranks, stream, &t, &telemetry_off_us, &cpu,
-                                        &paired_cpu);
-                } else {
-                    double call_s = 0;
-                    t = aggregate_time(time_vccl(o, shape, cb, comm, rank, nranks, stream, &call_s, &cpu) * 1e6,
-                                       o.average, MPI_COMM_WORLD);
-                    call_us = aggregate_time(call_s * 1e6, 3, MPI_COMM_WORLD); // the largest rank's
-                }
-                CpuUse cpu_use = mean_over_ranks(cpu.use(), MPI_COMM_WORLD);
-                long long wrong = -1;
-                if (o.check) { // a fresh, verified run after the timed ones
-                    fill_or_die(buf, o, shape, rank, nranks, in_place);
-                    check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), coll_name(o.coll), comm);
-                    sync_stream(stream);
-                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, in_place));
-                }
-                Measure& m = in_place ? row.in_place : row.out_of_place;
-                m = make_measure(o.coll, shape, t, wrong, nranks);
-                m.call_us = call_us;
-                m.cpu = cpu_use;
-            }
-            row.has_mpi = baseline;
-            row.mpi_supported = baseline && unsupported == nullptr;
-            if (row.mpi_supported) {
-                CallBuffers cb = call_buffers(o.coll, buf, shape, rank, false);
-                if (o.check) fill_or_die(buf, o, shape, rank, nranks, false);
-                CpuMeter cpu;
-                double t = compare_telemetry
-                               ? telemetry_off_us
-                               : aggregate_time(time_baseline(o, shape, cb, rank, nranks, stream, &cpu) * 1e6,
-                                                o.average, MPI_COMM_WORLD);
-                CpuUse cpu_use = mean_over_ranks(compare_telemetry ? paired_cpu.use() : cpu.use(), MPI_COMM_WORLD);
-                long long wrong = -1;
-                if (o.check) { // the baseline must agree with the expectation too: a self-test of the checker
-                    fill_or_die(buf, o, shape, rank, nranks, false);
-                    PausedTelemetry paused(o);
-                    run_baseline(o, shape, cb, rank, nranks, stream);
-                    sync_stream(stream);
-                    wrong = sum_over_ranks(check_or_die(buf, o, shape, rank, nranks, false));
-                    mpi_wrong += wrong;
-                }
-                row.mpi = make_measure(o.coll, shape, t, wrong, nranks);
-                row.mpi.cpu = cpu_use;
-            }
-            if (o.gemm_n > 0) {
-                measure_gemm(o, shape, call_buffers(o.coll, buf, shape, rank, false), comm, rank, nranks, stream,
-                             o.baseline == Baseline::Nccl && row.mpi_supported, &row);
-            }
+            Row row = measure_size(r, shape, &mpi_wrong);
             if (rank == 0) print_row(stdout, o, row);
             rows.push_back(row);
         }

@@ -174,9 +174,187 @@ void print_usage(FILE* out) {
             "4 (--soak) growth above a limit.\n");
 }
 
+namespace {
+
+enum LongOption { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
+       kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu, kOptPriority };
+
+/* A parse in progress: the options so far, and what the checks at the end need. */
+struct ParseState {
+    Options o;
+    bool op_given = false, max_given = false;
+    bool verbose = false;
+};
+
+constexpr int kOptionTaken = -2;   // the option was valid and recorded
+constexpr int kOptionNotMine = -3; // the option is another function's
+
+int invalid(const ParseState& s, const char* what, const char* value) {
+    if (s.verbose) {
+        fprintf(stderr, "vccl-perf: invalid %s '%s'\n", what, value ? value : "");
+        fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
+    }
+    return kExitUsage;
+}
+
+/* The options of the sweep itself, nccl-tests' letters (-b -e -f -i -n -w -c -o -d -r -a -m -J). */
+int take_sweep_option(ParseState& s, int c, const char* arg) {
+    long v = 0;
+    switch (c) {
+    case 'b':
+        if (!parse_bytes(arg, &s.o.min_bytes)) return invalid(s, "minimum size (-b)", arg);
+        break;
+    case 'e':
+        if (!parse_bytes(arg, &s.o.max_bytes)) return invalid(s, "maximum size (-e)", arg);
+        s.max_given = true;
+        break;
+    case 'f':
+        if (!parse_int(arg, 2, 1L << 20, &v)) return invalid(s, "step factor (-f, an integer >= 2)", arg);
+        s.o.step_factor = size_t(v);
+        break;
+    case 'i':
+        if (!parse_bytes(arg, &s.o.step_bytes) || s.o.step_bytes == 0)
+            return invalid(s, "step size (-i, bytes > 0)", arg);
+        break;
+    case 'n':
+        if (!parse_int(arg, 1, 1L << 30, &v)) return invalid(s, "iteration count (-n, >= 1)", arg);
+        s.o.iters = int(v);
+        break;
+    case 'w':
+        if (!parse_int(arg, 0, 1L << 30, &v)) return invalid(s, "warm-up count (-w, >= 0)", arg);
+        s.o.warmup = int(v);
+        break;
+    case 'c':
+        if (!parse_int(arg, 0, 1, &v)) return invalid(s, "check flag (-c, 0 or 1)", arg);
+        s.o.check = int(v);
+        break;
+    case 'o': {
+        s.o.premul = false;
+        int op = vccl::op_from_name(arg);
+        bool found = op >= 0;
+        if (found) s.o.op = vcclRedOp_t(op);
+        if (strcasecmp(arg, "premulsum") == 0) { // vcclRedOpCreatePreMulSum with a scalar of 1
+            s.o.op = vcclSum;
+            s.o.premul = true;
+            found = true;
+        }
+        if (!found) return invalid(s, "reduction operation (-o: sum, prod, max, min, avg, premulsum)", arg);
+        s.op_given = true;
+        break;
+    }
+    case 'd': {
+        int type = vccl::dtype_from_name(arg);
+        if (type >= 0) {
+            s.o.dtype = vcclDataType_t(type);
+        } else {
+            if (strcasecmp(arg, "host") == 0 || strcasecmp(arg, "cuda") == 0)
+                return invalid(s, "datatype (-d names a datatype; buffer placement is -m host|cuda)", arg);
+            return invalid(s, "datatype (-d)", arg);
+        }
+        break;
+    }
+    case 'r':
+        if (!parse_int(arg, 0, 1L << 30, &v)) return invalid(s, "root rank (-r)", arg);
+        s.o.root = int(v);
+        break;
+    case 'a':
+        if (!parse_int(arg, 0, 3, &v)) return invalid(s, "averaging mode (-a, 0..3)", arg);
+        s.o.average = int(v);
+        break;
+    case 'm':
+        if (strcasecmp(arg, "host") == 0) s.o.memory = Memory::Host;
+        else if (strcasecmp(arg, "cuda") == 0) s.o.memory = Memory::Cuda;
+        else return invalid(s, "memory placement (-m host|cuda)", arg);
+        break;
+    case 'J':
+        if (*arg == '\0') return invalid(s, "JSON output file (-J)", arg);
+        s.o.json_path = arg;
+        break;
+    default:
+        return kOptionNotMine;
+    }
+    return kOptionTaken;
+}
+
+/* The long options: bootstrap, baselines, soak, GEMM, processor use, stream priority. */
+int take_run_option(ParseState& s, int c, const char* arg) {
+    long v = 0;
+    switch (c) {
+    case kOptBootstrap:
+        if (strcasecmp(arg, "mpi") == 0) s.o.bootstrap = Bootstrap::Mpi;
+        else if (strcasecmp(arg, "tcp") == 0) s.o.bootstrap = Bootstrap::Tcp;
+        else return invalid(s, "bootstrap (--bootstrap mpi|tcp)", arg);
+        break;
+    case kOptNcclLib:
+        s.o.nccl_lib = arg;
+        break;
+    case kOptAlloc:
+        if (strcasecmp(arg, "cuda") == 0) s.o.device_alloc = DeviceAlloc::Cuda;
+        else if (strcasecmp(arg, "vccl") == 0) s.o.device_alloc = DeviceAlloc::Vccl;
+        else if (strcasecmp(arg, "vmm") == 0) s.o.device_alloc = DeviceAlloc::Vmm;
+        else return invalid(s, "device allocator (--alloc cuda|vccl|vmm)", arg);
+        break;
+    case kOptBaseline:
+        if (strcasecmp(arg, "mpi") == 0) s.o.baseline = Baseline::Mpi;
+        else if (strcasecmp(arg, "nccl") == 0) s.o.baseline = Baseline::Nccl;
+        else if (strcasecmp(arg, "telemetry-off") == 0) s.o.baseline = Baseline::TelemetryOff;
+        else if (strcasecmp(arg, "telemetry-paused") == 0) s.o.baseline = Baseline::TelemetryPaused;
+        else if (strcasecmp(arg, "self") == 0) s.o.baseline = Baseline::Self;
+        else return invalid(s, "baseline (--baseline mpi|nccl|telemetry-off|telemetry-paused|self)", arg);
+        break;
+    case kOptSoak: {
+        char* end = nullptr;
+        s.o.soak_seconds = strtod(arg, &end);
+        if (end == arg || *end != '\0' || !(s.o.soak_seconds > 0) || s.o.soak_seconds > 1e7)
+            return invalid(s, "soak duration (--soak SECONDS, > 0)", arg);
+        break;
+    }
+    case kOptSeed: {
+        char* end = nullptr;
+        errno = 0;
+        s.o.seed = strtoull(arg, &end, 0);
+        if (errno != 0 || end == arg || *end != '\0' || *arg == '-') return invalid(s, "seed (--seed)", arg);
+        break;
+    }
+    case kOptSplitEvery:
+        if (!parse_int(arg, 0, 1L << 30, &v)) return invalid(s, "split interval (--split-every, >= 0)", arg);
+        s.o.split_every = int(v);
+        break;
+    case kOptMaxRss:
+        if (!parse_int(arg, 0, 1L << 40, &v)) return invalid(s, "RSS growth limit (--max-rss-growth KB)", arg);
+        s.o.max_rss_growth_kb = v;
+        break;
+    case kOptMaxFd:
+        if (!parse_int(arg, 0, 1L << 20, &v)) return invalid(s, "descriptor growth limit (--max-fd-growth)", arg);
+        s.o.max_fd_growth = v;
+        break;
+    case kOptProgress:
+        if (!parse_int(arg, 0, 1L << 30, &v)) return invalid(s, "progress interval (--progress SECONDS)", arg);
+        s.o.soak_progress = int(v);
+        break;
+    case kOptGemm:
+        /* 64 <= N keeps cuBLAS on tensor-core kernels; N <= 32768 keeps the three matrices under 6 GiB */
+        if (arg == nullptr) s.o.gemm_n = 8192;
+        else if (!parse_int(arg, 64, 32768, &v)) return invalid(s, "GEMM size (--concurrent-gemm=N, 64..32768)", arg);
+        else s.o.gemm_n = int(v);
+        break;
+    case kOptCpu:
+        s.o.cpu = true;
+        break;
+    case kOptPriority:
+        if (strcasecmp(arg, "high") == 0) s.o.high_priority = true;
+        else if (strcasecmp(arg, "default") == 0) s.o.high_priority = false;
+        else return invalid(s, "stream priority (--stream-priority high|default)", arg);
+        break;
+    default:
+        return kOptionNotMine;
+    }
+    return kOptionTaken;
+}
+
+} // namespace
+
 int parse_options(int argc, char** argv, bool verbose, Options* opts) {
-    enum { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-           kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu, kOptPriority };
     static const struct option kLong[] = {
         {"minbytes", required_argument, nullptr, 'b'},
         {"maxbytes", required_argument, nullptr, 'e'},
@@ -207,156 +385,17 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };
-    Options o;
-    bool op_given = false, max_given = false;
-    auto fail = [&](const char* what, const char* value) {
-        if (verbose) {
-            fprintf(stderr, "vccl-perf: invalid %s '%s'\n", what, value ? value : "");
-            fprintf(stderr, "Try 'vccl-perf --help' for more information.\n");
-        }
-        return kExitUsage;
-    };
+    ParseState s;
+    s.verbose = verbose;
     opterr = 0;
     optind = 1;
     int c;
-    long v = 0;
     while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:m:J:h", kLong, nullptr)) != -1) {
+        int r = take_sweep_option(s, c, optarg);
+        if (r == kOptionNotMine) r = take_run_option(s, c, optarg);
+        if (r == kOptionTaken) continue;
+        if (r != kOptionNotMine) return r;
         switch (c) {
-        case 'b':
-            if (!parse_bytes(optarg, &o.min_bytes)) return fail("minimum size (-b)", optarg);
-            break;
-        case 'e':
-            if (!parse_bytes(optarg, &o.max_bytes)) return fail("maximum size (-e)", optarg);
-            max_given = true;
-            break;
-        case 'f':
-            if (!parse_int(optarg, 2, 1L << 20, &v)) return fail("step factor (-f, an integer >= 2)", optarg);
-            o.step_factor = size_t(v);
-            break;
-        case 'i':
-            if (!parse_bytes(optarg, &o.step_bytes) || o.step_bytes == 0)
-                return fail("step size (-i, bytes > 0)", optarg);
-            break;
-        case 'n':
-            if (!parse_int(optarg, 1, 1L << 30, &v)) return fail("iteration count (-n, >= 1)", optarg);
-            o.iters = int(v);
-            break;
-        case 'w':
-            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("warm-up count (-w, >= 0)", optarg);
-            o.warmup = int(v);
-            break;
-        case 'c':
-            if (!parse_int(optarg, 0, 1, &v)) return fail("check flag (-c, 0 or 1)", optarg);
-            o.check = int(v);
-            break;
-        case 'o': {
-            o.premul = false;
-            int op = vccl::op_from_name(optarg);
-            bool found = op >= 0;
-            if (found) o.op = vcclRedOp_t(op);
-            if (strcasecmp(optarg, "premulsum") == 0) { // vcclRedOpCreatePreMulSum with a scalar of 1
-                o.op = vcclSum;
-                o.premul = true;
-                found = true;
-            }
-            if (!found) return fail("reduction operation (-o: sum, prod, max, min, avg, premulsum)", optarg);
-            op_given = true;
-            break;
-        }
-        case 'd': {
-            int type = vccl::dtype_from_name(optarg);
-            if (type >= 0) {
-                o.dtype = vcclDataType_t(type);
-            } else {
-                if (strcasecmp(optarg, "host") == 0 || strcasecmp(optarg, "cuda") == 0)
-                    return fail("datatype (-d names a datatype; buffer placement is -m host|cuda)", optarg);
-                return fail("datatype (-d)", optarg);
-            }
-            break;
-        }
-        case 'r':
-            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("root rank (-r)", optarg);
-            o.root = int(v);
-            break;
-        case 'a':
-            if (!parse_int(optarg, 0, 3, &v)) return fail("averaging mode (-a, 0..3)", optarg);
-            o.average = int(v);
-            break;
-        case 'm':
-            if (strcasecmp(optarg, "host") == 0) o.memory = Memory::Host;
-            else if (strcasecmp(optarg, "cuda") == 0) o.memory = Memory::Cuda;
-            else return fail("memory placement (-m host|cuda)", optarg);
-            break;
-        case 'J':
-            if (*optarg == '\0') return fail("JSON output file (-J)", optarg);
-            o.json_path = optarg;
-            break;
-        case kOptBootstrap:
-            if (strcasecmp(optarg, "mpi") == 0) o.bootstrap = Bootstrap::Mpi;
-            else if (strcasecmp(optarg, "tcp") == 0) o.bootstrap = Bootstrap::Tcp;
-            else return fail("bootstrap (--bootstrap mpi|tcp)", optarg);
-            break;
-        case kOptNcclLib:
-            o.nccl_lib = optarg;
-            break;
-        case kOptAlloc:
-            if (strcasecmp(optarg, "cuda") == 0) o.device_alloc = DeviceAlloc::Cuda;
-            else if (strcasecmp(optarg, "vccl") == 0) o.device_alloc = DeviceAlloc::Vccl;
-            else if (strcasecmp(optarg, "vmm") == 0) o.device_alloc = DeviceAlloc::Vmm;
-            else return fail("device allocator (--alloc cuda|vccl|vmm)", optarg);
-            break;
-        case kOptBaseline:
-            if (strcasecmp(optarg, "mpi") == 0) o.baseline = Baseline::Mpi;
-            else if (strcasecmp(optarg, "nccl") == 0) o.baseline = Baseline::Nccl;
-            else if (strcasecmp(optarg, "telemetry-off") == 0) o.baseline = Baseline::TelemetryOff;
-            else if (strcasecmp(optarg, "telemetry-paused") == 0) o.baseline = Baseline::TelemetryPaused;
-            else if (strcasecmp(optarg, "self") == 0) o.baseline = Baseline::Self;
-            else return fail("baseline (--baseline mpi|nccl|telemetry-off|telemetry-paused|self)", optarg);
-            break;
-        case kOptSoak: {
-            char* end = nullptr;
-            o.soak_seconds = strtod(optarg, &end);
-            if (end == optarg || *end != '\0' || !(o.soak_seconds > 0) || o.soak_seconds > 1e7)
-                return fail("soak duration (--soak SECONDS, > 0)", optarg);
-            break;
-        }
-        case kOptSeed: {
-            char* end = nullptr;
-            errno = 0;
-            o.seed = strtoull(optarg, &end, 0);
-            if (errno != 0 || end == optarg || *end != '\0' || *optarg == '-') return fail("seed (--seed)", optarg);
-            break;
-        }
-        case kOptSplitEvery:
-            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("split interval (--split-every, >= 0)", optarg);
-            o.split_every = int(v);
-            break;
-        case kOptMaxRss:
-            if (!parse_int(optarg, 0, 1L << 40, &v)) return fail("RSS growth limit (--max-rss-growth KB)", optarg);
-            o.max_rss_growth_kb = v;
-            break;
-        case kOptMaxFd:
-            if (!parse_int(optarg, 0, 1L << 20, &v)) return fail("descriptor growth limit (--max-fd-growth)", optarg);
-            o.max_fd_growth = v;
-            break;
-        case kOptProgress:
-            if (!parse_int(optarg, 0, 1L << 30, &v)) return fail("progress interval (--progress SECONDS)", optarg);
-            o.soak_progress = int(v);
-            break;
-        case kOptGemm:
-            /* 64 <= N keeps cuBLAS on tensor-core kernels; N <= 32768 keeps the three matrices under 6 GiB */
-            if (optarg == nullptr) o.gemm_n = 8192;
-            else if (!parse_int(optarg, 64, 32768, &v)) return fail("GEMM size (--concurrent-gemm=N, 64..32768)", optarg);
-            else o.gemm_n = int(v);
-            break;
-        case kOptCpu:
-            o.cpu = true;
-            break;
-        case kOptPriority:
-            if (strcasecmp(optarg, "high") == 0) o.high_priority = true;
-            else if (strcasecmp(optarg, "default") == 0) o.high_priority = false;
-            else return fail("stream priority (--stream-priority high|default)", optarg);
-            break;
         case 'h':
             if (verbose) print_usage(stdout);
             return kExitOk;
@@ -374,7 +413,8 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
             return kExitUsage;
         }
     }
-    if (o.soak_seconds > 0) return finish_soak_options(argc, argv, verbose, max_given, &o, opts);
+    Options& o = s.o;
+    if (o.soak_seconds > 0) return finish_soak_options(argc, argv, verbose, s.max_given, &o, opts);
     if (optind >= argc) {
         if (verbose) {
             fprintf(stderr, "vccl-perf: missing COLLECTIVE (allreduce, broadcast, reduce, allgather, "
@@ -383,19 +423,19 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         }
         return kExitUsage;
     }
-    if (optind + 1 < argc) return fail("extra argument", argv[optind + 1]);
+    if (optind + 1 < argc) return invalid(s, "extra argument", argv[optind + 1]);
     bool found = false;
     for (const CollName& n : kColls) {
         if (strcasecmp(argv[optind], n.name) == 0) { o.coll = n.coll; found = true; break; }
     }
-    if (!found) return fail("collective", argv[optind]);
+    if (!found) return invalid(s, "collective", argv[optind]);
     if (o.min_bytes > o.max_bytes) {
         if (verbose)
             fprintf(stderr, "vccl-perf: minimum size %zu (-b) is larger than maximum size %zu (-e)\n",
                     o.min_bytes, o.max_bytes);
         return kExitUsage;
     }
-    if (op_given && !coll_has_op(o.coll) && verbose)
+    if (s.op_given && !coll_has_op(o.coll) && verbose)
         fprintf(stderr, "vccl-perf: note: %s does not reduce; -o is ignored\n", coll_name(o.coll));
     *opts = o;
     return -1;

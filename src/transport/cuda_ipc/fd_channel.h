@@ -18,8 +18,8 @@
  * The abstract namespace belongs to a network namespace: ranks in different ones cannot reach each other
  * this way, and their transfers of VMM memory take the staged path.
  */
-#ifndef VCCL_DEVICE_FD_CHANNEL_H_
-#define VCCL_DEVICE_FD_CHANNEL_H_
+#ifndef VCCL_TRANSPORT_CUDA_IPC_FD_CHANNEL_H_
+#define VCCL_TRANSPORT_CUDA_IPC_FD_CHANNEL_H_
 
 #include <cstdint>
 #include <functional>

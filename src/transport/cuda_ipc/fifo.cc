@@ -33,7 +33,7 @@ vcclResult_t CudaIpcP2p::post_fifo_send(int peer, const void* buf, size_t bytes,
     }
     CUstream cs = static_cast<CUstream>(stream);
     // Slot (m - 1) % slots is free once the receiver freed transfer m - slots. One wait covers a whole credit
-    // batch (device/fifo_credits.h): each enqueued stream operation costs the host 1-2 us.
+    // batch (transport/cuda_ipc/fifo_credits.h): each enqueued stream operation costs the host 1-2 us.
     if (uint64_t wait = credits_.wait_before(n)) {
         const uint32_t credit = uint32_t(wait);
         CUresult res = driver().wait_value(cs, flag_addr(rank_, kFree, peer), credit, CU_STREAM_WAIT_VALUE_GEQ);

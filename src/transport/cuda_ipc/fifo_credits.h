@@ -1,5 +1,5 @@
 /*
- * Credit schedule of the staging FIFO (device/ipc_p2p.h), kept apart from the CUDA calls so it can be tested
+ * Credit schedule of the staging FIFO (transport/cuda_ipc/ipc_p2p.h), kept apart from the CUDA calls so it can be tested
  * without a GPU. Transfers are numbered from 1 per (sender, receiver) pair; transfer n uses slot
  * (n - 1) % slots, so it may be written once the receiver freed transfer n - slots.
  *
@@ -7,8 +7,8 @@
  * batch, and a sender waits once per batch (before its first transfer) for the FREE that covers the whole
  * batch. The batch divides the slot count, so every value a sender waits for is one the receiver writes.
  */
-#ifndef VCCL_DEVICE_FIFO_CREDITS_H_
-#define VCCL_DEVICE_FIFO_CREDITS_H_
+#ifndef VCCL_TRANSPORT_CUDA_IPC_FIFO_CREDITS_H_
+#define VCCL_TRANSPORT_CUDA_IPC_FIFO_CREDITS_H_
 
 #include <cstdint>
 

@@ -16,8 +16,8 @@
  * Mappings are per importing GPU: a handle opened for one GPU of the process is not shared with another's
  * communicators. The peers' flag buffers are not here: each communicator keeps those mapped for its life.
  */
-#ifndef VCCL_DEVICE_IPC_HANDLES_H_
-#define VCCL_DEVICE_IPC_HANDLES_H_
+#ifndef VCCL_TRANSPORT_CUDA_IPC_IPC_HANDLES_H_
+#define VCCL_TRANSPORT_CUDA_IPC_IPC_HANDLES_H_
 
 #include <atomic>
 #include <cstdint>

@@ -14,7 +14,7 @@
  *   receiver stream: wait FULL >= n (own flags), copy slot n into the receive buffer, write FREE(n) to the sender
  *
  * Credits move in batches of half the slots (one FREE wait and one FREE write per batch,
- * device/fifo_credits.h), since every enqueued stream operation costs the host 1-2 us.
+ * transport/cuda_ipc/fifo_credits.h), since every enqueued stream operation costs the host 1-2 us.
  *
  * The flags and slots live in one device buffer every rank exports at communicator creation. The calling
  * threads only exchange descriptors over the host transport, and never wait for device work. The sender
@@ -24,8 +24,8 @@
  * way whether the direct path is used (device memory on both sides and an IPC-exportable receive buffer) or
  * the staged one.
  */
-#ifndef VCCL_DEVICE_IPC_P2P_H_
-#define VCCL_DEVICE_IPC_P2P_H_
+#ifndef VCCL_TRANSPORT_CUDA_IPC_IPC_P2P_H_
+#define VCCL_TRANSPORT_CUDA_IPC_IPC_P2P_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -58,7 +58,7 @@ constexpr uint32_t kDescFifo = 4u;    // sender only: this transfer goes through
 constexpr uint32_t kDescVmm = 8u;     // with kDescIpc: handle is a VmmRef, the allocation's descriptor comes by socket
 
 /* The handle of VMM memory (device/vmm.h: a vcclMemAlloc allocation, or a span of another allocator's): the
- * file descriptors themselves travel over the communicator's descriptor socket (device/fd_channel.h), keyed
+ * file descriptors themselves travel over the communicator's descriptor socket (transport/cuda_ipc/fd_channel.h), keyed
  * by id, just before the P2pDescriptor. */
 struct VmmRef {
     uint32_t magic; // kVmmMagic
@@ -151,9 +151,9 @@ public:
      * 20 ms after it was written. -1 also while failed_peer() holds the flags. */
     virtual int failed_peer_polled() = 0;
     /* The same as failed_peer() without its limit of one read per millisecond, waiting at most `wait_ms`
-     * (vcclCommGetTelemetry and destroy: device-path records seen done wait for a read; comm/device_flows.h). */
+     * (vcclCommGetTelemetry and destroy: device-path records seen done wait for a read; telemetry/device_flows.h). */
     virtual int failed_peer_now(int64_t wait_ms) = 0;
-    /* What the reads of the FAIL words have said about `peer` (any thread; comm/device_flows.h): *clear_ns, the
+    /* What the reads of the FAIL words have said about `peer` (any thread; telemetry/device_flows.h): *clear_ns, the
      * time (now_ns) at which the latest read that found its FAIL word unwritten started (0: no such read yet);
      * *failed, whether a read found it written or a low-latency kernel reported it. A peer writes FAIL before
      * it releases this rank's waits, so a transfer whose note was seen before *clear_ns moved data. */
@@ -171,11 +171,11 @@ public:
      * them would wait for the blocked stream). */
     virtual int release_waits(int64_t wait_ms) = 0;
 
-    /* Low-latency collectives (device/ll_collectives.h): the largest message a rank sends each peer, 0 when they
+    /* Low-latency collectives (device/kernels/ll_collectives.h): the largest message a rank sends each peer, 0 when they
      * are off or not possible (not every rank of the communicator on this host and mapped,
      * VCCL_ALLREDUCE_LL_BYTES differs); equal on every rank. */
     virtual size_t ll_bytes() const = 0;
-    /* Chunked collectives (device/chunked_collectives.h), in the same word sets: whether they are possible (the
+    /* Chunked collectives (device/kernels/chunked_collectives.h), in the same word sets: whether they are possible (the
      * low-latency collectives are on and a set holds at least two chunks); equal on every rank. */
     virtual bool chunked_possible() const = 0;
     /* Sequence number and pointers of the next low-latency collective; max_blocks is the GPU's multiprocessor
@@ -189,7 +189,7 @@ public:
      * number that was given up and will never run. */
     virtual void ll_launched(const LlArgs& args) = 0;
 
-    /* Flow telemetry of the device path (comm/device_flows.h): note_words() 32-bit words in pinned host
+    /* Flow telemetry of the device path (telemetry/device_flows.h): note_words() 32-bit words in pinned host
      * memory that this rank's streams write when transfers are done (0 when there are none). note() has
      * `stream` write `value` into word `word` after everything enqueued on it so far, together with the
      * stream's next memory operation (at the latest at flush(), so one that rides with a transfer's own flag

@@ -4,8 +4,8 @@
  * (pointer type, allocation range, IPC handle). Registration is an optimisation only: unregistered buffers
  * work the same way. Callers serialise access (the communicator's operation lock).
  */
-#ifndef VCCL_DEVICE_REGISTRATIONS_H_
-#define VCCL_DEVICE_REGISTRATIONS_H_
+#ifndef VCCL_TRANSPORT_CUDA_IPC_REGISTRATIONS_H_
+#define VCCL_TRANSPORT_CUDA_IPC_REGISTRATIONS_H_
 
 #include <cstddef>
 #include <cstdint>

@@ -378,7 +378,20 @@ void FailoverTransport::check_waiting_peer(int peer, uint64_t now, bool waiting)
 void FailoverTransport::check_health(int peer, uint64_t now) {
     PeerState& p = (*peers_[size_t(peer)]);
     if (p.failed != vcclSuccess) return;
-    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
+    if (!check_paths(peer, now)) return;
+    if (!check_silence(peer, now)) return;
+    close_stuck_drains(peer, now);
+    if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
+        p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
+    }
+    reconnect_paths(peer, now);
+    try_failback(peer, now);
+}
+
+/* Paths that came back become candidates again; with no usable path the peer gets VCCL_PEER_TIMEOUT_MS. False when
+ * the peer failed. */
+bool FailoverTransport::check_paths(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
     // Paths that came back (link up, or a reconnect) become candidates again.
     for (int path = 0; path < kPaths; ++path) {
         if (!links_.up(path) && path == p.active) path_lost(peer, path, "link " + links_.device(path) + " is down");
@@ -394,13 +407,20 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         if (p.unusable_since == 0) p.unusable_since = now;
         if (now - p.unusable_since > ms_to_ns(fo_.peer_timeout_ms)) {
             fail_peer(peer, "no path for " + std::to_string(fo_.peer_timeout_ms) + " ms (VCCL_PEER_TIMEOUT_MS)");
-            return;
+            return false;
         }
     } else {
         p.unusable_since = 0;
     }
     check_waiting_peer(peer, now, waiting);
-    if (p.failed != vcclSuccess) return;
+    return p.failed == vcclSuccess;
+}
+
+/* Silent loss on the active path, and what follows from it: probes of the other path, a switch, or the peer's
+ * failure after VCCL_PEER_TIMEOUT_MS without an answer (false then). */
+bool FailoverTransport::check_silence(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    const uint64_t timeout = ms_to_ns(fo_.timeout_ms);
     // Silent loss on the active path, per direction (see the top of this file).
     // Outbound: the oldest envelope still unacknowledged was posted over the timeout ago, and no
     // acknowledgement has arrived since.
@@ -484,19 +504,21 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
         if (p.stall_since != 0 && now - p.stall_since > ms_to_ns(fo_.peer_timeout_ms)) {
             fail_peer(peer, "no answer on " + std::string(usable(peer, other) ? "either path" : "the only usable path") +
                                 " for " + std::to_string(fo_.peer_timeout_ms) + " ms");
-            return;
+            return false;
         }
     } else {
         p.stall_since = 0;
         if (p.probe_path == 1 - p.active && !p.probe_asks) p.probe_path = -1;
         check_completion_wait(peer, now);
     }
-    close_stuck_drains(peer, now);
-    if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
-        p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
-    }
-    // Closed or broken paths other than the active one are reconnected (both ranks) every interval, so they
-    // can carry probes and, later, traffic. A link that comes back up is tried at once (progress()).
+    return true;
+}
+
+/* Closed or broken paths other than the active one, reconnected once their link is stable and their rail answers. */
+void FailoverTransport::reconnect_paths(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    // Both ranks reconnect every interval, so that such paths can carry probes and, later, traffic. A link that
+    // comes back up is tried at once (progress()).
     if (now >= p.next_reconnect_ns) {
         p.next_reconnect_ns = now + ms_to_ns(fo_.failback_ms);
         // A link that just came back must stay up a while first, longer while it flaps (a connect cut by the
@@ -535,8 +557,12 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
             p.good_probes = 0;
         }
     }
-    // Failback to the primary: the lower rank of the pair decides, after kFailbackProbes probes in a row each
-    // answered before the next one (a quarter interval apart) and a hold time that grows with flapping.
+}
+
+/* Failback to the primary: the lower rank of the pair decides, after kFailbackProbes probes in a row each answered
+ * before the next one (a quarter interval apart) and a hold time that grows with flapping. */
+void FailoverTransport::try_failback(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
     if (now < p.next_failback_ns) return;
     p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
     if (p.active == 0 || rank_ > peer || !fo_.failback || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
@@ -566,6 +592,5 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     c.path = uint32_t(p.active);
     send_control(peer, 0, c, kControlHeader);
 }
-
 } // namespace failover
 } // namespace vccl

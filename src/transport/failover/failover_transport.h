@@ -293,7 +293,12 @@ private:
     void reap_control_sends();
     void flush_acks(int peer);
     // Health.
-    void check_health(int peer, uint64_t now);
+    void check_health(int peer, uint64_t now); // the steps below, in this order
+    bool check_paths(int peer, uint64_t now);
+    bool check_silence(int peer, uint64_t now);
+    void reconnect_paths(int peer, uint64_t now);
+    /* Failback to the primary (the lower rank of the pair decides, after probes in a row and a hold time). */
+    void try_failback(int peer, uint64_t now);
     void switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback = false);
     void send_resume(int peer);
     void apply_resume(int peer, const Control& c);

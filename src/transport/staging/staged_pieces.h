@@ -3,16 +3,16 @@
  * collectives over pieces of at most VCCL_STAGING_CHUNK_BYTES, and the staged queue copies one piece to or
  * from the GPU while the network moves another (StagedQueue::Part). AllReduce, Broadcast and Reduce are cut
  * into element ranges; AllGather, ReduceScatter and AlltoAll into the same element range of every rank's
- * block (comm/staged_layout.h places them). Sizes up to one chunk are one piece. Send/recv messages are cut
- * the same way, in bytes, whatever their memory (comm/p2p_exec.cc, p2p_pieces).
+ * block (algo/staged_layout.h places them). Sizes up to one chunk are one piece. Send/recv messages are cut
+ * the same way, in bytes, whatever their memory (transport/cuda_ipc/direct_path.cc, p2p_pieces).
  *
  * Every rank must cut alike: the host algorithm runs once per piece, so the messages differ from those of
  * one uncut collective. The cut depends only on the count, the datatype and the setting (rank 0's, comm_init.cc),
  * and both staging paths (asynchronous and synchronous) use it; a collective whose buffers are device memory
  * on some ranks and host memory on others is not supported (vccl(7)).
  */
-#ifndef VCCL_COMM_STAGED_PIECES_H_
-#define VCCL_COMM_STAGED_PIECES_H_
+#ifndef VCCL_TRANSPORT_STAGING_STAGED_PIECES_H_
+#define VCCL_TRANSPORT_STAGING_STAGED_PIECES_H_
 
 #include <cstddef>
 #include <cstdint>

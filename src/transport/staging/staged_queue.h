@@ -19,8 +19,8 @@
  * when a new one is made. A submission that finds the bound reached waits for earlier outputs to be copied
  * back, which needs only the proxy and the device, never the caller.
  */
-#ifndef VCCL_DEVICE_STAGED_QUEUE_H_
-#define VCCL_DEVICE_STAGED_QUEUE_H_
+#ifndef VCCL_TRANSPORT_STAGING_STAGED_QUEUE_H_
+#define VCCL_TRANSPORT_STAGING_STAGED_QUEUE_H_
 
 #include <atomic>
 #include <cstddef>

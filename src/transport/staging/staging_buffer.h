@@ -41,7 +41,7 @@ private:
 
 /* A copy between a device buffer and a pinned staging slot, in `rows` rows of `bytes` each: row i at
  * device + i * device_pitch and slot + offset + i * host_pitch. Rows let a staged collective cut into pieces
- * move one column of every rank's block at once (AllGather, ReduceScatter, AlltoAll: comm/staged_layout.h). */
+ * move one column of every rank's block at once (AllGather, ReduceScatter, AlltoAll: algo/staged_layout.h). */
 struct StagedCopy {
     void* device;
     size_t offset;

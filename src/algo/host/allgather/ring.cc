@@ -56,6 +56,7 @@ vcclResult_t allgather_ring(CollCtx& ctx, const CollArgs& args) {
 } // namespace
 
 const Algorithm kAllGatherRing = {CollType::AllGather, "ring",
-                                  "n-1 ring steps, chunk-pipelined; bandwidth-optimal", allgather_ring};
+                                  "n-1 ring steps, chunk-pipelined; bandwidth-optimal",
+    "always", allgather_ring};
 
 } // namespace vccl

@@ -69,6 +69,7 @@ vcclResult_t allreduce_recursive_doubling(CollCtx& ctx, const CollArgs& args) {
 const Algorithm kAllReduceRecursiveDoubling = {
     CollType::AllReduce, "recursive_doubling",
     "log2(n) whole-buffer exchanges (non-powers of two fold into partners first); low latency",
+    "up to VCCL_ALLREDUCE_SMALL_BYTES, or fewer elements than ranks",
     allreduce_recursive_doubling};
 
 } // namespace vccl

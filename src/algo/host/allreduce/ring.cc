@@ -117,6 +117,7 @@ vcclResult_t allreduce_ring(CollCtx& ctx, const CollArgs& args) {
 
 const Algorithm kAllReduceRing = {CollType::AllReduce, "ring",
                                   "reduce-scatter then allgather around a ring, chunk-pipelined; bandwidth-optimal",
+    "above VCCL_ALLREDUCE_SMALL_BYTES",
                                   allreduce_ring};
 
 } // namespace vccl

@@ -34,6 +34,7 @@ vcclResult_t alltoall_pairwise(CollCtx& ctx, const CollArgs& args) {
 } // namespace
 
 const Algorithm kAlltoAllPairwise = {CollType::AlltoAll, "pairwise",
-                                     "n-1 pairwise exchange steps (rank r+s and r-s at step s)", alltoall_pairwise};
+                                     "n-1 pairwise exchange steps (rank r+s and r-s at step s)",
+    "always", alltoall_pairwise};
 
 } // namespace vccl

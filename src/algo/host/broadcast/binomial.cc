@@ -42,6 +42,7 @@ vcclResult_t broadcast_binomial(CollCtx& ctx, const CollArgs& args) {
 
 const Algorithm kBroadcastBinomial = {CollType::Broadcast, "binomial",
                                       "binomial tree from the root, whole buffer per edge; low latency",
+    "up to VCCL_ALLREDUCE_SMALL_BYTES",
                                       broadcast_binomial};
 
 } // namespace vccl

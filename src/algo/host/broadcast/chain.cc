@@ -51,6 +51,7 @@ vcclResult_t broadcast_chain(CollCtx& ctx, const CollArgs& args) {
 
 const Algorithm kBroadcastChain = {CollType::Broadcast, "chain",
                                    "chunk-pipelined chain from the root; bandwidth-optimal for large messages",
+    "above VCCL_ALLREDUCE_SMALL_BYTES",
                                    broadcast_chain};
 
 } // namespace vccl

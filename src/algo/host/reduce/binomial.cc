@@ -45,6 +45,7 @@ vcclResult_t reduce_binomial(CollCtx& ctx, const CollArgs& args) {
 
 const Algorithm kReduceBinomial = {CollType::Reduce, "binomial",
                                    "binomial tree into the root, whole buffer per edge; low latency",
+    "up to VCCL_ALLREDUCE_SMALL_BYTES",
                                    reduce_binomial};
 
 } // namespace vccl

@@ -70,6 +70,7 @@ vcclResult_t reduce_chain(CollCtx& ctx, const CollArgs& args) {
 
 const Algorithm kReduceChain = {CollType::Reduce, "chain",
                                 "chunk-pipelined chain ending at the root; bandwidth-optimal for large messages",
+    "above VCCL_ALLREDUCE_SMALL_BYTES",
                                 reduce_chain};
 
 } // namespace vccl

@@ -78,6 +78,7 @@ vcclResult_t reducescatter_ring(CollCtx& ctx, const CollArgs& args) {
 } // namespace
 
 const Algorithm kReduceScatterRing = {CollType::ReduceScatter, "ring",
-                                      "n-1 ring steps, chunk-pipelined; bandwidth-optimal", reducescatter_ring};
+                                      "n-1 ring steps, chunk-pipelined; bandwidth-optimal",
+    "always", reducescatter_ring};
 
 } // namespace vccl

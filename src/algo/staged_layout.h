@@ -1,7 +1,7 @@
 /*
  * Where a collective on device buffers staged through host memory puts its data: the copies between the
  * caller's device buffers and one pinned slot, and the host collective that runs on the slot between them,
- * piece by piece (comm/staged_pieces.h says how the count is cut). Both staging paths (the asynchronous queue
+ * piece by piece (transport/staging/staged_pieces.h says how the count is cut). Both staging paths (the asynchronous queue
  * and the synchronous one in comm/enqueue.cc) run the same plan, so ranks on either path exchange the same
  * messages.
  *
@@ -15,8 +15,8 @@
  * cheaper forms (an out-of-place AllGather copies its own block across; an in-place AlltoAll copies its whole
  * input aside first). The slot is one region, two for AlltoAll.
  */
-#ifndef VCCL_COMM_STAGED_LAYOUT_H_
-#define VCCL_COMM_STAGED_LAYOUT_H_
+#ifndef VCCL_ALGO_STAGED_LAYOUT_H_
+#define VCCL_ALGO_STAGED_LAYOUT_H_
 
 #include <cstddef>
 #include <cstdint>

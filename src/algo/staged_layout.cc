@@ -1,4 +1,4 @@
-#include "transport/staging/staged_layout.h"
+#include "algo/staged_layout.h"
 
 #include "transport/staging/staged_pieces.h"
 #include "core/dtype.h"
