@@ -398,28 +398,28 @@ TEST_P(Reductions, ReduceScatter) {
     Check c;
     /* equal counts go to vccl; unequal ones (rank r gets r + 1) to the MPI library */
     for (bool equal : {true, false}) {
-        std::vector<int> counts_(size_t(size_()));
+        std::vector<int> rcounts(static_cast<size_t>(size_()));
         size_t total = 0, first = 0;
         for (int i = 0; i < size_(); ++i) {
-            counts_[size_t(i)] = equal ? 3 : i + 1;
-            if (i < rank_()) first += size_t(counts_[size_t(i)]);
-            total += size_t(counts_[size_t(i)]);
+            rcounts[size_t(i)] = equal ? 3 : i + 1;
+            if (i < rank_()) first += size_t(rcounts[size_t(i)]);
+            total += size_t(rcounts[size_t(i)]);
         }
-        size_t mine = size_t(counts_[size_t(rank_())]);
+        size_t mine = size_t(rcounts[size_t(rank_())]);
         std::string what = std::string("MPI_Reduce_scatter ") + t.name + " " + op_name(op) +
                            (equal ? " equal counts" : " unequal counts");
         Route want = equal ? supported() : unsupported();
         Buf s(total * t.size), r(mine * t.size);
         s.put(inputs(t, op, rank_(), total));
         Counts before = counts();
-        c.expect(MPI_Reduce_scatter(s.p(), r.p(), counts_.data(), t.dt, mpi_op(op), MPI_COMM_WORLD) == MPI_SUCCESS,
+        c.expect(MPI_Reduce_scatter(s.p(), r.p(), rcounts.data(), t.dt, mpi_op(op), MPI_COMM_WORLD) == MPI_SUCCESS,
                  what + " failed");
         c.route(before, want, what);
         compare(c, r.get(), t, op, first, mine, what);
         Buf ip(total * t.size);
         ip.put(inputs(t, op, rank_(), total));
         before = counts();
-        c.expect(MPI_Reduce_scatter(MPI_IN_PLACE, ip.p(), counts_.data(), t.dt, mpi_op(op), MPI_COMM_WORLD) ==
+        c.expect(MPI_Reduce_scatter(MPI_IN_PLACE, ip.p(), rcounts.data(), t.dt, mpi_op(op), MPI_COMM_WORLD) ==
                      MPI_SUCCESS,
                  what + " in place failed");
         c.route(before, want, what + " in place");
@@ -583,12 +583,13 @@ TEST_P(Moves, Alltoall) {
     REPORT(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, Moves, ::testing::Range(size_t(0), size_t(7)),
-                         [](const ::testing::TestParamInfo<size_t>& i) {
-                             static const char* const names[] = {"int", "double", "byte", "short", "char",
-                                                                 "contiguous_3int", "vector_with_holes"};
-                             return std::string(names[i.param]);
-                         });
+std::string move_name(const ::testing::TestParamInfo<size_t>& i) {
+    static const char* const names[] = {"int", "double", "byte", "short", "char", "contiguous_3int",
+                                        "vector_with_holes"};
+    return names[i.param];
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, Moves, ::testing::Range(size_t(0), size_t(7)), move_name);
 
 /* Send and receive types that differ but carry the same bytes (4 MPI_INT against one contiguous type of 4
  * ints, and MPI_BYTE against MPI_INT): moved as bytes, as MPI moves them. */
@@ -977,7 +978,7 @@ TEST(Barrier, NobodyLeavesBeforeEveryoneArrived) {
         c.expect(MPI_Barrier(MPI_COMM_WORLD) == MPI_SUCCESS, "barrier failed");
         double out = mono();
         c.route(before, mode() == Mode::Host || mode() == Mode::AsDev ? Route::Vccl : Route::Uncounted, "MPI_Barrier");
-        std::vector<double> ins(size_t(size_())), outs(size_t(size_()));
+        std::vector<double> ins(static_cast<size_t>(size_())), outs(static_cast<size_t>(size_()));
         PMPI_Allgather(&in, 1, MPI_DOUBLE, ins.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
         PMPI_Allgather(&out, 1, MPI_DOUBLE, outs.data(), 1, MPI_DOUBLE, MPI_COMM_WORLD);
         double last_in = ins[0], first_out = outs[0];
@@ -1144,11 +1145,13 @@ TEST_P(Nonblocking, EveryCall) {
     REPORT(c);
 }
 
+std::string completion_param_name(const ::testing::TestParamInfo<Completion>& i) { return completion_name(i.param); }
+
 INSTANTIATE_TEST_SUITE_P(Completions, Nonblocking,
                          ::testing::Values(Completion::Wait, Completion::Test, Completion::Waitall,
                                            Completion::Testall, Completion::Waitany, Completion::Waitsome,
                                            Completion::Testsome, Completion::GetStatus),
-                         [](const ::testing::TestParamInfo<Completion>& i) { return std::string(completion_name(i.param)); });
+                         completion_param_name);
 
 /* Several staged requests in flight at once, completed out of order by one MPI_Waitall with a plain
  * point-to-point request among them. */
