@@ -230,6 +230,11 @@ static int mpi_code_of(vcclResult_t rc) {
         snprintf(text, sizeof text, "vccl: %s", vcclGetErrorString(rc));
         if (PMPI_Add_error_code(cls, &code) != MPI_SUCCESS || PMPI_Add_error_string(code, text) != MPI_SUCCESS)
             code = cls;
+        /* MPICH 4.0 hands out codes of predefined classes that its own MPI_Error_string reads as another
+         * message: such a code would show a wrong text, the bare class at least a right one */
+        char back[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        if (code != cls && (PMPI_Error_string(code, back, &len) != MPI_SUCCESS || strcmp(back, text) != 0)) code = cls;
         vccl_codes[rc] = code;
         vccl_codes_made[rc] = 1;
     }

@@ -98,10 +98,11 @@ errors)
     n=$(grep -c 'MPI_Allreduce on communicator [0-9]*: vccl failed' "$log")
     [ "$n" -eq $((np - 1)) ] || { echo "FAIL: $n ranks logged vccl's error with the MPI call, expected $((np - 1))"; exit 1; } ;;
 *)
-    # per rank: MPI_COMM_WORLD, MPI_COMM_SELF and the 3 communicators kept alive are left for MPI_Finalize;
-    # the dup/split loop frees 12 dups and 12 halves
+    # per rank: MPI_COMM_WORLD and the 3 communicators kept alive are left for MPI_Finalize (MPI_COMM_SELF's
+    # too, but MPI deletes its attributes last set first, so it may count as freed); the dup/split loop
+    # frees 12 dups and 12 halves
     [ "$created" -ge "$np" ] || { echo "FAIL: no vccl communicator on every rank"; exit 1; }
-    [ "$finalized" -ge $((5 * np)) ] || { echo "FAIL: vccl communicators left alive were not destroyed in MPI_Finalize"; exit 1; }
+    [ "$finalized" -ge $((4 * np)) ] || { echo "FAIL: vccl communicators left alive were not destroyed in MPI_Finalize"; exit 1; }
     [ "$freed" -ge $((24 * np)) ] || { echo "FAIL: vccl communicators of freed MPI communicators were not destroyed"; exit 1; } ;;
 esac
 exit 0
