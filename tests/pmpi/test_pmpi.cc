@@ -1269,6 +1269,62 @@ TEST(NonblockingMany, WaitallMixedWithPointToPoint) {
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* MPI 4 large-count forms (MPICH 4; mpi4py calls them where they exist)                            */
+
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+TEST(LargeCount, TheCFormsRouteLikeTheIntForms) {
+    Check c;
+    size_t np = size_t(size_()), n = 11;
+    const TypeCase& t = reduce_types()[16]; /* double */
+    Buf s(n * 8 * np), r(n * 8 * np);
+    s.put(inputs(t, Op::Sum, rank_(), n * np));
+    Counts before = counts();
+    c.expect(MPI_Allreduce_c(s.p(), r.p(), MPI_Count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+             "MPI_Allreduce_c");
+    c.route(before, supported(), "MPI_Allreduce_c");
+    compare(c, r.get(), t, Op::Sum, 0, n, "MPI_Allreduce_c");
+    before = counts();
+    c.expect(MPI_Allreduce_c(s.p(), r.p(), MPI_Count(n), MPI_LONG, MPI_BOR, MPI_COMM_WORLD) == MPI_SUCCESS,
+             "MPI_Allreduce_c MPI_BOR");
+    c.route(before, unsupported(), "MPI_Allreduce_c with MPI_BOR");
+    std::vector<MPI_Count> cnt(np, MPI_Count(n));
+    before = counts();
+    c.expect(MPI_Reduce_scatter_c(s.p(), r.p(), cnt.data(), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+             "MPI_Reduce_scatter_c");
+    c.route(before, supported(), "MPI_Reduce_scatter_c");
+    compare(c, r.get(), t, Op::Sum, n * size_t(rank_()), n, "MPI_Reduce_scatter_c");
+    Buf b(n);
+    b.put(block(rank_() == 0 ? 0 : 3, 0, n));
+    before = counts();
+    c.expect(MPI_Bcast_c(b.p(), MPI_Count(n), MPI_BYTE, 0, MPI_COMM_WORLD) == MPI_SUCCESS, "MPI_Bcast_c");
+    c.route(before, supported(), "MPI_Bcast_c");
+    c.expect(b.get() == block(0, 0, n), "MPI_Bcast_c data");
+    Buf g(n * np);
+    before = counts();
+    c.expect(MPI_Allgather_c(b.p(), MPI_Count(n), MPI_BYTE, g.p(), MPI_Count(n), MPI_BYTE, MPI_COMM_WORLD) == MPI_SUCCESS,
+             "MPI_Allgather_c");
+    c.route(before, supported(), "MPI_Allgather_c");
+    std::vector<unsigned char> want;
+    for (size_t q = 0; q < np; ++q) {
+        std::vector<unsigned char> x = block(0, 0, n);
+        want.insert(want.end(), x.begin(), x.end());
+    }
+    c.expect(g.get() == want, "MPI_Allgather_c data");
+    MPI_Request req;
+    Buf ip(n * 8);
+    ip.put(inputs(t, Op::Sum, rank_(), n));
+    before = counts();
+    c.expect(MPI_Iallreduce_c(MPI_IN_PLACE, ip.p(), MPI_Count(n), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req) ==
+                 MPI_SUCCESS,
+             "MPI_Iallreduce_c");
+    c.route(before, nonblocking(), "MPI_Iallreduce_c");
+    c.expect(MPI_Wait(&req, MPI_STATUS_IGNORE) == MPI_SUCCESS, "wait");
+    compare(c, ip.get(), t, Op::Sum, 0, n, "MPI_Iallreduce_c");
+    REPORT(c);
+}
+#endif
+
+/* ---------------------------------------------------------------------------------------------- */
 /* The interposer is there (and, with VCCL_PMPI=0, loaded but off)                                 */
 
 TEST(Setup, InterposerLoaded) {
