@@ -153,10 +153,11 @@ int pm_copy(void* dst, const void* src, size_t bytes) {
         return 0;
     }
     ensure_context(dd ? dst : src);
-    /* unified addressing: cuMemcpy takes the direction from the pointers; it waits for host-side
-     * transfers, not for device-to-device ones, hence the wait */
+    /* Unified addressing: cuMemcpy takes the direction from the pointers. Into device memory it may return
+     * before the data landed (device to device; from pageable host memory once the data is staged), and
+     * the MPI call that follows promises the result is in place: wait for the NULL stream it used. */
     if (cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes) != 0) return -1;
-    if (dd && sd && cu.cuStreamSynchronize(NULL) != 0) return -1;
+    if (dd && cu.cuStreamSynchronize(NULL) != 0) return -1;
     return 0;
 }
 
