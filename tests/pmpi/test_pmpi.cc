@@ -125,6 +125,13 @@ public:
     explicit Buf(size_t bytes) : bytes_(bytes) {
 #if VTEST_PMPI_DEVICE
         if (mode() == Mode::Device) {
+            /* ranks of one host spread over its GPUs (they share GPU 0 on a one-GPU machine) */
+            static const bool device_set = [] {
+                int n = 0;
+                if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) cudaSetDevice(rank_() % n);
+                return true;
+            }();
+            (void)device_set;
             if (cudaMalloc(&dev_, bytes_ > 0 ? bytes_ : 1) != cudaSuccess) dev_ = nullptr;
             return;
         }
