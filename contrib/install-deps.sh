@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what vccl needs to build and test on Debian 12 (or Ubuntu): compilers, autotools, UCX, hwloc,
-# ibverbs, Open MPI with devel headers, GoogleTest, pandoc, iproute2, python3 (the launch-script tests), and clang with libFuzzer for tests/fuzz. Needs root (or sudo).
+# ibverbs, Open MPI with devel headers, MPICH beside it (the PMPI interposer is built and tested for both), GoogleTest, pandoc, iproute2, python3 (the launch-script tests), and clang with libFuzzer for tests/fuzz. Needs root (or sudo).
 set -euo pipefail
 packages=(
   build-essential autoconf automake libtool pkg-config
   libucx-dev ucx-utils libhwloc-dev libibverbs-dev
   libopenmpi-dev openmpi-bin
+  mpich libmpich-dev
   libgtest-dev
   pandoc iproute2 procps python3
   clang libclang-rt-dev

@@ -201,3 +201,17 @@ VCCL_ENV_DEF(kScriptTopoDir, "VCCL_TOPO_DIR", Str, "",
 VCCL_ENV_DEF(kScriptContribDir, "VCCL_CONTRIB", Str, "",
              "sbatch templates: directory holding vccl-bind.sh (default: the template's own directory; set it when "
              "sbatch runs a copy of the template)")
+/*
+ * Read by the PMPI interposer libvccl-pmpi.so (coll_vccl/pmpi, vccl-pmpi(7)), not by the library: declared
+ * here so that vccl-info -c and vccl(7) list them.
+ */
+VCCL_ENV_DEF(kPmpi, "VCCL_PMPI", Bool, "1",
+             "libvccl-pmpi.so: 0 passes every MPI call to the MPI library unchanged, as if the interposer were not "
+             "loaded (device buffers then need a CUDA-aware MPI)")
+VCCL_ENV_DEF(kPmpiHost, "VCCL_PMPI_HOST", Int, "0",
+             "libvccl-pmpi.so: 1 sends collectives on host buffers through vccl too, MPI_Barrier included; 2 also "
+             "takes host buffers for device memory, so what vccl cannot do goes to the MPI library on host copies "
+             "(tests of the staging paths without a GPU); 0: host buffers go to the MPI library unchanged")
+VCCL_ENV_DEF(kPmpiVerbose, "VCCL_PMPI_VERBOSE", Int, "0",
+             "libvccl-pmpi.so: 1 logs each vccl communicator created and destroyed with its calls by route; 2 also "
+             "the route of every call")

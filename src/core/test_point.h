@@ -33,6 +33,8 @@ enum class TestPoint : int {
     TeardownHoldMs,      // milliseconds a teardown thread holds once it begins freeing (0: none)
     StagingSkip,         // parts by which the staged queue's numbering moves on before its next job
     SlowLinkMilli,       // arg: a peer; 1000 x the factor by which telemetry stretches that link's times (0: none)
+    // The PMPI interposer (coll_vccl/pmpi, C, over the public API) names this one by its number.
+    PmpiRoute = 40,      // the interposer routed a call (arg: 0 through vccl, 1 to the MPI library, 2 on host copies)
 };
 
 inline long long test_point(const void* key, TestPoint point, long long arg = 0) {

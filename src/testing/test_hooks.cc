@@ -34,6 +34,7 @@ struct State {
     std::atomic<int> env_reloads{0};
     std::atomic<bool> ll_on_shared_gpu{false};
     std::atomic<int> teardown_hold_ms{0};
+    std::atomic<unsigned long long> pmpi_routes[3] = {};
 };
 
 State& state() {
@@ -71,6 +72,9 @@ long long answer(const void* key, TestPoint point, long long arg) {
     }
     case TestPoint::LlOnSharedGpu: return s.ll_on_shared_gpu.load() ? 1 : 0;
     case TestPoint::TeardownHoldMs: return s.teardown_hold_ms.load();
+    case TestPoint::PmpiRoute:
+        if (arg >= 0 && arg < 3) s.pmpi_routes[arg].fetch_add(1);
+        return 0;
     default: break;
     }
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -158,6 +162,13 @@ vcclResult_t slow_link(vcclComm_t comm, int peer, double factor) {
     return with_comm(comm, [&](CommState& c) { c.slow_link_milli[peer] = milli; }) ? vcclSuccess : vcclInvalidArgument;
 }
 
+void pmpi_routes(unsigned long long* vccl_calls, unsigned long long* mpi_calls, unsigned long long* staged_calls) {
+    State& s = state();
+    *vccl_calls = s.pmpi_routes[0].load();
+    *mpi_calls = s.pmpi_routes[1].load();
+    *staged_calls = s.pmpi_routes[2].load();
+}
+
 long long direct_sends(vcclComm_t comm) { return counter(comm, &CommState::direct_sends); }
 long long ipc_block_reopens(vcclComm_t comm) { return counter(comm, &CommState::block_reopens); }
 long long ipc_evictions(vcclComm_t comm) { return counter(comm, &CommState::evictions); }
@@ -167,6 +178,12 @@ long long chunked_calls(vcclComm_t comm) { return counter(comm, &CommState::chun
 
 } // namespace testing
 } // namespace vccl
+
+/* pmpi_routes for tests that are not C++ (tests/pmpi/mpi4py_cupy.py, through ctypes). */
+extern "C" void vccl_testing_pmpi_routes(unsigned long long* vccl_calls, unsigned long long* mpi_calls,
+                                         unsigned long long* staged_calls) {
+    vccl::testing::pmpi_routes(vccl_calls, mpi_calls, staged_calls);
+}
 
 extern "C" long long vccl_test_point(const void* key, int point, long long arg) {
     return vccl::testing::answer(key, vccl::TestPoint(point), arg);

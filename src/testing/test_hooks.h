@@ -41,6 +41,10 @@ void hold_teardown_ms(int ms);
  * they did (a slow link without link shaping); factor <= 1 turns it off. */
 vcclResult_t slow_link(vcclComm_t comm, int peer, double factor);
 
+/* Calls the PMPI interposer (libvccl-pmpi.so) of this process routed through vccl, to the MPI library unchanged,
+ * and to the MPI library on host copies of device buffers. */
+void pmpi_routes(unsigned long long* vccl_calls, unsigned long long* mpi_calls, unsigned long long* staged_calls);
+
 /* What comm's rank did (-1 for a communicator the library never reported). */
 long long direct_sends(vcclComm_t comm);      // direct device sends enqueued
 long long ipc_block_reopens(vcclComm_t comm); // a peer's mapping closed to open another allocation of its block

@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_pmpi_gpu under MPICH on cudaMalloc buffers; skipped without a GPU (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" mpich 2 device

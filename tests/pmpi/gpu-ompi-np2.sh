@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_pmpi_gpu under Open MPI on cudaMalloc buffers; skipped without a GPU (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" openmpi 2 device

@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_pmpi under MPICH, host buffers taken for device memory: the staging paths (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" mpich 3 asdev

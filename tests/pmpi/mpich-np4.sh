@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_pmpi under MPICH at 4 ranks, host buffers through vccl (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" mpich 4 host

@@ -1,0 +1,3 @@
+#!/bin/sh
+# a failing vccl call reaches the MPI error handler, under Open MPI (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" openmpi 2 errors

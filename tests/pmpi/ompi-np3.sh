@@ -1,0 +1,3 @@
+#!/bin/sh
+# test_pmpi under Open MPI at 3 ranks, host buffers through vccl (see run-pmpi.sh)
+exec "$(dirname "$0")/run-pmpi.sh" openmpi 3 host
