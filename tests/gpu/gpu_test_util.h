@@ -38,6 +38,13 @@ const size_t kCounts[] = {0, 1, 7, 1031, 65537};
 const size_t kGuard = 256; // bytes of guard zone on each side of a device buffer
 const unsigned char kGuardByte = 0xA5;
 
+/* Whether VCCL_ALGO forces algorithms: tests that check which kernel the default choice takes skip then (the
+ * device suites also run with every device algorithm forced, contrib/gpu-suites.sh). */
+inline bool algo_forced() {
+    const char* v = getenv("VCCL_ALGO");
+    return v != nullptr && *v != '\0';
+}
+
 /* VTEST_VERBOSE=1: every case is printed before it runs (to find one that hangs). */
 inline bool verbose() {
     static const bool v = getenv("VTEST_VERBOSE") != nullptr && atoi(getenv("VTEST_VERBOSE")) != 0;

@@ -1147,6 +1147,7 @@ void destroy_promptly(Sweep& sweep, vcclComm_t comm, const std::string& prefix) 
  * that split unevenly over the blocks (VCCL_MAX_CTAS 3 and 32), against the reference; then a call that only rank 0
  * makes, whose 32 blocks all wait, released by abort; then counts that differ between ranks, reported. */
 TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency allreduce is off for this suite";
@@ -1326,6 +1327,7 @@ TEST(GpuChunked, LoneAndMismatchedCallsFailCleanly) {
  * (just above the low-latency limit: one group per block with 2 ranks). The abort case of
  * LoneAndMismatchedCallsFailCleanly ends in the header wait, before any chunk moves. */
 TEST(GpuChunked, AbortInTheMiddleOfACallEndsTheKernel) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";
@@ -1358,6 +1360,7 @@ TEST(GpuChunked, AbortInTheMiddleOfACallEndsTheKernel) {
  * sends int32 3s, whose 8-byte words all read as call 3's (3 << 32 | 3); call 2 is any kernel call; call 3 is a
  * low-latency allreduce on the same set, which took those words for its peers' data before the clearing. */
 TEST(GpuChunked, LeavesNoWordsThatPassForALaterCall) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     if (ll_bytes() == 0) GTEST_SKIP() << "the low-latency kernels (and so the chunked ones) are off for this suite";

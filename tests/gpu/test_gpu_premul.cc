@@ -163,6 +163,7 @@ TEST(GpuPreMulSum, EveryTypeCollectiveAndResidence) {
  * AllReduce and Reduce read a copy scaled whole: one piece (blocks, the small AllReduce one-shot below 64 KiB), then
  * pieces of 4 bytes on a second stream (every count in 2 or more pieces, some parts empty). */
 TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     Stream s;
     Sweep sweep;
@@ -206,6 +207,7 @@ TEST(GpuPreMulSum, CopyEnginePathsScaleTheirOwnBlockInTheReduction) {
  * PreMulSum's 0), every type, AllReduce and ReduceScatter above 64K per peer, in and out of place, host and device
  * scalars; the kernels' call counters say which path ran. */
 TEST(GpuPreMulSum, TakesTheChunkedKernelUpToItsOwnLimit) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     const int n = world_size();
     Stream s;
@@ -394,6 +396,7 @@ TEST(GpuPreMulSum, CallsQueuedBackToBackOnTwoStreams) {
 
 /* Which collectives the low-latency kernel serves, by the counter of calls it took. */
 TEST(GpuLl, EveryKindTakesTheKernelAndAlltoAllStopsAtItsCap) {
+    if (vgpu::algo_forced()) GTEST_SKIP() << "VCCL_ALGO forces an algorithm: this test checks the default choice";
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
     vcclComm_t comm = comm_with_env({{"VCCL_ALLREDUCE_LL_BYTES", "2M"}});
