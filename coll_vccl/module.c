@@ -80,8 +80,8 @@ static int module_enable(mca_coll_base_module_t* module, struct ompi_communicato
 
 mca_coll_base_module_t* mca_coll_vccl_comm_query(struct ompi_communicator_t* comm, int* priority) {
     if (!mca_coll_vccl_component.enable || OMPI_COMM_IS_INTER(comm)) return NULL;
-    /* A priority of 0 or less keeps the component off (coll_vccl(7)); it used to be raised to 76 on
-     * single-process communicators below. */
+    /* A priority of 0 or less keeps the component off (coll_vccl(7)), also on the single-process communicators
+     * whose priority is raised to 76 below. */
     if (mca_coll_vccl_component.priority <= 0) return NULL;
     mca_coll_vccl_module_t* m = OBJ_NEW(mca_coll_vccl_module_t);
     if (m == NULL) return NULL;

@@ -23,13 +23,16 @@ VCCL_ENV_DEF(kSocketIfname, "VCCL_SOCKET_IFNAME", Str, "",
 VCCL_ENV_DEF(kOpTimeoutMs, "VCCL_OP_TIMEOUT_MS", Int, "600000",
              "Milliseconds an operation may wait for a peer before it ends with vcclTimeout (0: no limit)")
 VCCL_ENV_DEF(kAlgo, "VCCL_ALGO", Str, "",
-             "Force algorithms by name: comma list of COLL:ALGO, e.g. allreduce:ring,bcast:chain (vccl-info -a lists them)")
+             "Force algorithms: comma list of COLL:ALGO, host (allreduce:ring, bcast:chain) or device ones "
+             "(allreduce:ll, allreduce:pieces); vccl-info -a lists them. A call the forced one cannot take runs the "
+             "default. Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kChunkSize, "VCCL_CHUNK_SIZE", Size, "1M",
-             "Bytes per pipelined chunk in ring and chain algorithms")
+             "Bytes per pipelined chunk in the host ring and chain algorithms (at least 4K): larger chunks cost fewer "
+             "messages, smaller ones overlap more. Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kSmallMsgBytes, "VCCL_ALLREDUCE_SMALL_BYTES", Size, "64K",
-             "Allreduce messages up to this size use the low-latency algorithm when VCCL_ALGO does not choose; "
-             "device buffers of one host: one shot (each rank reduces every rank's whole buffer) where the kernel of "
-             "VCCL_ALLREDUCE_LL_BYTES does not take them")
+             "AllReduce up to this size, where VCCL_ALGO does not choose: host buffers by recursive doubling "
+             "(Broadcast and Reduce: binomial trees), device buffers by one_shot where the kernels do not take it. "
+             "Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kNetDevices, "VCCL_NET_DEVICES", Str, "",
              "Primary network device per local rank: comma list of NAME[:PORT] (e.g. mlx5_0:1,mlx5_1:1 or eth0), "
              "local rank i takes entry i mod length; default: the NIC closest to the rank's GPU (vccl-info -t)")
@@ -43,23 +46,20 @@ VCCL_ENV_DEF(kFailoverTimeoutMs, "VCCL_FAILOVER_TIMEOUT_MS", Int, "250",
              "Silence on the active path (no acknowledgement, no data) before the backup is probed; the path is "
              "left only if the peer answers on the backup")
 VCCL_ENV_DEF(kFailbackIntervalMs, "VCCL_FAILBACK_INTERVAL_MS", Int, "500",
-             "Reconnect interval of a failed path; once the primary answers, it is probed every quarter of this "
-             "and traffic returns after 3 answered probes in a row and a hold time (this interval, doubling each "
-             "time the primary fails again, up to 16x: flapping)")
+             "Reconnect interval of a failed path; a primary that answers is probed every quarter of it, and traffic "
+             "returns after 3 answered probes and a hold of this interval, doubled each time the primary fails again "
+             "(up to 16x)")
 VCCL_ENV_DEF(kFailback, "VCCL_FAILBACK", Bool, "1",
-             "Return to the primary path once it works again (VCCL_FAILBACK_INTERVAL_MS); 0: stay on the backup "
-             "until the backup fails, like Linux bonding's primary_reselect=failure (no second interruption, and "
-             "no move back onto a primary that fails again); the lower rank of each pair decides, so set it alike on "
-             "every rank")
+             "Return to the primary path once it works again (VCCL_FAILBACK_INTERVAL_MS); 0: stay on the backup until "
+             "it fails (no second interruption, like bonding's primary_reselect=failure). The lower rank of a pair "
+             "decides: set it alike on every rank")
 VCCL_ENV_DEF(kPeerTimeoutMs, "VCCL_PEER_TIMEOUT_MS", Int, "10000",
              "With no usable path to a peer, or no answer from it on any path, for this long, its operations fail "
              "with vcclRemoteError")
 VCCL_ENV_DEF(kIdleProgressMs, "VCCL_IDLE_PROGRESS_MS", Int, "1",
-             "A thread drives the transport every this many milliseconds while no operation runs on the "
-             "communicator, so the acknowledgements this rank still owes its peers (UCX rendezvous and synchronous "
-             "sends, failover) and path switches go on while the application waits elsewhere (e.g. in MPI); after "
-             "1 s with no operation and nothing in flight it backs off to 20 ms until the next one; 0: off (a peer "
-             "may then stall until this rank calls vccl again)")
+             "Milliseconds between transport polls by a thread while the communicator is idle, so acknowledgements "
+             "peers wait for and path switches go on (20 ms after 1 s without work); 0: off, a peer may stall until "
+             "this rank calls vccl")
 VCCL_ENV_DEF(kProxyCpus, "VCCL_PROXY_CPUS", Str, "",
              "CPUs for the proxy thread: a cpulist (e.g. 0-15,32-47), or one per local rank separated by ; "
              "(entry i mod length); default: the cores of the GPU's NUMA node")
@@ -71,78 +71,51 @@ VCCL_ENV_DEF(kUcxTls, "VCCL_UCX_TLS", Str, "",
 VCCL_ENV_DEF(kP2pDirect, "VCCL_P2P_DIRECT", Bool, "1",
              "Send/recv between GPUs of one host: copy engine into the peer's buffer via CUDA IPC, no kernels (0: stage through host memory)")
 VCCL_ENV_DEF(kStagingAsync, "VCCL_STAGING_ASYNC", Bool, "1",
-             "Device buffers the direct GPU path does not serve (peers on other hosts, VCCL_P2P_DIRECT=0) are "
-             "staged through pinned host memory by a proxy thread, ordered on the caller's stream, so the call "
-             "returns without waiting for the GPU; 0: the calling thread waits for the stream and stages itself")
+             "Device buffers the direct GPU path does not serve (other hosts, VCCL_P2P_DIRECT=0) are staged through "
+             "pinned host memory by a proxy thread, ordered on the caller's stream: calls return at once; 0: the "
+             "caller waits and stages")
 VCCL_ENV_DEF(kStagingPoolBytes, "VCCL_STAGING_POOL_BYTES", Size, "256M",
              "Pinned host memory the asynchronous staging path may hold for operations in flight; a call that "
              "finds it full waits for earlier operations' results to be copied back (one larger operation still "
              "runs, alone)")
 VCCL_ENV_DEF(kStagingChunkBytes, "VCCL_STAGING_CHUNK_BYTES", Size, "4M",
-             "Staged collectives, and send/recv messages of any memory, larger than this run in pieces of this "
-             "size (at most 64, larger calls get larger pieces; AllGather, ReduceScatter and AlltoAll cut every "
-             "rank's block alike), so the copies to and from the GPU overlap the network (a communicator uses "
-             "rank 0's value, with a warning on ranks set otherwise; 0: one piece)")
+             "Staged collectives, and send/recv of any memory, above this size run in pieces of it (at most 64 a "
+             "call, larger pieces beyond), so copies to and from the GPU overlap the network; 0: one piece. Rank 0's "
+             "value is used on every rank")
 VCCL_ENV_DEF(kMemVmm, "VCCL_MEM_VMM", Bool, "1",
              "vcclMemAlloc makes CUDA VMM memory (cuMemCreate, shared with peers of the host as a file descriptor "
              "over a Unix socket); 0, or a GPU without VMM: cudaMalloc in whole 2 MiB blocks (shared by CUDA IPC)")
 VCCL_ENV_DEF(kP2pFifoBytes, "VCCL_P2P_FIFO_BYTES", Size, "0",
-             "Direct send/recv: transfers from device memory up to this size go through a staging FIFO in the "
-             "receiver's GPU memory, so the sender does not wait for the receiver to post (at most 4M; must be "
-             "equal on every rank of a host). Off (0) by default: on 2x H200 it took 19-21 us per small send/recv "
-             "against 11-14 us without")
+             "Direct send/recv from device memory up to this size goes through a FIFO in the receiver's GPU memory, "
+             "so the sender need not wait for the receive, at two copies a transfer (at most 4M; equal on every rank "
+             "of a host); 0: off")
 VCCL_ENV_DEF(kP2pMaxMappings, "VCCL_P2P_MAX_MAPPINGS", Int, "64",
-             "Direct send/recv: allocations of one peer's receive buffers that a sender keeps mapped, per "
-             "communicator (1-65536; buffers in one cudaMalloc allocation or VMM span share a mapping). Past it the "
-             "least recently used mapping goes; for cudaMalloc memory that waits for the whole GPU (a stall, logged "
-             "once per communicator). A mapping may keep an allocation its owner freed until it goes")
+             "Direct send/recv: mappings of a peer's receive allocations a sender keeps per communicator (1-65536). "
+             "Past it the least recently used goes, for cudaMalloc memory after waiting for the whole GPU; a mapping "
+             "keeps freed memory alive")
 VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "Slots of the staging FIFO per sending rank of the host: how many small transfers a sender may run "
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
 VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "2M",
-             "AllReduce, ReduceScatter, AllGather, AlltoAll, Broadcast and Reduce on device buffers of one host where "
-             "what a rank sends each peer (the message; ReduceScatter's and AllGather's per-rank block, AlltoAll's "
-             "per-peer block, Broadcast's and Reduce's whole buffer) is at most this size divided by (ranks - 1) (AlltoAll: and at most 1M) "
-             "(at most 8M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that stores into every peer's GPU "
-             "memory and reduces or places there, with no host round trip; costs about 4x this size x ranks / (ranks - "
-             "1) of device memory per rank; needs every rank of the communicator on this host and the same value on "
-             "every rank, and is off where ranks share a GPU. 0: off (copy-engine transfers and a reduction kernel "
-             "instead; on 2x H200 a 512 KiB allreduce took 10 us this way, 42 us without, and 2 MiB 29 us against 47)")
+             "Device collectives of n ranks all on this host whose per-peer message x (n-1) is at most this (max 8M; "
+             "AlltoAll: 1M a peer) take one low-latency kernel, using 4x this x n/(n-1) GPU bytes; equal on all "
+             "ranks, off on shared GPUs; 0: off")
 VCCL_ENV_DEF(kAllreduceKernelBytes, "VCCL_ALLREDUCE_KERNEL_BYTES", Size, "8M",
-             "AllReduce and ReduceScatter on device buffers of one host whose message (what a rank sends each peer: "
-             "AllReduce's buffer, ReduceScatter's per-rank block) is above the VCCL_ALLREDUCE_LL_BYTES kernel's limit "
-             "and at most this size (at most 128M) run in one kernel of up to VCCL_MAX_CTAS thread blocks that moves "
-             "the data in chunks through the memory of the VCCL_ALLREDUCE_LL_BYTES kernel (no more device memory; off "
-             "where that kernel is off); ReduceScatter needs a per-rank size that is a multiple of 16 bytes. On 2x H200 "
-             "a 4 MiB allreduce took 31 us this way and 54 us without, 8 MiB 50 against 69; at 16-32 MiB the kernel "
-             "is as fast as the copy engines or faster alone, but beside a GEMM it takes more from it and finishes "
-             "later. 0: off (copy-engine transfers and a reduction kernel; PreMulSum ops go by "
-             "VCCL_PREMULSUM_KERNEL_BYTES). Rank 0's value is used on every rank")
+             "Device AllReduce and ReduceScatter past the VCCL_ALLREDUCE_LL_BYTES kernel, up to this per peer (max "
+             "128M), take one chunked kernel, off where that one is: faster alone, costlier beside a GEMM. 0: off. "
+             "Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kPreMulSumKernelBytes, "VCCL_PREMULSUM_KERNEL_BYTES", Size, "32M",
-             "The same limit as VCCL_ALLREDUCE_KERNEL_BYTES for PreMulSum ops (vcclRedOpCreatePreMulSum), whose "
-             "chunked kernel multiplies each element as it loads it, where the copy-engine path first runs a "
-             "scaling kernel of its own over the blocks it sends (at most 128M; a value below "
-             "VCCL_ALLREDUCE_KERNEL_BYTES counts as that one). On 2x H200 a 16 MiB "
-             "allreduce took 83 us this way and 106 us with the copy engines (NCCL 78), a 32 MiB reducescatter 84-89 "
-             "against 105 (NCCL 90); beside a GEMM the copy-engine path was slower still (16 MiB: 1.5 ms a call "
-             "against 1.1), while the GEMM kept 80-83% of its speed against 85-87%. Rank 0's value is used on every rank")
+             "VCCL_ALLREDUCE_KERNEL_BYTES for PreMulSum ops (max 128M; a lower value counts as that one's): the "
+             "kernel scales as it loads, where the copy engines need a scaling pass, so it pays further than for Sum. "
+             "Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kReducePipelineBytes, "VCCL_REDUCE_PIPELINE_BYTES", Size, "32M",
-             "Device AllReduce (above VCCL_ALLREDUCE_SMALL_BYTES) and ReduceScatter among GPUs of one host on at "
-             "least twice this many bytes run in pieces, the reduction kernel of one piece on a second stream while "
-             "the next piece moves: AllReduce in 2 pieces; ReduceScatter in 2, and from 4x this size one piece per "
-             "2x this size, at most 8 (smaller pieces cost more host time than they save); both in more where "
-             "VCCL_REDUCE_SCRATCH_BYTES asks. 0: one piece (transfers, kernel and all-gather one after another). "
-             "Beside a kernel that holds every SM (a large GEMM), each piece's reduction waits for it to end: on 2x "
-             "H200 a 1 GiB AllReduce took 4.5 ms a call there in 2 pieces, 6.9 in 4, 9.4 in 8, 4.6 in one; alone "
-             "2.79, 2.85, 2.96 and 3.41 ms (docs/PERFORMANCE.md). Rank 0's value is used on every rank")
-VCCL_ENV_DEF(kReduceScratchBytes, "VCCL_REDUCE_SCRATCH_BYTES", Size, "256M",
-             "Device AllReduce and ReduceScatter in pieces (VCCL_REDUCE_PIPELINE_BYTES): the most GPU memory their "
-             "scratch may take on each rank, which the communicator keeps until it is destroyed. Where the pieces "
-             "would take more (2 pieces of an AllReduce take (n-1)/n of its size), more pieces are cut, at most 8: "
-             "on 2 ranks a 1 GiB AllReduce then takes 4 pieces and 256 MiB, about 2% slower alone and 1.5x slower "
-             "beside a GEMM than in 2 pieces with 512 MiB (2x H200). 0: no limit. One piece (below twice "
-             "VCCL_REDUCE_PIPELINE_BYTES, or 0 there) takes (n-1)/n of the call's size whatever this says. Rank "
+             "Device AllReduce and ReduceScatter on one host from 2x this size run in pieces, each reduced while the "
+             "next moves (AllReduce 2, ReduceScatter up to 8): faster alone, slower beside a GEMM. 0: one piece. Rank "
              "0's value is used on every rank")
+VCCL_ENV_DEF(kReduceScratchBytes, "VCCL_REDUCE_SCRATCH_BYTES", Size, "256M",
+             "Most GPU memory a rank keeps as scratch of reductions in pieces (until destroy); where 2 need more "
+             "((n-1)/n of an AllReduce), up to 8 are cut: slower beside a GEMM. One piece ignores it; 0: no limit. "
+             "Rank 0's value is used on every rank")
 VCCL_ENV_DEF(kMaxCtas, "VCCL_MAX_CTAS", Int, "32",
              "Upper bound on CUDA thread blocks of one reduction kernel (vcclConfig_t.maxCtas overrides it)")
 VCCL_ENV_DEF(kTelemetry, "VCCL_TELEMETRY", Bool, "1",
@@ -151,7 +124,9 @@ VCCL_ENV_DEF(kTelemetryWindow, "VCCL_TELEMETRY_WINDOW", Int, "8",
              "Completions per path and direction in the sliding window that gives the current bandwidth: their "
              "bytes over the time at least one of them was in progress (1-1024)")
 VCCL_ENV_DEF(kTelemetrySample, "VCCL_TELEMETRY_SAMPLE", Int, "64",
-             "Host transport transfers under 4 MiB (each transfer: collectives move in VCCL_CHUNK_SIZE chunks; device path: all sizes; failover transport: none sampled) are timed and recorded for one collective in N (by sequence number, the same on every rank) and one point-to-point transfer in N per path; the others are only counted. 1: time every transfer")
+             "Time and record one collective in N (by sequence number, alike on every rank) and one point-to-point "
+             "transfer in N per path, count the rest; host transfers from 4 MiB and the failover transport's are "
+             "always timed. 1: time every one")
 VCCL_ENV_DEF(kTelemetryRing, "VCCL_TELEMETRY_RING", Int, "4096",
              "Records in each rank's telemetry ring (shared memory, read by vccl-telemetry); older records are overwritten")
 VCCL_ENV_DEF(kTelemetryShm, "VCCL_TELEMETRY_SHM", Bool, "1",

@@ -38,10 +38,10 @@ void DeviceScratch::release(void* p) {
 }
 
 /* LocalOnly blocks come from VMM, in an address range of their own, when the GPU allows: kept cudaMalloc blocks
- * shared CUDA's 2 MiB suballocation blocks with the application's buffers and kept those blocks alive after the
- * application freed its buffers, so a peer that still mapped such a block (a communicator torn down with its
- * stream blocked leaves its mappings) could not map a new buffer carved from it ("resource already mapped",
- * 2x H200, run185; with cudaMallocAsync copies before 2faae58 this never happened). */
+ * would share CUDA's 2 MiB suballocation blocks with the application's buffers and keep those blocks alive after
+ * the application freed its buffers, so a peer that still mapped such a block (a communicator torn down with its
+ * stream blocked leaves its mappings) could not map a new buffer carved from it ("resource already mapped" on
+ * 2x H200; per-call cudaMallocAsync copies come from the stream-ordered pool and do not meet this). */
 vcclResult_t DeviceScratch::allocate(size_t want, void** out) {
     *out = nullptr;
     int device = -1;

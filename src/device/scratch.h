@@ -16,8 +16,8 @@ namespace vccl {
  * - mapped by peers (receive slots of reductions), from cudaMalloc (CUDA IPC): growing waits for `stream`, then
  *   frees the old block before
  *   making the new one. Peers map a block's whole cudaMalloc allocation, which CUDA lets a process map only
- *   once: a new block carved from the same allocation while the old one lives could not be mapped (2x H200,
- *   run184: "cudaIpcOpenMemHandle ... resource already mapped"). Callers that hold the communicator's lock
+ *   once: a new block carved from the same allocation while the old one lives could not be mapped (on 2x H200
+ *   "cudaIpcOpenMemHandle ... resource already mapped"). Callers that hold the communicator's lock
  *   first wait for the stream in a way an abort can end (comm_device_stream_wait, when grows_for says so), so the
  *   wait here finds the stream done.
  * - read by this rank only (copies of in-place sends and of PreMulSum inputs, which travel from here): from VMM

@@ -11,7 +11,8 @@
  *
  * What is timed: one collective (or point-to-point transfer per path and direction) in VCCL_TELEMETRY_SAMPLE, at
  * every size; the host transport also times every transfer of 4 MiB and more, but here a note costs the stream a
- * write to host memory: timing every large transfer made 256 KiB-16 MiB send/recv 4-24% slower on 2x H200 (run190).
+ * write to host memory: timing every large transfer made 256 KiB-16 MiB send/recv 4-24% slower on 2x H200
+ * (docs/PERFORMANCE.md, "Telemetry cost").
  * A direct transfer's note rides with its own flag write or wait (no driver call of its own); a kernel call's or a
  * FIFO transfer's costs a driver call (about 1.5 us). What is not timed is counted when posted and completed at
  * once, as are FIFO receives into host memory (their stream is not the call's other device work's, and the call

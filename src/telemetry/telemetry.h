@@ -224,7 +224,7 @@ private:
      * readings and a record cost more than a small message takes to cross shared memory (measured: 15-20%
      * of an 8-byte allreduce when every transfer was timed). Transfers from 4 MiB on are always timed: below
      * that, timing every one cost a 1 MiB allgather on 2 ranks +1.0% (+0.3 .. +1.8%, 200 jobs on the 2-core
-     * VM) against -0.1% (-0.7 .. +0.5%) sampled (docs/PERFORMANCE-TELEMETRY.md, twenty-fifth session),
+     * VM) against -0.1% (-0.7 .. +0.5%) sampled (docs/PERFORMANCE.md, "Telemetry cost"),
      * while the recording itself accounts for only 0.4% (tests/unit/bench_telemetry): what a 1 MiB transfer
      * evicts makes telemetry's lines cold on the critical path. From 4 MiB on a recording is under 0.2% of
      * a transfer even with cold lines. */

@@ -1,8 +1,8 @@
 /*
  * bench_mpi_device: MPI_Allreduce on cudaMalloc buffers through the coll/vccl component, against what a
  * program does on an Open MPI that is not CUDA-aware: cudaMemcpy device->host, MPI_Allreduce on host
- * buffers, cudaMemcpy host->device (issue 7). float sum, sizes -b..-e, nccl-tests style columns for both
- * routes and the speedup (manual time / coll_vccl time).
+ * buffers, cudaMemcpy host->device (figures in docs/PERFORMANCE.md). float sum, sizes -b..-e, nccl-tests style
+ * columns for both routes and the speedup (manual time / coll_vccl time).
  *
  * The manual route uses pinned host buffers (cudaMallocHost), the fastest way to do it by hand; with
  * malloc'd buffers it would be slower still. Both routes check their result every size (small integers,

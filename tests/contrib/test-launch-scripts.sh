@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the launch recipes (issue 8): contrib/megatron/launch-megatron.sh, contrib/slurm/vccl-bind.sh and
+# Tests of the launch recipes: contrib/megatron/launch-megatron.sh, contrib/slurm/vccl-bind.sh and
 # the two sbatch templates. Each case runs a script with the environment a launcher would give it and checks
 # what the launched program sees (a probe that prints its environment and CPU affinity):
 #   - launch-megatron.sh under a real mpirun (2 ranks), under a Slurm environment (srun and scontrol are

@@ -3,7 +3,7 @@
  * mappings, flag memory, scratch) to a teardown thread that waits for that work. The process then exits while
  * that thread waits for the stream (DELAY_US < 0: the stream stays blocked), or soon after the stream was let go
  * (DELAY_US >= 0: the thread may be freeing as the process exits). The process must exit with status 0 and
- * neither crash nor hang, racing CUDA's own teardown at exit (docs/RELIABILITY-DEVICE.md, "Sixteenth session").
+ * neither crash nor hang, racing CUDA's own teardown at exit (docs/RELIABILITY.md, "Abort, destroy and process exit").
  * Usage: exit_worker DELAY_US [HOLD_MS]. HOLD_MS: the teardown threads hold that long once they begin freeing
  * (libvccl's test hook, looked up at run time so that a library without it can still be tested; "hook: none"
  * when it has none), so that the exit surely finds them freeing; the library says on stderr when each one has

@@ -1235,8 +1235,8 @@ TEST(GpuLl, ManyBlocksMatchTheReferenceAndFailCleanly) {
  * misaligned buffers; calls alternating with low-latency ones on the same sets; destroy; then a call only rank 0
  * makes, released by abort; counts that differ between ranks, and one rank on the low-latency kernel against the
  * others on this one, reported. Ranks sharing a GPU take turns on it (every wait costs a time slice): there only the
- * small sets and sizes. One test per configuration (each took 35-45 s on 2 H200, together over the watchdog's
- * 120 s in run209), then the failure cases. */
+ * small sets and sizes. One test per configuration (each takes 35-45 s on 2x H200, together over the watchdog's
+ * 120 s), then the failure cases. */
 /* One configuration of the chunked collectives against the reference (the sweep of the comment above). */
 void chunked_match_the_reference(const char* ll_limit, const char* ctas) {
     Stream s;
@@ -1494,8 +1494,8 @@ TEST(GpuLl, MismatchedCountsAreReportedWithoutBlocking) {
  * A vccl call must leave none of its own there, and an error the application left (here a launch it never
  * checked) must neither be taken for vccl's own kernel launch failing nor be cleared or replaced. Each size once
  * after a clean state, once after such an error on rank 0. vccl links the CUDA runtime statically, so its last
- * error is not the application's and this holds by construction (it passed on the library before the launches
- * returned their own error, too); the test keeps it so if that ever changes. */
+ * error is not the application's and this holds by construction (the test would pass even if vccl's launches did
+ * not report their own errors); the test keeps it so if that ever changes. */
 TEST(GpuKernels, CallsLeaveTheApplicationsCudaErrorAlone) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     vcclComm_t comm = make_comm(CommKind::Mpi); // its own: a failure here must not spoil the shared one
@@ -1604,7 +1604,7 @@ TEST(GpuP2p, NoKernelNoHostFunctionDuringSendRecv) {
 
 /* What the device ran, from CUPTI's activity records: the test above counts the launches the host asks for,
  * which would miss a copy the driver itself runs as a kernel (a graph's copy node does: docs/PERFORMANCE.md,
- * fifteenth session). The staging FIFO's receive copy and a send to oneself are copies within one GPU. */
+ * "What limits small send/recv"). The staging FIFO's receive copy and a send to oneself are copies within one GPU. */
 struct DeviceActivity {
     int kernels = 0, memcpys = 0;
     std::string kernel_names;

@@ -303,8 +303,8 @@ TEST(GpuP2p, SmallBuffersOfOneBlockAreMappedOnce) {
 
 /* Two communicators of the same ranks receive into small buffers, several in one 2 MiB block, which the receiver
  * frees all at the end of each round and makes anew in the next; the communicators take the first turn
- * alternately. Their mappings are shared (transport/cuda_ipc/ipc_handles.h). Checks every result and guard zone. (This passed
- * on the library before that change too, run203; the sequence that failed there is the next test's.) */
+ * alternately. Their mappings are shared (transport/cuda_ipc/ipc_handles.h). Checks every result and guard zone. (This
+ * sequence passes with a mapping per communicator too; the one that needs shared mappings is the next test's.) */
 TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     vcclComm_t first = gpu_comm();
     ASSERT_ALL_RANKS(first != nullptr);
@@ -364,12 +364,12 @@ TEST(GpuP2p, TwoCommunicatorsSendIntoSmallBuffersOfOneBlock) {
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
-/* What failed in the FIFO suite before the communicators shared their mappings (run199, run202: 2 ranks sharing one
- * H200): the suite's communicator receives into small buffers of one 2 MiB block, which are then freed; a new
- * communicator's first AllReduce (copy engines) sends into new buffers of the peer there, and CUDA refused the
- * new communicator's handle (cudaErrorAlreadyMapped) while the first still held its mappings of the old block.
- * On that library this test failed inside np2_shared_gpu_fifo.sh, after the suite's earlier tests (run206, 2 of 2
- * runs), and passed alone (run204): which of the earlier mappings CUDA objects to was not found. */
+/* The sequence that needs the communicators to share their mappings (2 ranks sharing one H200): the suite's
+ * communicator receives into small buffers of one 2 MiB block, which are then freed; a new communicator's first
+ * AllReduce (copy engines) sends into new buffers of the peer there. With a mapping per communicator CUDA refuses
+ * the new communicator's handle (cudaErrorAlreadyMapped) while the first still holds its mappings of the old block:
+ * this test then fails inside np2_shared_gpu_fifo.sh, after the suite's earlier tests, and passes alone (which of
+ * the earlier mappings CUDA objects to is not known). */
 TEST(GpuP2p, NewCommunicatorSendsWhereFreedBuffersWereMapped) {
     vcclComm_t first = gpu_comm();
     ASSERT_ALL_RANKS(first != nullptr);
@@ -418,8 +418,8 @@ TEST(GpuP2p, NewCommunicatorSendsWhereFreedBuffersWereMapped) {
 
 /* A direct send given up right after an earlier send to the same peer that is still queued behind the
  * stream's own work (a kernel waiting on the host): the release that lets the receiver's stream go on (DONE)
- * must come after the earlier transfer's data. It used to be written at once on a private stream: the
- * receiver's waits passed while the earlier transfer had not even started, and its buffer held old bytes.
+ * must come after the earlier transfer's data. Written at once on a private stream, it would let the
+ * receiver's waits pass while the earlier transfer had not even started, and its buffer would hold old bytes.
  * Rank 0 sends, rank 1 receives; the gate stays closed until the receiver has looked. */
 TEST(GpuFailure, GivenUpSendReleasesAfterEarlierTransfers) {
     if (world_size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
@@ -559,12 +559,13 @@ TEST(GpuAsync, AbortFromAnotherThreadEndsAHostCallWaitingForTheStream) {
 
 /* A receive into host memory through the staging FIFO, on a stream a kernel blocks, and vcclCommAbort from
  * another thread: the call returns vcclRemoteError, and when the stream moves on later, the copy it had
- * enqueued must not land in the caller's buffer (the call failed; the buffer may be freed by then). Before,
- * the copy went to the caller's buffer directly: cudaMemcpyAsync into its pageable memory waited for the
- * blocked stream itself (the call, and the abort behind its lock, waited for the 6 s timer), and the data then
- * landed after the error. Rank 0 sends 4 KiB from device memory (through the FIFO: its call returns at once);
+ * enqueued must not land in the caller's buffer (the call failed; the buffer may be freed by then). A copy
+ * straight into the caller's buffer would not do: cudaMemcpyAsync into its pageable memory waits for the
+ * blocked stream itself (the call, and the abort behind its lock, wait for the 6 s timer), and the data then
+ * lands after the error. Rank 0 sends 4 KiB from device memory (through the FIFO: its call returns at once);
  * rank 1 receives into a std::vector. Run by np2_shared_gpu_fifo.sh (the FIFO is off by default). No hook
- * shows the FIFO was taken; the library before the fix failing here (docs/RELIABILITY-DEVICE.md) shows it was. */
+ * shows the FIFO was taken; a library that copies straight into the caller's buffer fails here
+ * (docs/RELIABILITY.md, "Staging FIFO"), which shows it is. */
 TEST(GpuFailure, AbortedFifoReceiveIntoHostMemoryLeavesTheBufferAlone) {
     ASSERT_ALL_RANKS(gpu_comm() != nullptr);
     if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";

@@ -427,8 +427,8 @@ TEST(GpuStreamOrder, SeveralStreamsInOneGroup) {
 
 /* Send/recv to the rank itself on cudaMalloc memory (alltoall loops over send/recv include it), alone and in a
  * group with the ring neighbours, receive first or last: the right bytes, and the communicator stays healthy.
- * Before the fix the direct path tried to open this process's own IPC handle, which CUDA refuses: the call
- * failed and the rank's own FAIL flag left the communicator failed. */
+ * The direct path must not open this process's own IPC handle, which CUDA refuses: the call would fail and the
+ * rank's own FAIL flag would leave the communicator failed. */
 TEST(GpuP2p, SendRecvToSelf) {
     vcclComm_t comm = gpu_comm();
     ASSERT_ALL_RANKS(comm != nullptr);

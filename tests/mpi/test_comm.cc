@@ -242,9 +242,9 @@ TEST_F(CommTest, UseAfterDestroyIsInvalidUsage) {
     EXPECT_ALL_RANKS(nc == nullptr) << "output written on failure";
 }
 
-/* A destroyed handle stays dead when new communicators are made: malloc used to give the next communicator the
- * freed address, and the stale handle then passed the live-handle check and acted on the new one (its
- * vcclCommDestroy destroyed it). Ten rounds, each comparing the stale handle with every new one. */
+/* A destroyed handle stays dead when new communicators are made: malloc may give the next communicator the freed
+ * address, and the stale handle must not then pass the live-handle check and act on the new one (its
+ * vcclCommDestroy would destroy it). Ten rounds, each comparing the stale handle with every new one. */
 TEST_F(CommTest, StaleHandleNeverReachesANewCommunicator) {
     std::string why;
     for (int round = 0; round < 10 && why.empty(); ++round) {
@@ -360,8 +360,8 @@ TEST_F(CommTest, SplitAndShrinkWithoutConfigInheritTheParents) {
 }
 
 /* A monitoring thread reading snapshots while the communicator is destroyed: every call returns success or
- * vcclInvalidUsage (destroyed), never touches freed telemetry (the ASan stage of CI runs this test, np2_comm.sh;
- * before the fix the reader used the object destroy freed). */
+ * vcclInvalidUsage (destroyed), never touches freed telemetry, the object destroy frees (the ASan stage of CI runs
+ * this test, np2_comm.sh). */
 TEST_F(CommTest, TelemetrySnapshotsWhileAnotherThreadDestroys) {
     for (int round = 0; round < 20; ++round) {
         vcclComm_t comm = nullptr;

@@ -438,7 +438,7 @@ TEST_F(SingleRank, ConfigAndSplit) {
     void* leaked = nullptr; // freed with the communicator
     ASSERT_EQ(api.CommRegister(c, buf.data(), buf.size(), &leaked), o::ncclSuccess);
 
-    // ncclCommShrink goes to vcclCommShrink (it used to be refused): excluding nobody gives a working copy.
+    // ncclCommShrink goes to vcclCommShrink: excluding nobody gives a working copy.
     Comm shrunk = nullptr;
     ASSERT_EQ(api.CommShrink(c, nullptr, 0, &shrunk, nullptr, 0), o::ncclSuccess) << api.GetLastError(nullptr);
     ASSERT_NE(shrunk, nullptr);

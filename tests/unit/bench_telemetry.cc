@@ -1,8 +1,8 @@
 /*
- * What recording one transfer costs the thread that drives the transport (issue 6's target: telemetry on
- * costs <= 1% at >= 1 MiB and <= 3% at 8 B). End-to-end comparisons (vccl-perf --baseline telemetry-off or
- * telemetry-paused) vary by several percent from job to job, far more than the cost itself; this times
- * Telemetry::on_post + on_complete directly, as the UCX transport calls them:
+ * What recording one transfer costs the thread that drives the transport (the target: telemetry on costs
+ * <= 1% at >= 1 MiB and <= 3% at 8 B; figures in docs/PERFORMANCE.md, "Telemetry cost"). End-to-end comparisons
+ * (vccl-perf --baseline telemetry-off or telemetry-paused) vary by several percent from job to job, far more than
+ * the cost itself; this times Telemetry::on_post + on_complete directly, as the UCX transport calls them:
  *   - transfers under 4 MiB (8 B and 1 MiB) of successive collectives: one collective in VCCL_TELEMETRY_SAMPLE
  *     (64) timed, the others only counted;
  *   - a 4 MiB transfer: always timed (clock, a window entry and a ring record);

@@ -343,8 +343,8 @@ public:
 
 /* VCCL_FAILBACK=0, the backup rail silently dead from the start (a broken standby nobody checked); at 1 s
  * rank 1's primary endpoint fails while rail 0 drops packets for 100 ms. Both ranks move to the dead
- * backup and must come back to the primary, which works again. Before the fix: no operation completed after
- * the fault (the RESUME was sent again on the dead path forever). */
+ * backup and must come back to the primary, which works again. A RESUME sent again on the dead path forever
+ * would leave every operation after the fault uncompleted. */
 TEST(FailoverSim, UnansweredResumeOnDeadBackupMovesBack) {
     Pair pair(false);
     bool on = false, off = false;
@@ -371,7 +371,7 @@ TEST(FailoverSim, UnansweredResumeOnDeadBackupMovesBack) {
 
 /* VCCL_FAILBACK=1: the primary's endpoints fail at 1 s, traffic moves to the working backup; when rank 0
  * fails back, rail 0 starts dropping everything for 2 s. The pair must leave the primary again within about
- * the failover timeout, not wait for the rail. Before the fix: stalled for the whole 2 s. */
+ * the failover timeout, not wait for the rail (which would stall traffic for the whole 2 s). */
 TEST(FailoverSim, FailbackIntoDeadRailMovesAway) {
     Pair pair(true);
     bool on = false, hole = false;
@@ -399,9 +399,9 @@ TEST(FailoverSim, FailbackIntoDeadRailMovesAway) {
 /* VCCL_FAILBACK=0: the primary's endpoints fail at 1 s (traffic moves to path 1 and stays); from 2 s to 3 s
  * rail 1 drops everything (a silence switch back to path 0 closes path 1), and the reconnect timer is made
  * due at every health check, so path 1 is reconnected at once. Afterwards no rank may hold a connected path
- * as lost (before the fix the sends failed by the close marked the reconnected path lost for good, and a
- * later fault of path 0 had nowhere to go; so did, 1 to 3 runs in 8 under CPU load, a control receive matched
- * by an acknowledgement the hole held, ended by the close and seen after the reconnect). Then path 0 fails on
+ * as lost: neither the sends failed by the close nor a control receive matched by an acknowledgement the hole
+ * held, ended by the close and seen after the reconnect (under CPU load, 1 to 3 runs in 8 meet that case), may
+ * mark the reconnected path lost for good, or a later fault of path 0 has nowhere to go. Then path 0 fails on
  * rank 0 for good: traffic must go on. */
 TEST(FailoverSim, SendsFailedByACloseDoNotMarkTheReconnectedPathLost) {
     Pair pair(false);
@@ -448,8 +448,8 @@ TEST(FailoverSim, SendsFailedByACloseDoNotMarkTheReconnectedPathLost) {
 /* Both rails die while rank 1's 3 MiB message to rank 0 is arriving: its envelope came, its data had begun
  * (rank 0's chunk receive is matched, which UCX cannot cancel) and is held by the dead rail. After
  * VCCL_PEER_TIMEOUT_MS the receive fails; the caller then reuses its buffer, and the rails come back. Nothing
- * may write into that buffer any more. Before the fix the failed peer's paths stayed open, the matched
- * receive stayed UCX's, and the rail's held data landed in the reused buffer. */
+ * may write into that buffer any more: were the failed peer's paths left open, the matched receive would stay
+ * UCX's and the rail's held data would land in the reused buffer. */
 TEST(FailoverSim, FailedPeerWritesNothingAfterTheError) {
     Pair pair(true, 600);
     const size_t kBytes = 3u << 20;

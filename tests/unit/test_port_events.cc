@@ -80,7 +80,7 @@ TEST(PortEvents, LinkMonitorWithAnUnknownRdmaNameLeavesThePathUp) {
 }
 
 /* A rail device that disappears (unplugged, its VF unbound, moved to another namespace) must read as down: the
- * direct query after the RTM_DELLINK event found no device and used to report it up again. Needs root and
+ * direct query after the RTM_DELLINK event finds no device, and that must not report it up again. Needs root and
  * iproute2 to make a veth pair (CI has both); skipped otherwise. */
 TEST(LinkMonitorDevices, RemovedDeviceIsDown) {
     std::string a = "vccltd" + std::to_string(getpid() % 100000), b = a + "p";

@@ -3,10 +3,10 @@
  * of one host: one kernel launch, like device/kernels/ll_collectives.h, in the same word sets, but the data goes as is
  * (16-byte stores, not words that carry half data and half sequence number) in chunks, each announced by one flag
  * word. The low-latency words cost twice the bytes on NVLink, which is what bounds them from a few MiB on; the
- * copy-engine path pays handshakes across the GPUs per phase and a separate reduction kernel. Measured on 2x H200
- * (docs/PERFORMANCE.md, run171 and run175): a 4 MiB allreduce 30.5 us (copy engines 54.0, NCCL 33.0), 8 MiB 49.6
- * (70.9, 47.1); at 16-32 MiB the kernel matches or beats the copy engines alone, but beside a GEMM it keeps less of
- * the GEMM and ends later (run172), hence VCCL_ALLREDUCE_KERNEL_BYTES 8M.
+ * copy-engine path pays handshakes across the GPUs per phase and a separate reduction kernel. On 2x H200 a 4 MiB
+ * allreduce took 30.5 us (copy engines 54.0, NCCL 33.0), 8 MiB 49.6 (70.9, 47.1); at 16-32 MiB the kernel matches or
+ * beats the copy engines alone, but beside a GEMM it keeps less of the GEMM and ends later, hence
+ * VCCL_ALLREDUCE_KERNEL_BYTES 8M (docs/PERFORMANCE.md, "AllReduce").
  * AllGather has no reduction to do: the copy engines are faster for it at every size above the low-latency limit.
  *
  * A sender's set in a receiver's memory, in 8-byte words (chunk_layout below):
@@ -31,8 +31,7 @@
  * that one chunk's latencies (the loads, the system fence before its flag, the wait for the peer's flag) overlap
  * another's. A reducer writes chunk i of the output only after the block's senders have read chunk i of the input
  * (in place they are the same bytes). Otherwise a block is one group of 512 threads that sends a chunk, then reduces
- * it, as before the split (2x H200, run173: 4 MiB allreduce 30.2 us that way, 32.7 split; 8 MiB 54.8 against 49.4
- * split). Each rank chooses for itself; the flags and credits are the same. No wait goes back to a chunk of a higher index, on either
+ * it (on 2x H200 a 4 MiB allreduce took 30.2 us that way, 32.7 split; 8 MiB 54.8 against 49.4 split). Each rank chooses for itself; the flags and credits are the same. No wait goes back to a chunk of a higher index, on either
  * rank, so the lowest chunk not yet done can always move on.
  *
  * Set reuse across calls is the low-latency kernels' argument (ll_collectives.h): sets alternate with calls, and

@@ -49,7 +49,7 @@ template <typename T> struct alignas(16) Pack {
 /* Packs per thread in flight: 8 for 4- and 8-byte types, 4 for 2-byte ones (their accumulators take twice the
  * registers), 2 for 1-byte types, whose 16-element packs would otherwise need more registers than a 512-thread block
  * may have (the launch then fails). 8 rather than 4 made float PreMulSum, whose scaling pass is bound by the bytes in
- * flight, 3-6% faster from 32 MiB (2x H200, run194: AllReduce 512 MiB 1911 -> 1858 us, ReduceScatter 1149 -> 1084)
+ * flight, 3-6% faster from 32 MiB (on 2x H200 AllReduce 512 MiB 1911 -> 1858 us, ReduceScatter 1149 -> 1084)
  * and left Sum as it was (no spills: at most 128 registers at 512 threads). */
 template <typename T> struct Unroll {
     static constexpr int value = Pack<T>::kElems > 8 ? 2 : Pack<T>::kElems > 4 ? 4 : 8;
@@ -161,7 +161,7 @@ cudaError_t launch_type(void* dst, const Sources& s, int n, size_t count, vcclRe
 
 /* A reduction of one source whose elements are scaled as they are read (device_reduce's `first`): the same packs and
  * grid as every reduction (a scaling loop of its own, one element per thread, read about 0.4 TB/s at 32 blocks: 128
- * MiB of float took 1.23 ms against a sum's 0.41 on 2x H200, run187). */
+ * MiB of float took 1.23 ms against a sum's 0.41 on 2x H200). */
 vcclResult_t device_premul(void* dst, const void* src, size_t count, vcclDataType_t type, const void* device_scalar,
                            uint64_t host_bits, int max_ctas, vcclStream_t stream) {
     PreMulArg scalar;

@@ -42,15 +42,16 @@ namespace {
 constexpr int kInFlight = 3;
 /* A solo run: GEMMs back to back for kSoloWarmMs untimed, then for at least kSoloMs and kSoloGemms timed.
  * The warm-up matters: a cold H200 runs an 8192^3 GEMM at about 780 TFLOP/s for its first 20 GEMMs and
- * at about 655 once its power cap holds the clocks down (run215), so a solo figure taken cold made every
- * transfer look 15% costlier than it was. */
+ * at about 655 once its power cap holds the clocks down, so a solo figure taken cold makes every
+ * transfer look 15% costlier than it is. */
 constexpr int kSoloGemms = 20;
 constexpr int kSoloWarmMs = 200;
 constexpr int kSoloMs = 300;
 /* After the transfer the GEMM runs on this long, timed too. A GPU at its power cap lets a short burst of
  * copies draw more for a moment and then holds the clocks down to pay it back: beside 20 back-to-back 1 GiB
  * send/recv (55 ms) the GEMM kept 101% inside the window, and the solo run started right after it ran 7%
- * slower (run221). Counting the 500 ms after the window catches that repayment. */
+ * slower (2x H200; docs/PERFORMANCE.md, "A GEMM beside send/recv"). Counting the 500 ms after the window catches
+ * that repayment. */
 constexpr int kTailMs = 500;
 /* A window holds at most this many GEMMs (their events are created once). */
 constexpr int kMaxGemms = 4096;

@@ -1,5 +1,6 @@
 /*
- * vccl-perf --soak SECONDS: a long mixed run that looks for wrong results, errors and leaks (issue 10).
+ * vccl-perf --soak SECONDS: a long mixed run that looks for wrong results, errors and leaks (docs/RELIABILITY.md,
+ * "Soak").
  *
  * Every rank draws the same plan from one seed (rank 0's, broadcast), so all ranks agree on each step
  * without messages: collective, datatype, op, root, in place or not, and an element count that is often
