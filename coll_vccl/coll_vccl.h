@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * coll_vccl.h - an out-of-tree Open MPI 4.1 coll component that routes collectives on GPU buffers to vccl.
  *

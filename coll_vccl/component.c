@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* component.c - the coll/vccl component: registration with Open MPI and its MCA parameters. */
 #include "coll_vccl.h"
 

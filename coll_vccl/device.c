@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * device.c - device-pointer detection and copies through the CUDA driver API, loaded at run time with
  * dlopen("libcuda.so.1") so that the component links no CUDA library and loads on machines without GPUs.

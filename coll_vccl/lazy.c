@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lazy.c - one vccl communicator per MPI communicator, created with vcclCommInitMPI on the first
  * collective that needs it (during module enable the communicator is only usable for point-to-point), and

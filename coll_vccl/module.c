@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* module.c - comm_query, enable and destructor of the coll/vccl module. */
 #include "coll_vccl.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops.c - MPI datatypes and reduction ops to vccl's. */
 #include "coll_vccl.h"
 

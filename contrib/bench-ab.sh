@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Two builds of vccl on the same machine in one job, alternating: A, B, A, B, ... so that drift of the machine
 # (clocks, other load) falls on both alike. Prints, per collective and size, the median time of each build over its
 # rounds and the ratio B/A; a ratio within a few percent of 1 is noise on a quiet machine, and on one GPU shared by

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # MPI_Allreduce on device memory through the coll/vccl component versus staging by hand (cudaMemcpy D2H,
 # MPI_Allreduce on host, cudaMemcpy H2D), 8 B to 256 MiB, one process per GPU: the table of docs/PERFORMANCE.md
 # ("MPI collectives on device memory through coll_vccl").

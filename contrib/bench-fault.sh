@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Failover benchmark on real links: two ranks in network namespaces joined by two veth rails (tests/fault/netns.sh),
 # fault_worker running 4 MiB allreduces (and mixed sizes for the flap run) while rail0 is broken.
 #

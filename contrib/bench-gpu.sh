@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Device-memory benchmark behind docs/PERFORMANCE.md: vccl against the system NCCL on the same buffers and
 # stream, one process per GPU, NVLink multicast off (NCCL_NVLS_ENABLE=0).
 #

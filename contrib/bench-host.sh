@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Host-memory benchmark behind docs/PERFORMANCE.md: vccl against Open MPI's own collectives, same data, same run.
 #
 #   contrib/bench-host.sh [VCCL_PERF] [NP...] [-- VCCL_PERF_OPTIONS...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # What flow telemetry costs: the same collective on two communicators of one job, one with telemetry on and
 # one with it off (vccl-perf --baseline telemetry-off: same buffers, same run, timed one after the other),
 # repeated RUNS times; prints per size the median and the range of time(on) / time(off).

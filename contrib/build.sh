@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configures (once) and builds vccl in BUILD_DIR (default: build/). Extra arguments go to configure.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)

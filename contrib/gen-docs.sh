@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerates the committed outputs of the documents, so that builds need neither Graphviz nor pandoc:
 # docs/architecture.svg from docs/architecture.dot (Graphviz's dot), and man/*.[137] from man/*.md (pandoc), and the
 # environment table of man/vccl.7.md from src/core/env_defs.h (contrib/gen-env-man.sh).

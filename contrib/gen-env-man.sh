@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Regenerates the ENVIRONMENT table of man/vccl.7.md from src/core/env_defs.h, the single registry of
 # vccl's environment variables, so the manual never drifts from the code. The table sits between the
 # BEGIN/END markers below; everything else in the page is left alone.

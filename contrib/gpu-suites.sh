@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every device-memory suite of tests/gpu on a GPU machine, then the device collectives once per device algorithm
 # forced with VCCL_ALGO, one line per run ("ok"/"FAIL", seconds, the gtest summary). Needs a CUDA build whose test
 # programs are built (make check TESTS=). Exit status 0 only when every run passed.

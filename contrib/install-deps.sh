@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs what vccl needs to build and test on Debian 12 (or Ubuntu): compilers, autotools, UCX, hwloc,
 # ibverbs, Open MPI with devel headers, MPICH beside it (the PMPI interposer is built and tested for both), GoogleTest, pandoc, iproute2, python3 (the launch-script tests), and clang with libFuzzer for tests/fuzz. Needs root (or sudo).
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Sets everything up on a fresh Debian 12 machine and runs the main job: vccl-perf allreduce on 4 local
 # ranks (host memory when there is no GPU), side by side with Open MPI's MPI_Allreduce.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds vccl if needed and runs the whole test suite (unit, multi-rank, checks), then prints one line
 # "N passed, N failed". Exit status 0 only when nothing failed.
 set -uo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Soak run: vccl-perf --soak on local ranks, host memory. Every collective with random sizes
 # (0, 1, odd, up to -e), datatypes, ops and roots, every result checked, communicators split and destroyed
 # periodically; prints operations, wrong elements, errors and per-rank VmRSS / open-descriptor growth.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl.h - the public C API of vccl, a GPU collective communication library.
  *

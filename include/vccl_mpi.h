@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl_mpi.h - creating vccl communicators over an MPI communicator (link with -lvccl_mpi -lvccl).
  *

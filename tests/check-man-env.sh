@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Fails when an environment variable declared in src/core/env_defs.h is not documented in man/vccl.7.md
 # (or in the shipped nroff page man/vccl.7), or when a launch script of contrib/slurm or contrib/megatron reads a
 # VCCL_* variable the registry lacks. Fix: contrib/gen-env-man.sh, then regenerate man/vccl.7.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * colls.c - the blocking collectives: MPI_Allreduce, MPI_Reduce, MPI_Bcast, MPI_Allgather,
  * MPI_Reduce_scatter_block, MPI_Reduce_scatter, MPI_Alltoall, MPI_Barrier (and the MPI 4 large-count forms

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * comm.c - one vccl communicator per MPI communicator, cached as an attribute and created on the first call
  * that needs it, collectively over that communicator and with nothing but vccl's public API: rank 0 makes a

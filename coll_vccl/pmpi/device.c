@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * device.c - which buffers are device memory, copies between host and device, and waiting for the device.
  *

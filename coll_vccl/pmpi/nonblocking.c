@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nonblocking.c - MPI_Iallreduce, MPI_Ireduce, MPI_Ibcast, MPI_Iallgather, MPI_Ireduce_scatter_block,
  * MPI_Ireduce_scatter, MPI_Ialltoall on device buffers, and the completion calls that finish them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pmpi.h - libvccl-pmpi.so: MPI collectives on device memory through vccl for any MPI, by the MPI
  * profiling interface. The library defines MPI_Allreduce & co.; loaded before the MPI library (LD_PRELOAD or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * settings.c - the interposer's environment variables (declared in vccl's registry, src/core/env_defs.h, so
  * that vccl-info -c and vccl(7) list them; read here with getenv because the registry's reader is internal to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stage.c - host copies of device buffers, for the calls vccl does not take: the MPI library gets a host
  * pointer whose bytes are those of the device buffer over the whole span the datatype touches (holes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # AX_CXX_STD17: require a C++17 compiler and add -std=c++17 when the compiler does not default to it.
 AC_DEFUN([AX_CXX_STD17], [
   AC_MSG_CHECKING([whether $CXX supports C++17])

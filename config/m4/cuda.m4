@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_CUDA: --with-cuda[=DIR] (default: use /usr/local/cuda when present), --without-cuda.
 # Defines VCCL_HAVE_CUDA to 0 or 1; substitutes CUDA_CPPFLAGS, CUDA_LDFLAGS, CUDA_LIBS, NVCC.
 AC_DEFUN([VCCL_CHECK_CUDA], [

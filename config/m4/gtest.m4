@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_GTEST: GoogleTest from Debian's libgtest-dev (headers and static libraries). Unit tests are
 # built only when it is found.
 AC_DEFUN([VCCL_CHECK_GTEST], [

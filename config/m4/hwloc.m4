@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_HWLOC: hwloc 2.x (required), pkg-config hwloc or --with-hwloc=DIR.
 AC_DEFUN([VCCL_CHECK_HWLOC], [
   AC_ARG_WITH([hwloc], [AS_HELP_STRING([--with-hwloc=DIR], [hwloc installation])], [], [with_hwloc=check])

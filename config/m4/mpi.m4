@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_MPI: --with-mpi[=DIR] (default: use mpicc from PATH when found). Builds libvccl_mpi, the MPI
 # bootstrap, vccl-perf's --baseline mpi and the multi-rank tests. Defines VCCL_HAVE_MPI 0/1.
 AC_DEFUN([VCCL_CHECK_MPI], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_OMPI: Open MPI devel headers (ompi/mca/coll/coll.h) for the coll_vccl component; --with-ompi=DIR
 # names the Open MPI include directory. Defines VCCL_HAVE_OMPI_DEVEL 0/1.
 AC_DEFUN([VCCL_CHECK_OMPI], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_PANDOC: pandoc regenerates man pages from their Markdown sources; optional, the nroff output is
 # shipped in man/.
 AC_DEFUN([VCCL_CHECK_PANDOC], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_PMPI: the PMPI interposition library (coll_vccl/pmpi, libvccl-pmpi.so), built once per MPI
 # flavour found, since Open MPI and MPICH differ in ABI (MPI_Comm is a pointer in one, an int in the other):
 #   openmpi  from --with-mpi's mpicc (VCCL_CHECK_MPI) when that is Open MPI

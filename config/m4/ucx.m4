@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_UCX: UCX (required). --with-ucx=DIR or pkg-config ucx.
 AC_DEFUN([VCCL_CHECK_UCX], [
   AC_ARG_WITH([ucx], [AS_HELP_STRING([--with-ucx=DIR], [UCX installation (default: pkg-config ucx)])], [], [with_ucx=check])

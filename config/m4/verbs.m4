@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # VCCL_CHECK_VERBS: libibverbs (optional) for port events and counters. Defines VCCL_HAVE_VERBS 0/1.
 AC_DEFUN([VCCL_CHECK_VERBS], [
   AC_ARG_WITH([verbs], [AS_HELP_STRING([--with-verbs], [use libibverbs (default: when found)])], [], [with_verbs=check])

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # LOG_COMPILER of the ASan unit-test run (contrib/ci/sanitizers.sh): runs one test program with
 # $VCCL_ASAN_PRELOAD prepended to LD_PRELOAD. hwloc dlcloses its PCI plugin (and libpciaccess) before exit,
 # which leaves their leaks with no module name for contrib/ci/lsan.supp to match; preloading the plugin keeps

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds vccl under a sanitizer in BUILD_DIR and runs the tests that make sense there:
 #   contrib/ci/sanitizers.sh asan|tsan BUILD_DIR
 # asan: AddressSanitizer + UndefinedBehaviorSanitizer (-fno-sanitize-recover: a finding fails its test), with

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Summarises a test run: summarize-tests.sh [BUILDDIR...] (default: the current directory).
 #
 # Reads every GoogleTest XML report in BUILDDIR/test-results/*.xml and automake's BUILDDIR/tests/**/*.trs, for

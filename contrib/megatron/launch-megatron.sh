@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # launch-megatron.sh COMMAND [ARGS...] - runs one Megatron-LM (or any torch.distributed "env://") rank on
 # vccl: derives the torch.distributed environment from the launcher and puts libvccl-nccl first.
 #

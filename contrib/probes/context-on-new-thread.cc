@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Which CUDA call makes GPU 0's primary context active on a thread that never used CUDA, in a process whose work
  * is on GPU 1. vccl makes its communicator's GPU current on such threads (a watchdog calling

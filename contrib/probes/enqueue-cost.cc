@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host time per enqueue of the CUDA calls a small direct send/recv makes, on one GPU with no peer: the copy
  * (cudaMemcpyAsync with either kind, the driver's cuMemcpyDtoDAsync and cuMemcpyAsync), stream memory operations

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Whether the host cost of enqueuing small copies scales with threads: if T threads, each on its own stream,
  * enqueue T times as many copies in the same time, helper threads could take the copies of small send/recv off

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What a copy-engine transfer, which takes no SMs, costs a GEMM running beside it. One process, two GPUs with
  * peer access, a bf16 GEMM (cuBLAS, fp32 accumulate) back to back on GPU 0 for a fixed window while plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A small device-to-device copy made by launching a one-node graph (its node's pointers set per copy with
  * cudaGraphExecMemcpyNodeSetParams1D) instead of cudaMemcpyAsync: host time per copy, the device's time per copy

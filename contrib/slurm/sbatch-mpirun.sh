@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # sbatch template: one rank per GPU launched by Open MPI's mpirun inside the allocation, each bound by
 # vccl-bind.sh (mpirun's own binding is off so that the GPU-local CPUs from vccl-info win).
 #   sbatch contrib/slurm/sbatch-mpirun.sh ./build/vccl-perf -b 8 -e 1G -f 2 -m cuda allreduce

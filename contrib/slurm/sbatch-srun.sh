@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # sbatch template: one rank per GPU launched by srun over PMIx, each bound by vccl-bind.sh.
 #   sbatch contrib/slurm/sbatch-srun.sh ./build/vccl-perf -b 8 -e 1G -f 2 -m cuda allreduce
 # Adjust the #SBATCH lines (nodes, GPUs per node, partition, time) to your cluster.

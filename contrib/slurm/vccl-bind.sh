@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # vccl-bind.sh COMMAND [ARGS...] - binds this rank to the GPU, NICs and CPUs that `vccl-info -t --json`
 # chose for its local rank, then execs COMMAND. Use it between the launcher and the program:
 #   srun ... vccl-bind.sh ./train      mpirun ... vccl-bind.sh ./train

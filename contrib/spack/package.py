@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Spack recipe for vccl. To use it, copy it into a Spack package repository of your own as
 # packages/vccl/package.py (`spack repo create`, then `spack repo add`), then e.g.
 #   spack install vccl +cuda +mpi +nccl ~ompi

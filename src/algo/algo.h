@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Algorithm registry. Each algorithm lives in its own file, exports one descriptor and is listed in a registry:
  * host algorithms (over the host transport, host memory and staged device memory) in algo/host/<collective>/ and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One operation of a call, as the API hands it over: validated, with memory types resolved. A collective (its
  * arguments in CollArgs) or one side of a send/recv. Outside a group an operation runs at once; inside one it is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * PreMulSum calls (comm/premul_ops.h): out = sum over ranks r of scalar_r * in_r.
  *

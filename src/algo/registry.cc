@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The algorithm registry: the list of every algorithm, the VCCL_ALGO override, and the default choice by
  * message size and rank count.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "algo/staged_layout.h"
 
 #include "transport/staging/staged_pieces.h"

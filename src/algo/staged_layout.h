@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Where a collective on device buffers staged through host memory puts its data: the copies between the
  * caller's device buffers and one pinned slot, and the host collective that runs on the slot between them,

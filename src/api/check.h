@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Argument checks shared by the API entry points. Each failure names the function and the argument. */
 #ifndef VCCL_API_CHECK_H_
 #define VCCL_API_CHECK_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collective and point-to-point entry points: argument checks, then hand-over to comm/enqueue. */
 #include "api/check.h"
 #include "comm/enqueue.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator entry points: argument checks and mapping to comm/, nothing else. */
 #include <mutex>
 #include <string>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Error strings, last error, version. */
 #include "comm/comm.h"
 #include "core/log.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory entry points: vcclMemAlloc/vcclMemFree (device/mem_alloc.h) and buffer registration
  * (transport/cuda_ipc/registrations.h). */
 #include <cstdint>

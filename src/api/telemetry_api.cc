@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Telemetry entry points: argument checks and mapping to telemetry/, nothing else. */
 #include <memory>
 #include <mutex>

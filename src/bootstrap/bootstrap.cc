@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Default collectives of Bootstrap, written once over send/recv so that every implementation (TCP, subsets)
  * gets them; MPI overrides them with MPI's own. They are for small control data: latency matters little,

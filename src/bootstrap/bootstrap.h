@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bootstrap: the small, slow, reliable channel ranks use to find each other and exchange addresses before
  * the data path exists. Two implementations: tcp/ (unique id) and mpi/ (over an MPI communicator).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "bootstrap/external_bootstrap.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A Bootstrap over the functions of an external bootstrap (vcclBootstrap_t in vccl.h): how vcclCommInitBootstrap,
  * and through it vcclCommInitMPI, plug a channel of the caller's into the communicator.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * SubsetBootstrap: the bootstrap of a split communicator, routed over its parent's connections.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The communicator: its identity and bootstrap, the host path (transport, settings, algorithm choice), the device
  * path (exec/device_path.h: everything device memory uses, owned there), telemetry, PreMulSum ops, and the lifecycle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator creation over a bootstrap, split, destroy and abort. */
 #include <unistd.h>
 

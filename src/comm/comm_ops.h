@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Communicator operations behind the API: split, destroy/abort, and running collectives and p2p. */
 #ifndef VCCL_COMM_COMM_OPS_H_
 #define VCCL_COMM_COMM_OPS_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Live communicator handles: the API checks membership so a destroyed communicator gives vcclInvalidUsage
  * instead of a use-after-free. */
 #include <mutex>

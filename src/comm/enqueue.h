@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Dispatch: a call's operations (algo/op.h), as the API hands them over, run now or kept for the group's end; each
  * collective goes to a device algorithm (algo/device/), to staging around a host algorithm, or to a host algorithm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vcclGroupStart / vcclGroupEnd: a per-thread list of operations issued together at the outermost end. */
 #ifndef VCCL_COMM_GROUP_H_
 #define VCCL_COMM_GROUP_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "comm/idle_progress.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Background progress of a communicator's transport while no operation runs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A peer that gave up a direct device transfer with this rank: how the communicator learns of it (IpcP2p's reads of
  * the FAIL words), what it records (vcclRemoteError), and the device-path telemetry records that wait for such a
  * read before they count as data moved (telemetry/device_flows.h). */

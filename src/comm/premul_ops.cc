@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "comm/premul_ops.h"
 
 #include <cstring>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * PreMulSum ops (vcclRedOpCreatePreMulSum, NCCL's ncclRedOpCreatePreMulSum): out = sum over ranks r of
  * scalar_r * in_r. A communicator keeps a table of the ops it created; op values from vcclNumOps on index it. How a

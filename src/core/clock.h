@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Monotonic clocks for deadlines and telemetry. */
 #ifndef VCCL_CORE_CLOCK_H_
 #define VCCL_CORE_CLOCK_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The settings that decide how a communicator's collectives cut their messages and pick their algorithms; read
  * from VCCL_* variables at creation and agreed by the ranks (comm/comm_init.cc). */
 #ifndef VCCL_CORE_COLL_SETTINGS_H_

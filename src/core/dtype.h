@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Datatypes and reduction ops: fp16/bf16 conversions; sizes, names and validity come from core/names.h. */
 #ifndef VCCL_CORE_DTYPE_H_
 #define VCCL_CORE_DTYPE_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The only code in vccl that reads VCCL_* environment variables (see env_defs.h). */
 #include "env.h"
 

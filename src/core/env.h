@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The environment-variable registry: typed, cached access to the variables declared in env_defs.h. */
 #ifndef VCCL_CORE_ENV_H_
 #define VCCL_CORE_ENV_H_

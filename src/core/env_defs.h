@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The one list of vccl's environment variables. Each is declared here once, with its type, default and a
  * one-line description; env.cc is the only code that reads them, vccl-info -c prints this table and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Short sleeps that last about what they ask for. Linux lets a thread's sleep end anywhere within its timer slack
  * after the time asked (50 us by default), so a wait that sleeps 5-10 us between polls would sleep up to 60 us. */
 #ifndef VCCL_CORE_FINE_SLEEPS_H_

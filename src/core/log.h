@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Logging: VCCL_DEBUG selects the level, VCCL_DEBUG_SUBSYS the subsystems, VCCL_DEBUG_FILE the file. */
 #ifndef VCCL_CORE_LOG_H_
 #define VCCL_CORE_LOG_H_

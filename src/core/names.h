@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Data types and reduction operations: validity, sizes and names. One table for the library and the tools:
  * this code is pure and stateless and lives in libvccl_util, which libvccl_core embeds and the tools that see
  * only the public API (vccl-perf) link directly. */

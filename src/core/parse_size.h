@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The size parser of the library (VCCL_* size variables) and of the tools' options (vccl-perf -b/-e/-i,
  * vccl-diag --bytes). Pure and stateless: in libvccl_util with core/names.h. */
 #ifndef VCCL_CORE_PARSE_SIZE_H_

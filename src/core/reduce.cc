@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host reductions. The type and op are resolved once per call (one switch), then a template loop runs with
  * no branch per element so the compiler can vectorise it. Integer arithmetic is done in the unsigned type

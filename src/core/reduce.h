@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host reductions for every datatype and op. fp16/bf16 are computed in float and rounded once per call. */
 #ifndef VCCL_CORE_REDUCE_H_
 #define VCCL_CORE_REDUCE_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Host memory reused across operations: blocks handed out for one operation, kept for the next. */
 #ifndef VCCL_CORE_SCRATCH_ARENA_H_
 #define VCCL_CORE_SCRATCH_ARENA_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Status helpers: vcclResult_t is the one status type inside vccl too. */
 #ifndef VCCL_CORE_STATUS_H_
 #define VCCL_CORE_STATUS_H_

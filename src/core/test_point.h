@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Test points: the few places where the tests inject a fault or observe what the library did. The test library
  * (src/testing/, linked only by test programs, never installed) defines vccl_test_point; in every other process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Stream-ordered copies and stream joins of the device paths: device to device, device to host and back (the
  * synchronous staging path's, which wait for their stream), a read of device bytes for the host, and one stream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* A scope that makes a communicator's GPU current, leaving the calling thread as it found it. CUDA builds only. */
 #ifndef VCCL_DEVICE_DEVICE_SCOPE_H_
 #define VCCL_DEVICE_DEVICE_SCOPE_H_

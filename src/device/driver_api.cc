@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "config.h"
 
 #if VCCL_HAVE_CUDA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CUDA driver entry points vccl calls, in one table looked up once through the runtime
  * (cudaGetDriverEntryPointByVersion, the CUDA 12.0 version of each): vccl links no libcuda, so it loads where no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Memory types and streams. Without CUDA every pointer is host memory and only the NULL stream exists. */
 #ifndef VCCL_DEVICE_MEMORY_H_
 #define VCCL_DEVICE_MEMORY_H_

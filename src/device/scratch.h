@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Device scratch memory a communicator reuses across operations (reduction slots mapped by peers, copies read
  * only here). */
 #ifndef VCCL_DEVICE_SCRATCH_H_

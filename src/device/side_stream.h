@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A communicator's second stream, for device work of one call that may run beside the call's transfers on the
  * caller's stream: the reduction kernel of one piece of a pipelined reduction while the next piece moves, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The order of a communicator's device work across the caller's streams, and its teardown once that work has
  * run. */
 #ifndef VCCL_DEVICE_STREAM_ORDER_H_

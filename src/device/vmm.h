@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA virtual memory management (VMM) for vcclMemAlloc: physical memory made with cuMemCreate, exportable as
  * a POSIX file descriptor, mapped into a reserved address range. Unlike cudaMalloc memory it can be shared

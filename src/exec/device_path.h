@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The device part of a communicator: everything its operations on device memory use, owned here (the
  * communicator holds one, comm/comm.h). Set up by comm_init, torn down by comm_destroy, used under the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "exec/p2p_batch.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The executor: runs one communicator's batch of sends and receives over the transports that reach each peer
  * (transport/stream_transport.h), the direct GPU path first, host staging for what it leaves. Used for the API's

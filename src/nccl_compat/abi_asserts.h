@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * abi_asserts.h - compile-time proof that libvccl-nccl's NCCL ABI (nccl_abi.h, included inside namespace
  * `ours` with VCCL_NCCL_ABI_TYPES_ONLY) and vccl's own enums (vccl.h) match the real nccl.h.

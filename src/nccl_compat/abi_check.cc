@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Compile-time ABI check of libvccl-nccl against the real nccl.h, when the build can see one (the CUDA
  * include directory often carries it). The library never includes nccl.h otherwise and never links NCCL.

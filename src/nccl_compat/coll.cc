@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: collectives, point-to-point and groups. Datatypes and operations have the same values in
  * NCCL and vccl (abi_asserts.h proves it); what vccl lacks (FP8, PreMulSum operations, group simulation)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: communicators. Each ncclComm_t wraps a vccl communicator and remembers the CUDA device
  * that was current at init (ncclCommCuDevice). ncclConfig_t maps onto vcclConfig_t: blocking, maxCTAs,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl internals: the NCCL communicator wrapper and the helpers the entry points share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* libvccl-nccl: result codes, error strings, last error, version, datatype and operation mapping. */
 #include <cstdarg>
 #include <cstdio>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: ncclGroupStart/ncclGroupEnd, and communicators created inside a group.
  *

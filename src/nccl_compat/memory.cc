@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: memory. ncclMemAlloc/ncclMemFree and ncclCommRegister/ncclCommDeregister are vccl's
  * (vcclMemAlloc: CUDA IPC exportable device memory in whole 2 MiB blocks; registration caches a buffer's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nccl_abi.h - the NCCL 2.x C API as libvccl-nccl.so.2 implements it: types, enum values and the
  * ncclConfig_t layout of NCCL 2.28 (nccl.h), written out here so that building needs no NCCL.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "telemetry/device_flows.h"
 
 #include <cstdint>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Flow telemetry of the device path (telemetry::kDevicePath): the transfers between GPUs of one host that never
  * touch the host transport: copy-engine transfers into a peer's buffer, the staging FIFO, and the low-latency and

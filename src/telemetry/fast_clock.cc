@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FastClock: see fast_clock.h. */
 #include "telemetry/fast_clock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CLOCK_MONOTONIC nanoseconds for the telemetry hot path, read from the TSC where that is safe.
  *

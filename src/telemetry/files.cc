@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * VCCL_TELEMETRY_DIR: each rank appends its ring's records to DIR/vccl-JOB-HASH-RANK.csv and .jsonl. The
  * flusher thread is just another ring reader: it never slows the data path, and records the ring

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The telemetry ring's memory layout, shared by the library (writer) and vccl-telemetry (reader). One ring
  * per rank and communicator, in shared memory (/dev/shm/vccl-JOB-HASH-RANK) or private memory:

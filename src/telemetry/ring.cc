@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The telemetry ring: creation in shared or private memory, and lock-free reading. */
 #include "telemetry/ring.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The telemetry ring (layout in format.h): RingWriter creates and fills one, RingReader attaches to one by
  * path (a tool, a test, the file flusher) and copies out consistent records and path counters.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Flow telemetry: per-path state, ring publication, path events. Files are in files.cc. */
 #include "telemetry/telemetry.h"
 

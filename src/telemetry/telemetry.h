@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Flow telemetry of one communicator on one rank: per path (peer, path index) each transfer's post and
  * completion time, bytes, direction and collective; a sliding window over the last W completions per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Sliding window over the last W completions of one path and direction: the current bandwidth.
  *

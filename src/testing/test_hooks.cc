@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The test library: answers libvccl's test points (core/test_point.h) from what the tests asked for through
  * testing/test_hooks.h. State per communicator, keyed by its address (libvccl never frees a communicator object,

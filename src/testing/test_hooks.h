@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The test library's interface: what a test asks of libvccl through its test points (core/test_point.h). Linked
  * only by test programs (libvccl_testing, never installed); libvccl itself exports none of this. Requests apply to

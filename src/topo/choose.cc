@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Rail choice: primary NIC, backup NIC and proxy CPUs for each GPU (or for the process on hosts without
  * GPUs), then the user's overrides.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Path classification between PCI devices, the way `nvidia-smi topo -m` reports it.
  *
  * hwloc shows every PCIe port as a bridge: a switch appears as its upstream port with one bridge per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Path classes between hwloc PCI objects (the rules of `nvidia-smi topo -m`). Internal to src/topo. */
 #ifndef VCCL_TOPO_CLASSIFY_H_
 #define VCCL_TOPO_CLASSIFY_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpulist text <-> hwloc bitmaps. hwloc's own list parser accepts more than a cpulist (infinite ranges,
  * stray characters), so the text is checked here first: a malformed VCCL_PROXY_CPUS must not pin the
  * proxy thread somewhere unexpected. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpulists ("0-15,32-47", the syntax of taskset -c and /sys/.../cpulist) to and from hwloc bitmaps. */
 #ifndef VCCL_TOPO_CPULIST_H_
 #define VCCL_TOPO_CPULIST_H_

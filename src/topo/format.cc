@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Text and JSON views of a Topology and rail choices (vccl-info -t). The text matrix follows
  * `nvidia-smi topo -m` so users can compare the two side by side. */
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topo_load: hwloc discovery (live machine or VCCL_TOPO_FILE) of GPUs, NICs, NUMA nodes and PCIe
  * switches, and the path matrices between them. hwloc is released before returning: Topology is plain
  * data, so choices and tests never depend on hwloc object lifetimes. */

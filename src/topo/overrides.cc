@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The override variables are lists because one value serves every rank of a node: local rank i takes
  * entry i mod length. A malformed entry is an error, not a warning: silently ignoring the user's device
  * choice would put traffic on a rail they meant to avoid. */

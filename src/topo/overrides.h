@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Parsing of the per-local-rank overrides VCCL_NET_DEVICES, VCCL_BACKUP_NET_DEVICES, VCCL_PROXY_CPUS. */
 #ifndef VCCL_TOPO_OVERRIDES_H_
 #define VCCL_TOPO_OVERRIDES_H_

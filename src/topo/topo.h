@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Topology: what the node looks like (GPUs, NICs, NUMA nodes, PCIe switches), how far apart the devices
  * are, and which NICs and cores each local rank should use.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * A batch of sends and receives over the host transport: every receive posted, then every send, then all of
  * them waited for, so that peers may post in any order. Host memory only (the staged path copies device buffers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The one interface of the transports that move a batch of sends and receives with the peers they reach: "move
  * these bytes to that peer, ordered on this stream". The executor (exec/p2p_batch.h) hands a batch to each in turn,

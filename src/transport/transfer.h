@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * One send or receive with one peer, as every layer below the communicator speaks of it: the API's vcclSend and
  * vcclRecv, the transfers the device collectives are made of, and what the transports carry. Device memory is

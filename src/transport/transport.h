@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Transport: nonblocking tagged messages between the ranks of one communicator. The UCX implementation
  * (ucx/) is the data path between processes; the interface leaves room for a second path per peer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_mpi_device: MPI_Allreduce on cudaMalloc buffers through the coll/vccl component, against what a
  * program does on an Open MPI that is not CUDA-aware: cudaMemcpy device->host, MPI_Allreduce on host

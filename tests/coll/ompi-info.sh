@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ompi_info lists the five MCA parameters of coll/vccl (it honours only the environment variable).
 set -u
 : "${top_builddir:=$(cd "$(dirname "$0")/../.." && pwd)}"

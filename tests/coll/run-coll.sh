@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run-coll.sh NP MODE [extra mpirun args]: runs test_coll on NP ranks with the coll/vccl component loaded.
 #   MODE vccl      coll_vccl_host=1: host buffers go through vccl; the log must show a vccl communicator
 #                  created on first use on every rank, calls through vccl, and teardown in MPI_Finalize

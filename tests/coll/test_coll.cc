@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_coll.cc - MPI collectives checked against values computed locally (an independent reference).
  *

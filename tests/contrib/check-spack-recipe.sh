@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks contrib/spack/package.py without Spack (check-spack-recipe.sh [RECIPE]): check_spack_recipe.py runs
 # the recipe against a stub of Spack's package API for every combination of its variants and checks each
 # configure option it produces against `configure --help` of the source tree (or, where configure has not

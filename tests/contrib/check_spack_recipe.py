@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Checks a Spack recipe (contrib/spack/package.py) without Spack.
 
     check_spack_recipe.py RECIPE (--configure SCRIPT | --m4 CONFIGURE_AC [M4_FILE...])

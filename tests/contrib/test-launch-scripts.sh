@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Tests of the launch recipes: contrib/megatron/launch-megatron.sh, contrib/slurm/vccl-bind.sh and
 # the two sbatch templates. Each case runs a script with the environment a launcher would give it and checks
 # what the launched program sees (a probe that prints its environment and CPU affinity):

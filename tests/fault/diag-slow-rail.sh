@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # vccl-diag sweep names a slow rail: 3 ranks, each in a network namespace of its own with one veth 'rail0'
 # to a bridge in a fourth namespace (a switch), 10.77.0.1-3/24. Rank 2's rail0 is shaped to 200 Mbit/s with
 # tbf, so the links 2 -> 0 and 2 -> 1 are slow (tbf shapes what a device sends). The sweep must flag

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (f) Repeated failover: 10 faults alternating between the rails, each taking down the rail in use for 150 ms
 # (then 150 ms to reconnect). Nothing lost, no error, stalls within the limit. Most faults are a real switch;
 # not all: a rail that keeps dropping is reconnected only when the other one fails (the hold against

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (g) The backup fails while it carries the traffic. With VCCL_FAILBACK=0 traffic stays on rail1 after rail0
 # is repaired; then rail1 drops every packet for 3 s (link up: only the ack timeout finds it). One rank finds
 # the silence and moves to rail0, the other follows on its RESUME. Both must close rail1: UCX receives matched

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (b) Silent loss: rail0 stays up but drops every packet for 3 s (found only by the ack timeout).
 . "$(dirname "$0")/fault-common.sh"
 vf_require_failover

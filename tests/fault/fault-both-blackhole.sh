@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Both rails silently dead for good (links up, every packet dropped): no link event, no endpoint error, the
 # probe of the other path is never answered. Operations must end with vcclRemoteError within
 # VCCL_PEER_TIMEOUT_MS of the silence, not at VCCL_OP_TIMEOUT_MS (10 minutes), and the processes must exit.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (e) Both rails down for good: operations must end with vcclRemoteError within VCCL_PEER_TIMEOUT_MS, no hang,
 # and the processes must exit promptly.
 # Set before fault-common.sh gives it its default of 10 s: a short limit keeps the test short.

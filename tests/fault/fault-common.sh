@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/fault/fault-common.sh - sourced (bash) by the fault-*.sh tests and contrib/bench-fault.sh.
 #
 # vf_start DURATION_S [MODE]   sets up the namespaces, starts fault_worker on VF_NRANKS ranks (default 2; more

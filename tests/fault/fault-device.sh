@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (a) on device memory: rail0 down for 3 s, then up, while both ranks run allreduce and send/recv on cudaMalloc
 # buffers (GPU 0) with VCCL_P2P_DIRECT=0, so the data crosses the rails through vccl's host staging as between
 # two nodes. Nothing lost, no error. Skips (77) without a GPU or a CUDA build.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (d) rail0 flapping: down and up every 200 ms for 10 s, then stable. Nothing lost, no error.
 . "$(dirname "$0")/fault-common.sh"
 vf_require_failover

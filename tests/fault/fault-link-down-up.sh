@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (a) Port down on rail0 for 3 s, then up: traffic must move to rail1 and back, nothing lost, no error.
 . "$(dirname "$0")/fault-common.sh"
 vf_require_failover

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (a) with 3 ranks on switched rails: rank 0's rail0 port down for 3 s, then up. Ranks 1 and 2 keep seeing
 # their own rail0 up: their paths to rank 0 must follow rank 0 to rail1 (the peer's switch, or the ack
 # timeout) while 1 <-> 2 may stay on rail0. Nothing lost, no error.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # (c) rail0 throttled to 100 Mbit/s for 3 s: slower, never wrong, no error.
 . "$(dirname "$0")/fault-common.sh"
 vf_start 8 || { vf_finish; vf_check ok; }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fault_worker: the MPI program the link fault tests and contrib/bench-fault.sh run on 2 ranks.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/fault/netns.sh - network namespaces with two rails between two ranks, and link faults on them.
 # Sourced (bash) by the fault tests and contrib/bench-fault.sh; needs root and iproute2 (ip, tc).
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Builds the libFuzzer targets of tests/fuzz/ with clang++ -fsanitize=fuzzer,address,undefined, compiling the
 # vccl sources they need directly (no libtool, no configure): build.sh [OUTDIR] (default: build-fuzz/).
 # Needs clang++ with libFuzzer (Debian: clang, libclang-rt-14-dev) and libhwloc-dev.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: the VCCL_ALGO parser (vccl::algo_parse_override in src/algo/algo.h). The first input byte
 // picks the error buffer's size (0-255 bytes: truncation of long messages must stay inside it), the rest is
 // the value.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: the environment-variable parsers (src/core/env.h parse_int, parse_bool, parse_size).
 #include <cstddef>
 #include <cstdint>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: the topology overrides (src/topo/overrides.h: VCCL_NET_DEVICES and
 // VCCL_BACKUP_NET_DEVICES lists, VCCL_PROXY_CPUS cpulists) and the cpulist normaliser under them.
 #include <cstddef>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: topology loading from an hwloc XML file (vccl::topo_load with TopoOptions::xml_file, as
 // VCCL_TOPO_FILE does). The input is written to a file first; hwloc itself is not instrumented, vccl's walk over
 // what hwloc built (GPUs, NICs, NUMA nodes, switches, path classes) is. Then the rail choice runs on the result.

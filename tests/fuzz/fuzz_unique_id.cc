@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: vccl::uid::decode (the bytes of a vcclUniqueId, which users pass around by any means).
 // Each input is decoded as given, then again with its checksum fixed so that the fuzzer gets past it; an id
 // that decodes must encode back to the same 128 bytes.

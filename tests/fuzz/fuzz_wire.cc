@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libFuzzer target: the TCP bootstrap's wire format (src/bootstrap/tcp/wire.h, protocol.h). The root and the
 // ranks read fixed-size records from the network with wire::Reader: a hello (52 bytes), a reply (16), a peer
 // preamble (32), a message header (16) and the address table (20 bytes per rank). This target reads the input

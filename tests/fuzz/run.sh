@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs every fuzz target built by build.sh for a short time: run.sh [OUTDIR] (default: build-fuzz/).
 #   FUZZ_SECONDS  per target (default 25), FUZZ_TARGETS  which ones (default: all built).
 # Each target starts from tests/fuzz/corpus/<target>/ (read only; new inputs go to OUTDIR/corpus/<target>/)

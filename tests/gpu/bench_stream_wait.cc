@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* How late a call that waits for its stream returns (src/device/memory.cc, stream_synchronize_watching): a
  * kernel keeps the stream busy for T (plus 0-100 us chosen at random each time, so that where the kernel ends
  * between two polls varies), then a host-memory allreduce on that stream (which waits for the stream before it

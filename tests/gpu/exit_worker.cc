@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* One job of the exit test (tests/gpu/np2_shared_gpu_exit.sh): each rank aborts its communicator with device
  * work still queued behind a blocked stream, so that the abort hands the communicator's GPU state (peer
  * mappings, flag memory, scratch) to a teardown thread that waits for that work. The process then exits while

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Kernels of the device-memory tests (gpu_kernels.cu), behind plain C++ declarations so that test_gpu.cc
  * compiles with the host compiler. */
 #ifndef VCCL_TESTS_GPU_GPU_KERNELS_H_

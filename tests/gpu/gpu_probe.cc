@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Says whether this machine has a usable CUDA device: prints what it found, exits 0 when at least one
  * device answers and 1 otherwise (tests/gpu/run-gpu-test.sh turns that into a skip). */
 #include <cuda_runtime_api.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Helpers shared by the device-memory test files (test_gpu.cc, test_gpu_streams.cc, test_gpu_async.cc):
  * buffers with guard zones, streams, this rank's GPU and communicator. Inline, in a named
  * namespace, so that every file shares one communicator (gpu_comm's). */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: test_gpu on 2 ranks, one GPU each when there are two.
 # GpuFailure.DestroyReleasesSenderAfterOpTimeout waits this long for a peer that never comes.
 VCCL_OP_TIMEOUT_MS=${VCCL_OP_TIMEOUT_MS:-8000}

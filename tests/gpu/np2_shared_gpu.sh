@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: test_gpu on 2 ranks sharing GPU 0.
 VTEST_GPU_SHARE=1
 export VTEST_GPU_SHARE

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: processes that exit right after vcclCommAbort left device work pending, so
 # that the abort's teardown thread is waiting for the stream, or freeing the communicator's GPU state, while the
 # process exits and CUDA tears itself down (tests/gpu/exit_worker.cc). Every job must exit 0, without a crash or

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: the staging FIFO's tests on 2 ranks sharing GPU 0 with the FIFO switched on
 # (it is off by default: on 2x H200 it made small send/recv slower, docs/PERFORMANCE.md).
 VTEST_GPU_SHARE=1

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: the reduction, PreMulSum and data movement (AllGather, Broadcast, AlltoAll)
 # tests and the low-latency kernels' failure tests on 2 ranks sharing GPU 0 with VCCL_ALLREDUCE_LL_BYTES set (the
 # low-latency collectives are off where ranks share a GPU unless it is set: gpu_test_util.h turns the test hook on

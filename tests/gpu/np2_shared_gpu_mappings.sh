@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: the direct path on 2 ranks sharing GPU 0 with room for more receive buffers
 # per peer than the default (VCCL_P2P_MAX_MAPPINGS): many receive buffers behind a blocked stream, where no
 # mapping is let go (np2_shared_gpu.sh runs the same test with the default, where they are).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: vccl-perf -m cuda with each --alloc (cudaMalloc, vcclMemAlloc, VMM made
 # as PyTorch's expandable segments make it) on 2 ranks sharing GPU 0: sendrecv and allreduce from 12 bytes to
 # 48 MiB (buffers across several 20 MiB VMM allocations), every result verified (-c 1: exit 1 on a wrong

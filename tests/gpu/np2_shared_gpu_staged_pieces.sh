@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: the staged device suites (as np2_shared_gpu_staged.sh) with collectives cut
 # into pieces of 2 KiB (VCCL_STAGING_CHUNK_BYTES), so every count of the collective sweeps above two KiB (columns
 # of every rank's block for AllGather, ReduceScatter, AlltoAll) runs as many pieces, each a part of the staged

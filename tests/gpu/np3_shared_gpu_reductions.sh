@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/gpu/Makefile.inc: the device collectives on 3 ranks sharing GPU 0. With 2 ranks a + b == b + a,
 # so only 3 or more can show a reduction order that differs between ranks (GpuReductionBits); 3 ranks also
 # give blocks of unequal sizes, and PreMulSum a middle rank whose own block splits the scaled copy in two.

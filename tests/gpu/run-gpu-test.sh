@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a device-memory test program under mpirun when a GPU is usable: run-gpu-test.sh NP BINARY [args...]
 # Without one it prints why and exits 77, which automake counts as skipped (CI machines have no GPU).
 here=$(dirname "$0")

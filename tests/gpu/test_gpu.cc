@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests (run by `make check-gpu` on a GPU machine; tests/gpu/run-gpu-test.sh skips them
  * where no GPU is usable):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests of the calling thread never waiting for the device (part of tests/gpu/test_gpu;
  * test_gpu.cc lists them all): with a kernel blocking the stream on a host flag every call returns at once, on

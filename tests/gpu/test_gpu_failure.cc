@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests of a peer that fails (part of tests/gpu/test_gpu; test_gpu.cc lists them all): a rank
  * that gives a direct transfer up after the descriptors were exchanged, or in the exchange, tells its peer,

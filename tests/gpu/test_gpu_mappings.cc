@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests of the direct path's mappings of peers' receive buffers shared by several communicators
  * of one process (part of tests/gpu/test_gpu; test_gpu.cc lists them all). A framework has one communicator

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests (part of tests/gpu/test_gpu) of PreMulSum ops, of which collectives take the one-kernel
  * path, and of in-place exchanges queued back to back:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests of stream order (part of tests/gpu/test_gpu; test_gpu.cc lists them all): a slow kernel
  * writes the send buffer right before vcclSend and a kernel reads the receive buffer right after vcclRecv with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device-memory tests (part of tests/gpu/test_gpu) of flow telemetry on the device path (telemetry/device_flows.h), as
  * vcclCommGetTelemetry shows it: path 2 of each peer counts a ring exchange of 1 MiB (copy engines), a small

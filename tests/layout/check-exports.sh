@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The libraries export what their interface names and nothing else (docs/ARCHITECTURE.md): libvccl.so the vccl*
 # functions of vccl.h, libvccl_mpi.so vcclCommInitMPI, the NCCL shim nccl* and pnccl*, the interposers MPI_*
 # functions. Version nodes (absolute symbols) are not exports. Run from the build directory.

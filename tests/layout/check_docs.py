@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The repository speaks of the product only, and its documents point at files that exist:
   - no text file names a numbered run, a working session, an ordinal "Nth session", an issue number, or the
     gpu-carry folder of scripts that never were in the repository;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The layering of src/ (docs/ARCHITECTURE.md): every #include "layer/..." of a file under src/<layer>/ must name a
 layer that <layer> may use, and MPI, CUDA, UCX and verbs headers appear only in their folders. Prints every
 violation with its file and line; exit status 1 when there is one."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Small files with one job (docs/CONTRIBUTING.md): no source file under src/ over MAX_FILE lines and no function
 over MAX_FUNCTION lines. Functions are found by their braces: a line that ends a signature with `{` opens one,
 and its matching `}` closes it. Prints each offender; exit status 1 when there is one."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * GoogleTest main for MPI programs (tests/mpi/).
  *

@@ -1,3 +1,4 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: test_p2p on 1 rank(s).
 exec "$(dirname "$0")/run-mpi-test.sh" 1 "${top_builddir:-.}/tests/mpi/test_p2p" "$@"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: vccl-perf --cpu on 2 ranks, host memory, with the MPI baseline and with the
 # telemetry-off pairing. The table gets the two processor-use columns per side; the JSON has cpu_pct and
 # other_threads_cpu_pct for out_of_place, in_place and the baseline, each in range: the process's share

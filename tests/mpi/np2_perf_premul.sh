@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: vccl-perf -o premulsum on 2 ranks, host memory, against the MPI baseline:
 # AllReduce, Reduce and ReduceScatter run with a PreMulSum op of scalar 1, every size verified (-c 1: 0 wrong
 # elements), and the header names the op (a scalar of 1 gives sum's results: tests/mpi/test_premul.cc checks the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: vccl-perf --baseline telemetry-off on 2 ranks, host memory. The measured
 # communicator follows VCCL_TELEMETRY: on by default, off with VCCL_TELEMETRY=0, which makes the run the
 # control of contrib/bench-telemetry.sh, and the header must say which (a version that forced telemetry on

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: vccl-diag sweep --json on 3 ranks (host memory, shared memory/loopback
 # transport). Checks the JSON against itself: a 3x3 matrix with an empty diagonal and positive links, the
 # median, the slowest link and rank, and slow links exactly those below fraction x median. The exit status

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: a 20-second soak (contrib/soak.sh, vccl-perf --soak) on 3 ranks: random
 # collectives, datatypes, ops and sizes, every result checked, communicator splits; fails on any wrong
 # element, error, any growth of open descriptors, or RSS growth above 64 MB per rank. The RSS limit is wider

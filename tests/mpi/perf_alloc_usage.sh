@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/mpi/Makefile.inc: vccl-perf --alloc and --stream-priority refuse what they cannot do, with
 # exit status 2 and a message that says what to change: an unknown allocator or priority, either without -m
 # cuda, a priority in soak mode. The allocators themselves need a GPU (tests/gpu/np2_shared_gpu_perf_alloc.sh).

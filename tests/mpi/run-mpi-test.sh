@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs a multi-rank test program under mpirun: run-mpi-test.sh NP BINARY [args...]
 #
 # - $MPIRUN (default: mpirun) with the project's fixed flags; a hard limit of $VCCL_TEST_HARD_TIMEOUT

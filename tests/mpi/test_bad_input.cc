@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bad input gets an exact error code, never a crash or a hang. Run at 2 ranks (works at any count >= 1;
  * the unmatched-send test needs 2).

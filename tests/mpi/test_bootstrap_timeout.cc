@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bootstrap timeout, under mpirun with 3 ranks: rank 0 creates a unique id and MPI_Bcasts it; ranks 0 and 1
  * call vcclCommInitRank(nranks=3) with VCCL_BOOTSTRAP_TIMEOUT=3, rank 2 never does. Ranks 0 and 1 must get

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Collectives across ranks: AllReduce, Broadcast (every root), Reduce (every root), AllGather,
  * ReduceScatter, AlltoAll for every datatype and op, many counts, out-of-place and in-place, on a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Communicator lifecycle: vcclCommSplit (colors, keys, VCCL_SPLIT_NOCOLOR, child outliving its parent), vcclCommShrink,
  * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, versions and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Point-to-point: vcclSend/vcclRecv inside vcclGroupStart/End with host buffers and NULL streams.
  * Ring exchange, all-to-all through p2p with peers posted in a random (rank-seeded) order, send/recv to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * PreMulSum (vcclRedOpCreatePreMulSum / vcclRedOpDestroy) on host memory: AllReduce, Reduce (first and last
  * root) and ReduceScatter of every datatype, counts 0 to 65537, in and out of place, every rank with its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Telemetry across ranks: vcclCommGetTelemetry reports the bytes that were sent and received; vccl-telemetry
  * top lists every rank's ring while the job runs; report, on the VCCL_TELEMETRY_DIR files, flags a slowed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Helpers shared by the multi-rank tests: communicator creation (MPI and TCP unique id), datatypes
  * (sizes, names, an independent fp16/bf16 encoder) and buffers with guard zones.

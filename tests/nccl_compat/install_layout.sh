@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/nccl_compat/Makefile.inc: the installed libvccl-nccl must never shadow NCCL. ldconfig names a
 # link after the SONAME of every lib*.so* file it scans, so a file of vccl's with SONAME libnccl.so.2 directly
 # in $libdir becomes $libdir/libnccl.so.2, found first by every program with $libdir in its search path.

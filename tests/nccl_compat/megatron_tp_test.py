@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Megatron-style tensor and sequence parallelism on torch.distributed (backend "nccl"), checked against the
 same model computed whole on each rank.
 

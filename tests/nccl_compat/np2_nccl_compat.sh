@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/nccl_compat/Makefile.inc: test_nccl_compat on 2 ranks. Rank 0 hands the NCCL unique id
 # to rank 1 through a file (the test links no MPI library; mpirun only launches it).
 dir=$(mktemp -d "${TMPDIR:-/tmp}/vccl-nccl-test.XXXXXX") || exit 99

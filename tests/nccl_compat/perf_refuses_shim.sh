@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Listed in tests/nccl_compat/Makefile.inc: vccl-perf --baseline nccl refuses vccl's own NCCL shim (same
 # SONAME libnccl.so.2), whether named with --nccl-lib or found first in LD_LIBRARY_PATH: taken as the baseline,
 # it made vccl's figures and "NCCL's" identical (2x H100, 2026-11-27). Exit status 2 and a message that names

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run_megatron_tp_test.sh [BUILD_DIR] - megatron_tp_test.py (Megatron-style tensor and sequence parallel MLP,
 # checked against the whole model on every rank) on 2 ranks, launched the way a Megatron-LM job is:
 # mpirun -np 2 contrib/megatron/launch-megatron.sh python3 megatron_tp_test.py. launch-megatron.sh derives

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run_torch_test.sh - torch_test.py (2 ranks) with libvccl-nccl preloaded, checked against a second run;
 # compares the DDP losses (relative tolerance VCCL_TORCH_RTOL, default 1e-4). Two modes:
 #   2 GPUs (torch sees at least 2 and VCCL_TORCH_SHARE_GPU is not 1): the vccl run on GPUs 0 and 1, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_nccl_compat: libvccl-nccl.so.2 as an NCCL program sees it. The library is dlopen'ed by path
  * ($VCCL_NCCL_LIB, default: the build tree's src/nccl_compat/libvccl-nccl.so.2), never linked, so the test

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """torch.distributed (backend "nccl") on libvccl-nccl: collective correctness and a tiny DDP run.
 
 Modes:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # mpi4py on CuPy arrays through the interposer of the MPI that mpi4py uses, 2 ranks (mpi4py_cupy.py).
 # Exits 77 (skipped) without a GPU, mpi4py or CuPy, or when mpi4py's MPI is not one configure built for.
 set -u

@@ -1,3 +1,4 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # test_pmpi_gpu under Open MPI on cudaMalloc buffers; skipped without a GPU (see run-pmpi.sh)
 exec "$(dirname "$0")/run-pmpi.sh" openmpi 2 device

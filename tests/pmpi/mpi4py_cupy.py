@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """mpi4py on CuPy arrays through libvccl-pmpi.so (run by gpu-mpi4py-cupy.sh under mpirun, with the
 interposer preloaded): each collective the interposer takes, on device arrays, checked against values
 computed here, and its route read from the test library (libvccl_testing, preloaded with the interposer). Prints one line per case on rank 0, then

@@ -1,3 +1,4 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # test_pmpi under MPICH, host buffers taken for device memory: the staging paths (see run-pmpi.sh)
 exec "$(dirname "$0")/run-pmpi.sh" mpich 3 asdev

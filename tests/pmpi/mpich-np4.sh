@@ -1,3 +1,4 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # test_pmpi under MPICH at 4 ranks, host buffers through vccl (see run-pmpi.sh)
 exec "$(dirname "$0")/run-pmpi.sh" mpich 4 host

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run-pmpi.sh FLAVOUR NP MODE [program args]: runs test_pmpi of FLAVOUR (openmpi or mpich) on NP ranks with
 # that flavour's libvccl-pmpi.so in LD_PRELOAD (of the ranks only, not of the launcher).
 #   MODE host    VCCL_PMPI_HOST=1: host buffers go through vccl where vccl can take them

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_pmpi: every collective libvccl-pmpi.so intercepts, called as a plain MPI program calls it, with
  * results checked against values computed here from each rank's known inputs (not by another MPI call).

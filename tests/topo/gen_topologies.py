@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the hwloc XML (format v2) topologies that tests/unit/test_topo.cc loads.
 
 The files are committed; rerun this script after changing a machine below and check each result with

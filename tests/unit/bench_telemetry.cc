@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What recording one transfer costs the thread that drives the transport (the target: telemetry on costs
  * <= 1% at >= 1 MiB and <= 3% at 8 B; figures in docs/PERFORMANCE.md, "Telemetry cost"). End-to-end comparisons

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * SimWorld: one mutex guards the whole mailbox (tests run a handful of ranks on a couple of cores; clarity
  * wins over scalability). A matched (message, receive) pair becomes a Delivery with a due time; progress()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An in-process Transport for tests: N ranks are N threads of one process sharing a mailbox.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # vccl-telemetry clean removes the ring that a killed process left in /dev/shm and keeps the ring of a live
 # one; top marks the first "dead" and points at clean. Runs in a private mount namespace with a /dev/shm of
 # its own where it can (root and unshare), so the host's rings are not touched; otherwise on /dev/shm, where

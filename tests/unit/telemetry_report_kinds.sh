@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # vccl-telemetry report compares host-transport links (paths 0 and 1, here 0.1-1 GB/s) with each other only, not
 # with device-path links (path 2, GPUs of one host, here 10-100 GB/s), and never flags a device-path link (its
 # bandwidth is a lower bound: records end when the host polls). Synthetic records: only the host link at 0.1 GB/s

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A telemetry ring on a full /dev/shm must fall back to private memory, not die of SIGBUS in the data path.
 # Runs test_telemetry's TelemetryShm cases in a private mount namespace whose /dev/shm is a 256 KiB tmpfs
 # (the host's /dev/shm is not touched). Needs root and unshare; skips (77) without them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Every registered algorithm, run on N threads over the in-process transport and checked against a
  * reference computed independently here: per-rank inputs come from a hash of (seed, rank, index), and the

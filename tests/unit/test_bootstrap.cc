@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Bootstrap tests: the unique id format, the TCP bootstrap with every rank a thread of this process, subset
  * bootstraps, the secret check, argument checks, abort and the timeout. Contents are always compared with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The chunked collectives' view of a low-latency word set (chunk_layout in src/device/kernels/chunked_collectives.h),
  * checked without a GPU over every set size the communicator can make (VCCL_ALLREDUCE_LL_BYTES 16K-8M, 2-64 ranks,

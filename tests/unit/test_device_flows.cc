@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Telemetry of the device path (telemetry/device_flows.h) against fake note words: which transfers are timed, that a
  * timed one stays outstanding until the stream's note for it (or a later one) is read, that kernel calls are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-diag's judgement, without MPI or hardware: the verdict on synthetic bandwidth matrices, PCIe link
  * parsing against a fake sysfs tree, and the path findings of synthetic telemetry rings. */
 #include <gtest/gtest.h>

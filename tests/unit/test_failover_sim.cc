@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * FailoverTransport over fake paths whose packets can be dropped silently (held and delivered after the
  * repair, as TCP retransmits) or whose endpoints can fail, two ranks driven from one thread. Scenarios found

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* FdChannel (transport/cuda_ipc/fd_channel.h): file descriptors passed between ranks of a host over Unix datagram
  * sockets, as the direct path does for vcclMemAlloc (VMM) buffers. Two or three channels in one process
  * stand for the ranks. */

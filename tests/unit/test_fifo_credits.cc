@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The staging FIFO's credit schedule (src/transport/cuda_ipc/fifo_credits.h), checked without a GPU: a sender and a
  * receiver advance in random interleavings, the sender blocking where wait_before() says, the receiver

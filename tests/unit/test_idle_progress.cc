@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* IdleProgress (comm/idle_progress.h): progresses the transport while the operation lock is free, never
  * while an operation holds it, and stops promptly. The fault tests cover what it is for (tests/fault:
  * fault-alternate hung when a rank waited in MPI_Allreduce while its peer needed an answer). */

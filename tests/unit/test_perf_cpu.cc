@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --cpu: CpuMeter against threads whose load is known. A thread that spins shows as busy, one that
  * sleeps as idle, and the split between the measuring thread and the others follows who spun. On a crowded
  * 2-core CI machine a spinning thread may get far less than a core, so the expected shares are not fixed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --concurrent-gemm's window arithmetic (src/tools/perf/gemm_window.cc): the GEMM work, the work up to
  * the tail's end and the idle time inside a transfer's window, from the GEMMs' event times. Hand-worked
  * timelines, then random ones against a reference that integrates the same quantities on a fine time grid. */

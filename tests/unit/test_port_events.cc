@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Verbs port events of the failover paths (src/transport/failover/port_events.h): the state each event
  * leads to, device-list parsing, and what happens where no RDMA device exists (CI). A real port going down
  * needs RDMA hardware: not covered here. */

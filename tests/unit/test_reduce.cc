@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host reductions against a scalar reference (every type x op, fp16/bf16 rounding, integer wrap, integer
  * average), block_range arithmetic, and VCCL_ALGO parsing.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Telemetry: window arithmetic on synthetic completions, the ring's seqlock protocol with a reader that
  * attaches and detaches while a writer thread runs, and Telemetry's per-path counters.

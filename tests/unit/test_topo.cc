@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* src/topo: discovery, path classes and rail choice on the hand-made machines of tests/topo/ (written by
  * tests/topo/gen_topologies.py), the overrides, and the live topology of whatever machine runs the test. */
 #include <gtest/gtest.h>

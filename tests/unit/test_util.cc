@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 // libvccl_util (src/core/names.h, src/core/parse_size.h): the type/op name table and the size parser that
 // the library and the tools share. Linked against libvccl_util alone: it needs nothing else of vccl.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the device algorithms share: building their transfers, the reduction scratch and its READY-free reuse,
  * reductions and local copies on the device, and the blocks of a call split across ranks.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Device algorithms: collectives on device buffers among the GPUs of one host, built from batches of direct
  * transfers (copy engines into the peers' buffers, ordered on the caller's stream by stream memory operations,

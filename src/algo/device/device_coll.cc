@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "algo/device/device_coll.h"
 
 #include "algo/device/common.h"

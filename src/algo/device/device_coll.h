@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Collectives on device buffers among the GPUs of one host: the entry the communicator's dispatch calls, which picks
  * a device algorithm (algo/device/device_algo.h) and runs it. */
 #ifndef VCCL_ALGO_DEVICE_DEVICE_COLL_H_

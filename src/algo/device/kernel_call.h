@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Collectives in one kernel launch: the low-latency kernel (device/kernels/ll_collectives.h) for messages up to
  * VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) a peer, and the chunked kernel (device/kernels/chunked_collectives.h) for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The copy-engine reductions the device algorithms share: every rank receives its block from each peer into the
  * reduction scratch and one kernel reduces them (reduce_scatter_blocks), or the same in pieces whose kernels run on

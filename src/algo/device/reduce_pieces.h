@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * How many pieces a device AllReduce or ReduceScatter among the GPUs of one host is cut into (algo/device/registry.cc):
  * each piece's reduction kernel runs on the communicator's second stream while the next piece moves, and the

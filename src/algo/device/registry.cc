@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The device algorithms' registry: the list, and the default choice, one table. For each collective its rules are
  * tried in order and the first that holds picks the algorithm; the windows are the ones vccl-info -a prints and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CollCtx: tagged messages, waits and local compute for one collective on one rank.
  *

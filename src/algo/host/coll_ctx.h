@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CollCtx: what an algorithm sees while it runs one collective on one rank. It offers tagged
  * point-to-point messages scoped to this collective (so concurrent collectives never mix), waits that

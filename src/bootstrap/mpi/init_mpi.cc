@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vcclCommInitMPI: argument checks, then the MPI bootstrap handed to vcclCommInitBootstrap. Public API only. */
 #include <mpi.h>
 

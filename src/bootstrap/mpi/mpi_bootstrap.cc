@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "bootstrap/mpi/mpi_bootstrap.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The MPI bootstrap: an external bootstrap (vcclBootstrap_t, vccl.h) over a private duplicate of an MPI
  * communicator. Built into libvccl_mpi, which uses only vccl's public API, so that libvccl itself never depends on

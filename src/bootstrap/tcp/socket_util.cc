@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "bootstrap/tcp/socket_util.h"
 
 #include <cerrno>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Socket helpers for the TCP bootstrap: choosing the address to offer, and bounded I/O. Every socket is
  * nonblocking and close-on-exec; every wait is a poll() bounded by a Deadline and broken early by a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "bootstrap/tcp/tcp_bootstrap.h"
 
 #include <chrono>

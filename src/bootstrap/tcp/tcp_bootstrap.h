@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The TCP bootstrap: ranks find each other through the root service named by a vcclUniqueId, then talk
  * over direct connections (one per ordered pair of ranks, opened on first use).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "bootstrap/tcp/tcp_root.h"
 
 #include <atomic>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The root service behind vcclGetUniqueId: a background thread that collects every rank's listen address
  * and sends each rank the complete table. It serves one bootstrap, then exits; it gives up when no new

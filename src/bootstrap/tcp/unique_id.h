@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The content of a vcclUniqueId (128 bytes, opaque to users). Layout, format version 1 (little-endian):
  *

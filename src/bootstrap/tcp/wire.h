@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Byte-exact encoding of the TCP bootstrap's messages and of the unique id: little-endian integers and a
  * fixed 20-byte address, so ranks built by different compilers (or on hosts of different endianness)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The chunked collective kernels (device/kernels/chunked_collectives.h): up to LlArgs::max_blocks thread blocks per call,
  * each moving whole chunks through the peers' word sets; AllReduce and ReduceScatter. */
 #include <cuda_runtime.h>

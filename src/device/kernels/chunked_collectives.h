@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Chunked collectives (AllReduce, ReduceScatter) for messages above the low-latency kernel's limit among the GPUs
  * of one host: one kernel launch, like device/kernels/ll_collectives.h, in the same word sets, but the data goes as is

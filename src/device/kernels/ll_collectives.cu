@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The low-latency collective kernels (device/kernels/ll_collectives.h): up to LlArgs::max_blocks thread blocks per call. */
 #include <cuda_runtime.h>
 

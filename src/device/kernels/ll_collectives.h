@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Low-latency collectives (AllReduce, ReduceScatter, AllGather, AlltoAll, Broadcast, Reduce) for small and medium
  * messages among the GPUs of one host, in one kernel launch and no host round trip: each rank's kernel stores what

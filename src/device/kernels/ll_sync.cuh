@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* What the one-kernel collectives (ll_collectives.cu, chunked_collectives.cu) share around their data: the header
  * word that says each rank's collective and size, the wait for the peers' headers, and the count of blocks done
  * that tells the host the kernel no longer waits (kLlDone). The word sets and their reuse are explained in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * PreMulSum's scalar as the kernels take it (algo/premul.h): the kernel that first reads this rank's input multiplies
  * each element by it there, instead of a separate pass over the input before the collective.

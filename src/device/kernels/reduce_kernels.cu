@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Reduction kernels. Per (type, op) a grid-stride kernel over 16-byte packs (the aligned bulk) and a scalar
  * one (the remainder, or everything when a pointer is unaligned); each thread reads one pack or element of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reductions on device memory for every datatype and op, in one compact kernel per (type, op). */
 #ifndef VCCL_DEVICE_KERNELS_REDUCE_KERNELS_H_
 #define VCCL_DEVICE_KERNELS_REDUCE_KERNELS_H_

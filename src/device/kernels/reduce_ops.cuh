@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Element access and combining rules shared by the reduction kernels (reduce_kernels.cu, ll_collectives.cu):
  * fp16 and bf16 are accumulated in float, every other type in itself. Device code only. */
 #ifndef VCCL_DEVICE_REDUCE_OPS_CUH_

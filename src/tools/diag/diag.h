@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-diag: a one-command check of a node (topology, PCIe links, live telemetry paths) or of a job
  * (pairwise bandwidth sweep under MPI). Every check returns a Section: text for people, a JSON object for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-diag: command line, dispatch, output and exit status (see diag.h for the checks). */
 #include <cstdio>
 #include <cstring>

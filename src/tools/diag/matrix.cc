@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The verdict on a pairwise bandwidth matrix. Only relative judgements: a link is slow when it is far
  * below the median of this job's links, so the same rule works for shared memory, TCP and InfiniBand. */
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Sweep options, shared by `vccl-diag sweep` and the default run under MPI. */
 #include <cstdlib>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-diag paths: the state of every path of every live telemetry ring on this node. A down path means a
  * connection runs without its standby (or not at all); events > 0 mean a peer's traffic has switched paths
  * at least once, which a healthy fabric never causes. */

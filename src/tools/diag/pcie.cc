@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* PCIe link state from sysfs. The kernel exposes what the link trained to (current_*) next to what both
  * ends support (max_*); a link below its max after a reseat or a bad riser is a classic silent slowdown. */
 #include <cstdlib>

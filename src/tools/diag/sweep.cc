@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-diag sweep: point-to-point bandwidth of every ordered pair of ranks through vccl (the data path the
  * application uses, not MPI's). Pairs are measured in rounds of disjoint pairs (the circle method of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-diag topo: what the rail choice of src/topo gives each GPU (the same plan every rank computes), how
  * far each GPU is from its NICs, and whether the PCIe links run at the width and speed they were built for. */
 #include <cstdio>

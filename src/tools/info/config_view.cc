@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-info -c: the environment variables of vccl, straight from the registry (core/env_defs.h). */
 #include <algorithm>
 #include <cstring>

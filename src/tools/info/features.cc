@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-info -v (version, build features) and -a (algorithms). */
 #include <hwloc.h>
 #include <ucp/api/ucp.h>

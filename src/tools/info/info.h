@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-info: what this vccl build is and how it is configured.
  *   main.cc         command line and dispatch

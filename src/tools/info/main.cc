@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-info: version and build features, environment variables, algorithms. See info.h for the parts. */
 #include <getopt.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-info -t: the topology vccl sees (VCCL_TOPO_FILE or this machine) and the rail choice of every local
  * GPU, as a table like `nvidia-smi topo -m` or as JSON. vccl-info has no CUDA context, so GPUs are the
  * NVIDIA PCI devices hwloc shows, in PCI bus order (CUDA_DEVICE_ORDER=PCI_BUS_ID). */

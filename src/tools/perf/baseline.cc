@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: --baseline mpi runs the same collective through MPI on the same buffers. */
 #include <cstring>
 

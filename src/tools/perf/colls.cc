@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: the geometry of each collective (counts, buffer sizes, bandwidth factors) and its vccl call. */
 #include "tools/perf/perf.h"
 

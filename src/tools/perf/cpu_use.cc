@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --cpu (cpu_use.h). CLOCK_PROCESS_CPUTIME_ID counts every thread of the process, those that ended
  * during the interval included, to the nanosecond; CLOCK_THREAD_CPUTIME_ID the calling thread. */
 #include "tools/perf/cpu_use.h"

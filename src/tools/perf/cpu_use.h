@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --cpu: the processor time a timed loop cost, the calling thread's and the others'.
  *
  * The calling thread waits actively in most configurations (host transfers poll the transport, a CUDA stream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: the few CUDA runtime calls behind -m cuda. Without CUDA they report that it is missing. */
 #include "config.h"
 #include "tools/perf/perf.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --concurrent-gemm: how much a transfer slows a GEMM that runs beside it on the same GPU.
  *
  * Training overlaps gradient communication with compute; a communication library that takes SMs (NCCL's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The GEMM's input matrix of vccl-perf --concurrent-gemm (gemm.cc), also used by contrib/probes/gemm-beside-copy.cc:
  * n x n bf16 values in [-1, 1) from a fixed linear congruential sequence. Not zeros: a GEMM over zeros draws less
  * power and would run at clocks a real one does not. Header only, so the probe builds with a plain nvcc line. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "tools/perf/gemm_window.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf --concurrent-gemm: what the GEMMs' CUDA event times say about one transfer's window (gemm.cc).
  * Plain arithmetic on times, kept apart from CUDA so tests/unit/test_perf_gemm_window.cc can check it on any
  * machine. */

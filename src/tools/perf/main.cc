@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: start-up under MPI, communicator creation and the loop over sizes. See perf.h for the parts. */
 #include <unistd.h>
 

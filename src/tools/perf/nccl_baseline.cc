@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-perf: --baseline nccl runs the same collective through the system's NCCL on the same device buffers
  * and stream. libnccl.so.2 is loaded at run time (--nccl-lib PATH overrides the name), so vccl-perf needs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: command-line parsing and the names of collectives (those of datatypes and reduction operations
  * are the library's, core/names.h). */
 #include <getopt.h>

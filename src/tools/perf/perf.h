@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-perf: an nccl-tests compatible benchmark for vccl collectives. Shared declarations of the parts:
  *   options.cc   command line, names of collectives/types/ops, usage text

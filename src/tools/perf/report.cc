@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-perf: aggregation of times across ranks, the nccl-tests style table, its footer and JSON output. */
 #include <cerrno>
 #include <cmath>

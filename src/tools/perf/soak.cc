@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-perf --soak SECONDS: a long mixed run that looks for wrong results, errors and leaks (docs/RELIABILITY.md,
  * "Soak").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-telemetry clean: removes the rings that processes left behind when they died without destroying their
  * communicators (SIGKILL, a crash, an abort before vcclCommDestroy). A ring is removed only when its writer
  * process is gone and it was written on this host: a process in another container sharing /dev/shm has a pid

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-telemetry: subcommand dispatch and the file loader shared by report and plot. */
 #include <cstdio>
 #include <cstdlib>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-telemetry plot: window bandwidth over time, one polyline per rank, peer, path and direction (SVG). */
 #include <algorithm>
 #include <cmath>

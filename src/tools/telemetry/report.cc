@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vccl-telemetry report: per-link and per-rank summary of VCCL_TELEMETRY_DIR files.
  *

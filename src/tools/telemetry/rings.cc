@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Ring discovery for vccl-telemetry top and vccl-diag paths (see rings.h). */
 #include "tools/telemetry/rings.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The live telemetry rings of this user (/dev/shm/vccl-*), read once, and the small text helpers that
  * vccl-telemetry and vccl-diag share. One reader for both tools, so that they always agree on what a ring
  * says. */

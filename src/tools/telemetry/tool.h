@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-telemetry: live view of the shared-memory rings (top) and analysis of the files (report, plot). */
 #ifndef VCCL_TOOLS_TELEMETRY_TOOL_H_
 #define VCCL_TOOLS_TELEMETRY_TOOL_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vccl-telemetry top: every ring of this user in /dev/shm, one line per rank and link, refreshed. */
 #include <unistd.h>
 

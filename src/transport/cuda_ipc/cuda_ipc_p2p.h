@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The CUDA IPC implementation of IpcP2p (transport/cuda_ipc/ipc_p2p.h), private to transport/cuda_ipc/. Its member
  * functions live in one file per responsibility:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Descriptors of this side's buffers, and the exports of receive buffers: a CUDA IPC handle of the
  * allocation, or a VMM allocation's file descriptors sent to the peer first (transport/cuda_ipc/fd_channel.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The direct GPU path as a StreamTransport (transport/stream_transport.h): transfers with peers of this host,
  * through IpcP2p (transport/cuda_ipc/ipc_p2p.h). The sender describes its buffer first and picks the path: the

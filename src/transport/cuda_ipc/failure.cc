@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * FAIL words: a rank that gives up a transfer tells its peer (and releases the peer's waiting stream where
  * that is safe); reads of this rank's own words, on private streams, say which peer gave up.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Passing file descriptors between the ranks of one host. CUDA VMM memory (vcclMemAlloc's, and other
  * allocators': device/vmm.h) is shared with another process as POSIX file descriptors, which, unlike a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The staging FIFO: a sender copies into slot n of the receiver and writes FULL(n); the receiver copies
  * the slot out and writes FREE(n), in credit batches (transport/cuda_ipc/fifo_credits.h).

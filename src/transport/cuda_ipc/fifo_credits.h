@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Credit schedule of the staging FIFO (transport/cuda_ipc/ipc_p2p.h), kept apart from the CUDA calls so it can be tested
  * without a GPU. Transfers are numbered from 1 per (sender, receiver) pair; transfer n uses slot

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Process-wide CUDA IPC mappings (ipc_handles.h). */
 #include "transport/cuda_ipc/ipc_handles.h"
 

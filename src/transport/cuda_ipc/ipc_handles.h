@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * CUDA IPC mappings of peers' receive buffers, shared by every communicator of the process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* IpcP2p::create: the CUDA IPC implementation where CUDA is built in, else an object through which no peer is
  * reachable. */
 #include "transport/cuda_ipc/ipc_p2p.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * SM-free send/recv between GPUs of one host: no kernel is launched. The sender's copy engine writes
  * straight into the receiver's buffer (CUDA IPC mapping) and stream memory operations keep both streams in

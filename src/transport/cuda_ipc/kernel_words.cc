@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * The words the low-latency and chunked kernels share between ranks: the sets of each call, and
  * telling the peers of a call given up on the host.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Peers' receive buffers mapped into this process: opened once and kept (bounded by
  * VCCL_P2P_MAX_MAPPINGS), closed when the peer's allocation changed, VMM views retired after their copies.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/cuda_ipc/registrations.h"
 
 #include "core/status.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Buffers registered with a communicator (vcclCommRegister). A device buffer's CUDA IPC export is taken once,
  * at registration, so the direct transfers that use it describe it without the per-call driver queries

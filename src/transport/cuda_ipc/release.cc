@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Destroy and abort: waits still pending on a peer that will never write its flag are released from
  * private streams, and everything is freed unless a stream stays blocked.

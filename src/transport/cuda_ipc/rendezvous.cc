@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Rendezvous transfers: the receiver's stream writes READY into the sender's flags, the sender's stream
  * waits for it, copies into the mapped receive buffer and writes DONE, which the receiver's stream waits for.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Creation: the settings and layout of the exported buffer, its allocation, and the exchange that maps
  * every peer's buffer and decides who reaches whom (the same answer on every rank).

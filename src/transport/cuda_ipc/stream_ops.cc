@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Stream memory operations: flag writes held back to go with the stream's next memory operation (one
  * driver call for both), batched through cuStreamBatchMemOp where the driver has it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Failover transport (failover_transport.h): leaving a path (switch_path, RESUME), losing one or a peer, the
  * periodic health check (silence, probes, reconnects) and failback to the primary. */
 #include "transport/failover/failover_transport.h"

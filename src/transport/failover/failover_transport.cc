@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Failover transport (failover_transport.h): requests, sending and receiving messages in chunks, the control
  * traffic, close, and the factory. Switching, health checks and failback: failover_recovery.cc. */
 #include "transport/failover/failover_transport.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Failover transport: a primary and a hot-standby backup path (one UCX transport each, bound to different
  * network devices) under one Transport, with no data lost when a path fails.

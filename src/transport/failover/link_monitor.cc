@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/failover/link_monitor.h"
 
 #include <linux/ethtool.h>

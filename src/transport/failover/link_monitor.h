@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Link state of the network devices under the failover paths, from the kernel's netlink link events
  * (RTMGRP_LINK) and, for a while after each, the devices' carrier read directly: a rail whose carrier drops

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Port state of the RDMA devices under the failover paths, from verbs asynchronous events: a port that goes
  * down (IBV_EVENT_PORT_ERR) or a device that dies (IBV_EVENT_DEVICE_FATAL) is known within a poll, before

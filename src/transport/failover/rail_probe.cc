@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/failover/rail_probe.h"
 
 #include <arpa/inet.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Is a peer reachable over one rail right now? Asked before a broken path is reconnected: UCX's default tcp
  * connect blocks the calling thread while the rail drops packets (a blackhole held every rank still for the

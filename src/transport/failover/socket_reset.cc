@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/failover/socket_reset.h"
 
 #include <dirent.h>

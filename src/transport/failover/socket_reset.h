@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Resets this process's TCP connections between two IPv4 addresses, for a failover path that is about to be
  * abandoned (failover_recovery.cc, switch_path).

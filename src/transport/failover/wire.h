@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * What the failover layer puts on each path (one UCX transport per path, 44-bit tags per sender).
  *

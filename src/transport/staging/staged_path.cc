@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/staging/staged_path.h"
 
 #include "core/status.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Host staging as a StreamTransport (transport/stream_transport.h): what the direct GPU path leaves, over the host
  * transport. Device buffers are copied into pinned memory after their stream's earlier work (the calling thread

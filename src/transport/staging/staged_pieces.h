@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * How a collective staged through host memory is cut into pieces: a large one runs as consecutive
  * collectives over pieces of at most VCCL_STAGING_CHUNK_BYTES, and the staged queue copies one piece to or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/staging/staged_queue.h"
 
 #include "config.h"

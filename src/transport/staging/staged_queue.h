@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Asynchronous host staging of device work: the path of device buffers that the direct GPU path does not
  * serve (peers on other hosts, VCCL_P2P_DIRECT=0, collectives over ranks not all on one host). The calling

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 #include "transport/staging/staging_buffer.h"
 
 #include <cstdlib>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Pinned host memory of the staged path (device buffers moved through host memory), and the copies between
  * device buffers and its slots. */
 #ifndef VCCL_TRANSPORT_STAGING_STAGING_BUFFER_H_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * UCX transport: one UCP context and worker per communicator, one endpoint per peer, tagged messages.
  * The UCX tag carries the sender's rank in its top 20 bits so a receive names its peer; UCX matches

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AllGather on the copy engines: one batch of copies of this rank's block into every peer's output, and the local
  * block copied beside it (no kernel). */
 #include "algo/device/common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AllGather in one low-latency kernel: every rank stores its block into each peer's word set. */
 #include "algo/device/kernel_call.h"
 

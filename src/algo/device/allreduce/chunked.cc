@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AllReduce in one chunked kernel (device/kernels/chunked_collectives.h): the data moves as is, in chunks through the
  * low-latency word sets, the kernel's blocks sending and reducing at once. No more device memory than the word sets. */
 #include "algo/device/kernel_call.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AllReduce in one low-latency kernel: every rank stores its input into each peer's word set, flags and data in one word, and reduces what the peers stored into its own. */
 #include "algo/device/kernel_call.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * AllReduce in one batch: every rank receives every peer's whole buffer into the reduction scratch and reduces the
  * n buffers in rank order, so every rank computes the same bits (floating-point sums depend on the order). Small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * AllReduce in pieces: the reduce-scatter of rsag on nearly equal blocks, cut into pieces whose reduction kernels
  * run on the communicator's second stream while the next piece moves, each reduced piece sent to every peer as soon

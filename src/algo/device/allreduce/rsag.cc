@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * AllReduce as a reduce-scatter on nearly equal blocks (each rank reduces its block from all ranks' copies that
  * landed in its reduction scratch) followed by an all-gather of the reduced blocks straight into the peers'

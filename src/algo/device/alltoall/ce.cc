@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AlltoAll on the copy engines: one batch of copies of each peer's block into that peer's output, and the local
  * block copied beside it (no kernel). */
 #include "algo/device/common.h"

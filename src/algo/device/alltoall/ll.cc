@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* AlltoAll in one low-latency kernel: every rank stores each peer's block into that peer's word set. */
 #include "algo/device/kernel_call.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Broadcast on the copy engines: the root copies its buffer into every peer's output in one batch, and into its own
  * beside it (no kernel). */
 #include "algo/device/common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Broadcast in one low-latency kernel: the root stores its buffer into each peer's word set. */
 #include "algo/device/kernel_call.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduce on the copy engines: every rank sends its buffer into the root's reduction scratch, whose kernel reduces
  * them into its output. */
 #include "algo/device/common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* Reduce in one low-latency kernel: every rank stores its buffer into the root's word sets, the root reduces them. */
 #include "algo/device/kernel_call.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ReduceScatter in one batch: every rank receives its block from each peer into the reduction scratch, one kernel
  * reduces them into the output. */
 #include "algo/device/common.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ReduceScatter in one low-latency kernel: every rank stores each peer's block into that peer's word set and reduces the blocks the peers stored into its own. */
 #include "algo/device/kernel_call.h"
 

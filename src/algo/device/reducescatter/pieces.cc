@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ReduceScatter in pieces: blocks cut into pieces whose reduction kernels run on the communicator's second stream
  * while the next piece moves (algo/device/pipeline.h; up to kReduceMaxPieces). */
 #include "algo/device/common.h"

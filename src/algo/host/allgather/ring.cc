@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ring allgather: n-1 steps around r -> r+1; at step s rank r receives block r-s-1 from its left and sends
  * block r-s (its own at step 0, then whatever it received the step before). Blocks are cut into chunks of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Recursive-doubling allreduce: log2(n) exchanges of the whole buffer, the latency optimum for small
  * messages. Works for any n: with p the largest power of two <= n and rem = n - p, the first 2*rem ranks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ring allreduce: a reduce-scatter followed by an allgather around the ring r -> r+1, moving 2(n-1)/n of
  * the buffer per rank, the bandwidth optimum.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pairwise-exchange alltoall: n-1 steps; at step s rank r sends block r+s to rank r+s and receives block
  * r-s from rank r-s (any n, no power-of-two requirement), so every rank talks to one peer at a time and no

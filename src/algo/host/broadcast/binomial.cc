@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Binomial-tree broadcast: the whole buffer in ceil(log2(n)) rounds; the latency optimum for small
  * messages. Ranks are renumbered relative to the root (v = r - root mod n); v receives from v minus its

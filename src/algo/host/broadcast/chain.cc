@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pipelined chain broadcast: root -> root+1 -> ... -> root-1, in chunks of chunk_elems(). Each rank
  * forwards a chunk as soon as it arrives, so for large messages the time approaches one buffer transfer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Binomial-tree reduce: the mirror of the binomial broadcast. With v = r - root mod n, v receives the
  * partial results of v + 2^k for each 2^k below its lowest set bit (smallest first), reduces them into its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Pipelined chain reduce: root+1 -> root+2 -> ... -> root-1 -> root, in chunks of chunk_elems(). Each
  * rank receives the running partial of a chunk, adds its own contribution and passes it on while the next

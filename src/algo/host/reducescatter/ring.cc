@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Ring reduce-scatter: n-1 steps around r -> r+1. At step t rank r sends the running partial of block
  * r-t-1 (its own data at step 0) and receives from its left the partial of block r-t-2, to which it adds
