@@ -1,21 +1,25 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * bench_mpi_device: MPI_Allreduce on cudaMalloc buffers through the coll/vccl component, against what a
- * program does on an Open MPI that is not CUDA-aware: cudaMemcpy device->host, MPI_Allreduce on host
- * buffers, cudaMemcpy host->device (figures in docs/PERFORMANCE.md). float sum, sizes -b..-e, nccl-tests style
- * columns for both routes and the speedup (manual time / coll_vccl time).
+ * bench_mpi_device: MPI_Allreduce on cudaMalloc buffers through vccl (the coll/vccl component, or the PMPI
+ * interposer libvccl-pmpi.so preloaded), against what a program does on an MPI that is not CUDA-aware:
+ * cudaMemcpy device->host, MPI_Allreduce on host buffers, cudaMemcpy host->device (figures in
+ * docs/PERFORMANCE.md). float sum, sizes -b..-e, nccl-tests style columns for both routes and the speedup
+ * (manual time / vccl time).
  *
  * The manual route uses pinned host buffers (cudaMallocHost), the fastest way to do it by hand; with
  * malloc'd buffers it would be slower still. Both routes check their result every size (small integers,
  * exact in float). Times are the slowest rank's mean over -n iterations after -w warm-up ones.
  *
- * Run it with the component loaded (contrib/bench-coll-vccl.sh); without it the device pointers would reach
- * Open MPI's own components, which crash on them, so the program refuses to start. Exit status: 0 done,
- * 1 wrong results, 2 usage error or component missing, 3 CUDA/MPI failure, 77 no GPU (skipped).
+ * Run it with the component loaded (contrib/bench-coll-vccl.sh) or the interposer preloaded
+ * (contrib/bench-pmpi.sh); without either the device pointers would reach the MPI library's own code, which
+ * crashes on them, so the program refuses to start. Exit status: 0 done, 1 wrong results, 2 usage error or
+ * neither route loaded, 3 CUDA/MPI failure, 77 no GPU (skipped).
  */
+#define _GNU_SOURCE /* dladdr, RTLD_DEFAULT */
 #include <mpi.h>
 #include <cuda_runtime_api.h>
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +97,15 @@ static int vccl_component_enabled(void) {
     return enabled != 0;
 }
 
+/* 1 when MPI_Allreduce resolves to the PMPI interposer: a preloaded library's definition comes first in the
+ * global lookup order, so the first MPI_Allreduce found lies in libvccl-pmpi.so. */
+static int vccl_interposer_loaded(void) {
+    Dl_info info;
+    void* first = dlsym(RTLD_DEFAULT, "MPI_Allreduce");
+    return first != NULL && dladdr(first, &info) != 0 && info.dli_fname != NULL &&
+           strstr(info.dli_fname, "libvccl-pmpi") != NULL;
+}
+
 /* Rank r contributes (r + i) % 8 at element i: sums stay small integers, exact in float. */
 static void fill(float* host, size_t n, int rank) {
     for (size_t i = 0; i < n; ++i) host[i] = (float)((rank + i) % 8);
@@ -112,7 +125,7 @@ struct bufs {
     float *dsend, *drecv, *hsend, *hrecv, *hcheck;
 };
 
-/* One allreduce of n floats on device buffers, by `manual` staging or directly (coll/vccl). */
+/* One allreduce of n floats on device buffers, by `manual` staging or directly (through vccl). */
 static void allreduce(const struct bufs* b, size_t n, int manual) {
     if (!manual) {
         MPI_Allreduce(b->dsend, b->drecv, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -168,13 +181,15 @@ static int run(int argc, char** argv, int rank, int nranks) {
                    nranks, !lacking ? "has one" : e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return kExitSkip;
     }
-    int enabled = vccl_component_enabled(), all_enabled = 0;
+    int interposer = vccl_interposer_loaded();
+    int enabled = interposer || vccl_component_enabled(), all_enabled = 0;
     MPI_Allreduce(&enabled, &all_enabled, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD); /* all ranks stop, or none */
     if (!all_enabled) {
         if (rank == 0)
-            fprintf(stderr, "bench_mpi_device: coll/vccl is not loaded (or coll_vccl_enable is 0): Open MPI's own "
-                            "components would receive device pointers. Name its directory in "
-                            "OMPI_MCA_mca_base_component_path (see contrib/bench-coll-vccl.sh, coll_vccl(7)).\n");
+            fprintf(stderr, "bench_mpi_device: neither coll/vccl (or coll_vccl_enable is 0) nor libvccl-pmpi.so is "
+                            "loaded: the MPI library's own code would receive device pointers. Name the component's "
+                            "directory in OMPI_MCA_mca_base_component_path (contrib/bench-coll-vccl.sh, "
+                            "coll_vccl(7)) or preload the interposer (contrib/bench-pmpi.sh, vccl-pmpi(7)).\n");
         return kExitUsage;
     }
     CUDA_OR_DIE(cudaSetDevice(local_rank() % ndev));
@@ -190,12 +205,13 @@ static int run(int argc, char** argv, int rank, int nranks) {
     double bus = 2.0 * (nranks - 1) / nranks;
     if (rank == 0) {
         printf("# bench_mpi_device: MPI_Allreduce, float sum, device buffers, %d ranks, %d iterations (+%d warm-up)\n"
-               "# coll_vccl: MPI_Allreduce on the device pointers (coll/vccl component)\n"
+               "# vccl:      MPI_Allreduce on the device pointers (%s)\n"
                "# manual:    cudaMemcpy D2H (pinned) + MPI_Allreduce on host + cudaMemcpy H2D\n"
-               "# speedup:   manual time / coll_vccl time\n#\n"
+               "# speedup:   manual time / vccl time\n#\n"
                "# %10s %11s %6s %5s | %10s %8s %8s %6s | %10s %8s %8s %6s | %7s\n"
                "# %10s %11s %6s %5s | %10s %8s %8s %6s | %10s %8s %8s %6s | %7s\n",
-               nranks, o.iters, o.warmup, "", "", "", "", "coll_vccl", "", "", "", "manual", "", "", "", "",
+               nranks, o.iters, o.warmup, interposer ? "PMPI interposer libvccl-pmpi.so" : "coll/vccl component",
+               "", "", "", "", "vccl", "", "", "", "manual", "", "", "", "",
                "size(B)", "count", "type", "redop", "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw",
                "busbw", "#wrong", "speedup");
     }
