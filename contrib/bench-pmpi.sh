@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # What the PMPI interposer costs, in one job: the table of docs/PERFORMANCE.md ("The PMPI interposer").
 #   device  MPI_Allreduce on cudaMalloc buffers through libvccl-pmpi.so, through the coll/vccl component, and
-#           vcclAllReduce itself (vccl-perf -m cuda), float sum; skipped without a GPU
+#           vcclAllReduce itself with a stream wait after each call as a blocking MPI call has (vccl-perf
+#           -m cuda -z 1), float sum; skipped without a GPU
 #   host    MPI_Allreduce on host buffers (vccl-perf's MPI baseline) with the interposer preloaded and without
 #           it: host buffers must pass through untouched
 # The routes alternate within each of ROUNDS rounds (default 3); each figure is the median round's time.
@@ -96,7 +97,7 @@ for ((i = 1; i <= rounds; i++)); do
         else
             run component 6 "${mpirun[@]}" -x OMPI_MCA_mca_base_component_path="$(cd "$comp" && pwd):$ompi_dir" \
                 "$bench" "${sizes[@]}"
-            run vcclAllReduce 6 "${mpirun[@]}" "$perf" -m cuda "${sizes[@]}" allreduce
+            run vcclAllReduce 6 "${mpirun[@]}" "$perf" -m cuda -z 1 "${sizes[@]}" allreduce
         fi
     fi
     # vccl-perf's MPI baseline time is field 14

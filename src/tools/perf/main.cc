@@ -91,14 +91,13 @@ vcclComm_t create_comm(const Options& o, int rank, int nranks, int telemetry = -
     return comm;
 }
 
-/* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back. */
 void sync_stream(void* stream) {
     std::string error;
     if (stream != nullptr && !stream_sync(stream, &error)) die("stream", error);
 }
 
 /* Seconds per vccl operation on this rank: barrier, then `iters` operations back to back, then wait for
- * the stream (device buffers). *call_s (if given): seconds per operation the thread spent in the calls,
+ * the stream (device buffers); with -z 1 each operation is waited for before the next. *call_s (if given): seconds per operation the thread spent in the calls,
  * before the final wait. `cpu` (if given) adds the timed interval's processor time. */
 double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vcclComm_t comm, int rank,
                  int nranks, void* stream, double* call_s = nullptr, CpuMeter* cpu = nullptr) {
@@ -108,7 +107,10 @@ double time_vccl(const Options& o, const Shape& shape, const CallBuffers& cb, vc
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     if (cpu != nullptr) cpu->start();
     double t0 = MPI_Wtime();
-    for (int i = 0; i < o.iters; ++i) check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+    for (int i = 0; i < o.iters; ++i) {
+        check_vccl(run_vccl(o, shape, cb, comm, rank, nranks, stream), what, comm);
+        if (o.blocking) sync_stream(stream);
+    }
     if (call_s != nullptr) *call_s = (MPI_Wtime() - t0) / o.iters;
     sync_stream(stream);
     double t = (MPI_Wtime() - t0) / o.iters;
@@ -208,7 +210,10 @@ double time_baseline(const Options& o, const Shape& shape, const CallBuffers& cb
     check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
     if (cpu != nullptr) cpu->start();
     double t0 = MPI_Wtime();
-    for (int i = 0; i < o.iters; ++i) run_baseline(o, shape, cb, rank, nranks, stream);
+    for (int i = 0; i < o.iters; ++i) {
+        run_baseline(o, shape, cb, rank, nranks, stream);
+        if (o.blocking) sync_stream(stream);
+    }
     sync_stream(stream);
     double t = (MPI_Wtime() - t0) / o.iters;
     if (cpu != nullptr) cpu->stop();

@@ -132,6 +132,9 @@ void print_usage(FILE* out) {
             "                           (default float)\n"
             "  -r, --root N             root rank of broadcast and reduce (default 0)\n"
             "  -a, --average 0|1|2|3    time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
+            "  -z, --blocking 0|1       1: wait for the stream after every operation (-m cuda), as a blocking\n"
+            "                           call such as MPI_Allreduce must; 0: operations back to back, one wait\n"
+            "                           at the end (default 0)\n"
             "  -m, --memory host|cuda   where buffers live (default host)\n"
             "      --alloc cuda|vccl|vmm\n"
             "                           (-m cuda) how buffers are allocated: cudaMalloc (default), vcclMemAlloc,\n"
@@ -262,6 +265,10 @@ int take_sweep_option(ParseState& s, int c, const char* arg) {
         if (!parse_int(arg, 0, 3, &v)) return invalid(s, "averaging mode (-a, 0..3)", arg);
         s.o.average = int(v);
         break;
+    case 'z':
+        if (!parse_int(arg, 0, 1, &v)) return invalid(s, "blocking mode (-z 0|1)", arg);
+        s.o.blocking = int(v);
+        break;
     case 'm':
         if (strcasecmp(arg, "host") == 0) s.o.memory = Memory::Host;
         else if (strcasecmp(arg, "cuda") == 0) s.o.memory = Memory::Cuda;
@@ -368,6 +375,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"datatype", required_argument, nullptr, 'd'},
         {"root", required_argument, nullptr, 'r'},
         {"average", required_argument, nullptr, 'a'},
+        {"blocking", required_argument, nullptr, 'z'},
         {"memory", required_argument, nullptr, 'm'},
         {"alloc", required_argument, nullptr, kOptAlloc},
         {"output_file", required_argument, nullptr, 'J'},
@@ -391,7 +399,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:m:J:h", kLong, nullptr)) != -1) {
+    while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:c:o:d:r:a:z:m:J:h", kLong, nullptr)) != -1) {
         int r = take_sweep_option(s, c, optarg);
         if (r == kOptionNotMine) r = take_run_option(s, c, optarg);
         if (r == kOptionTaken) continue;

@@ -60,6 +60,7 @@ struct Options {
     int root = 0;
     std::string json_path;
     int average = 3; // 0 rank 0, 1 mean, 2 min, 3 max across ranks
+    int blocking = 0; // -z 1: wait for the stream after every operation, as a blocking call (MPI) must
     Memory memory = Memory::Host;
     Bootstrap bootstrap = Bootstrap::Mpi;
     Baseline baseline = Baseline::None;
