@@ -65,7 +65,7 @@ const char* coll_name(Coll c) {
 vcclResult_t run_coll(Coll c, vcclComm_t comm, size_t count, std::string* wrong) {
     const int n = world_size(), me = world_rank();
     const size_t total = count * size_t(n);
-    std::vector<int32_t> in(c == Coll::AllReduce ? count : total), out(c == Coll::ReduceScatter ? count : total);
+    std::vector<int32_t> in(c == Coll::AllReduce ? count : total), out(c == Coll::AllGather || c == Coll::AlltoAll ? total : count);
     for (size_t i = 0; i < in.size(); ++i) in[i] = int32_t(me * 1000 + int(i % 997));
     vcclResult_t rc = vcclInternalError;
     switch (c) {
@@ -551,7 +551,9 @@ TEST_F(Grow, OneRankAtATimeWithCollectivesCheckedAfterEachStep) {
         EXPECT_ALL_RANKS_WHY(ok, why);
         if (!all_ranks_ok(ok)) break;
     }
-    if (comm != nullptr) EXPECT_EQ(vcclCommDestroy(comm), vcclSuccess);
+    if (comm != nullptr) {
+        EXPECT_EQ(vcclCommDestroy(comm), vcclSuccess);
+    }
 }
 
 /* Bad grows are refused with vcclInvalidArgument: locally where one rank's arguments show it, and on every rank
