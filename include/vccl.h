@@ -288,10 +288,10 @@ VCCL_EXPORT vcclResult_t vcclCommGrow(vcclComm_t comm, int nRanks, const vcclUni
 /**
  * Local (as NCCL's ncclCommRevoke): ends the calling rank's operations in flight on comm, from any thread, and
  * returns once they have returned (within about a second); they end with vcclRemoteError and their output buffers
- * are not valid. Later operations and vcclCommSplit on comm return vcclInvalidUsage; the communicator's
- * connections and bootstrap stay, so vcclCommShrink (either flag), vcclCommDestroy and vcclCommAbort work, and
- * Destroy then waits for no peer. Every rank revokes its own communicator: a peer that does not keeps waiting in
- * its operation until vcclConfig_t.opTimeoutMs (VCCL_OP_TIMEOUT_MS) or its own revoke. Revoking again is a no-op.
+ * are not valid. Later operations and vcclCommSplit on comm return vcclInvalidUsage; connections and bootstrap
+ * stay, so vcclCommShrink (either flag), vcclCommDestroy (waiting for no peer) and vcclCommAbort work; the last two
+ * also release streams waiting on a peer's direct device transfer. Every rank revokes its own communicator: a peer
+ * that does not waits in its operation until vcclConfig_t.opTimeoutMs (VCCL_OP_TIMEOUT_MS) or its own revoke.
  */
 VCCL_EXPORT vcclResult_t vcclCommRevoke(vcclComm_t comm, int revokeFlags);
 
