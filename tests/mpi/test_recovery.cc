@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -131,8 +132,12 @@ std::string describe(const Withheld& w, const char* what) {
     return os.str();
 }
 
+/* Abort measures about 0.5 s on an idle 2-core machine (its connections get 500 ms to close); with two busy loops
+ * beside the 3 ranks it took up to 1.2 s. */
+constexpr double kAbortLimitS = 1.5;
+
 bool withheld_ok(const Withheld& w, double min_s, double max_s) {
-    if (w.abort_rc != vcclSuccess || w.abort_s >= 1.0) return false;
+    if (w.abort_rc != vcclSuccess || w.abort_s >= kAbortLimitS) return false;
     if (world_rank() == world_size() - 1) return true;
     return w.rc == vcclTimeout && w.async == vcclTimeout && w.op_s >= min_s && w.op_s < max_s;
 }
@@ -234,7 +239,8 @@ TEST_F(OpTimeout, SplitInheritsAndNegativeIsRefused) {
     rc = vcclCommInitMPI(&none, MPI_COMM_WORLD, &bad);
     double s = now_s() - t0;
     std::string why = vcclGetLastError(nullptr);
-    EXPECT_ALL_RANKS_WHY(rc == vcclInvalidArgument && none == nullptr && s < 1.0 &&
+    // Well under VCCL_BOOTSTRAP_TIMEOUT (10 s): MPI's own creation of the bootstrap may wait for a slow rank.
+    EXPECT_ALL_RANKS_WHY(rc == vcclInvalidArgument && none == nullptr && s < 5.0 &&
                              why.find("opTimeoutMs") != std::string::npos,
                          std::string(rc_name(rc)) + ": " + why);
 }
@@ -274,8 +280,15 @@ struct Revoked {
 Revoked revoke_during(vcclComm_t comm, const std::function<vcclResult_t()>& in_flight) {
     Revoked r;
     std::unique_ptr<InFlight> op;
-    if (in_flight) op = std::make_unique<InFlight>(in_flight);
-    usleep(300 * 1000);
+    std::atomic<bool> calling{false};
+    if (in_flight) {
+        op = std::make_unique<InFlight>([&calling, in_flight] {
+            calling.store(true);
+            return in_flight();
+        });
+    }
+    while (op && !calling.load()) usleep(1000);
+    usleep(300 * 1000); // into the call's wait (a loaded machine may take longer: see revoked_ok)
     MPI_Barrier(MPI_COMM_WORLD); // the operations are stuck: nothing they wait for will come
     double t0 = now_s();
     r.revoke = vcclCommRevoke(comm, VCCL_REVOKE_DEFAULT);
@@ -294,9 +307,11 @@ std::string describe(const Revoked& r, bool had_op) {
     return os.str();
 }
 
+/* The operation ends with vcclRemoteError when it was waiting, or vcclInvalidUsage when the revoke came before its
+ * thread reached the communicator (seen once with busy loops beside the ranks); either way within a second. */
 bool revoked_ok(const Revoked& r, bool had_op) {
     if (r.revoke != vcclSuccess || r.revoke_s >= 1.0) return false;
-    return !had_op || (r.in_flight == vcclRemoteError && r.end_s < 1.0);
+    return !had_op || ((r.in_flight == vcclRemoteError || r.in_flight == vcclInvalidUsage) && r.end_s < 1.0);
 }
 
 /* What a revoked communicator refuses, and what it still answers. */
@@ -358,7 +373,7 @@ TEST_F(Revoke, EndsWithheldCollectiveThenAbort) {
     double t0 = now_s();
     rc = vcclCommAbort(comm);
     double s = now_s() - t0;
-    EXPECT_ALL_RANKS_WHY(rc == vcclSuccess && s < 1.0,
+    EXPECT_ALL_RANKS_WHY(rc == vcclSuccess && s < kAbortLimitS,
                          std::string("abort ") + rc_name(rc) + " in " + std::to_string(s) + " s");
 }
 
@@ -470,6 +485,8 @@ std::string check_collectives(vcclComm_t comm, int n, int me) {
     return why;
 }
 
+constexpr int kGrowTimeoutMs = 60000;
+
 /* A communicator of world ranks 0 and 1 (NULL on the others), by a unique id. */
 vcclComm_t make_pair_comm(vcclResult_t* rc) {
     vcclUniqueId id;
@@ -478,7 +495,10 @@ vcclComm_t make_pair_comm(vcclResult_t* rc) {
     if (world_rank() == 0) *rc = vcclGetUniqueId(&id);
     MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
     vcclComm_t c = nullptr;
-    if (world_rank() < 2) *rc = vcclCommInitRank(&c, 2, id, world_rank());
+    // The program's 2 s limit is for the timeout cases; on a loaded machine a new communicator's first
+    // collectives took longer. The grown ones inherit this (ranks of the parent) or are given it (new ranks).
+    vcclConfig_t cfg = config_with_timeout(kGrowTimeoutMs);
+    if (world_rank() < 2) *rc = vcclCommInitRankConfig(&c, 2, id, world_rank(), &cfg);
     return c;
 }
 
@@ -501,7 +521,8 @@ std::string grow_by_one(vcclComm_t* comm, int from, int coordinator) {
     if (me < from) {
         rc = vcclCommGrow(*comm, from + 1, me == coordinator ? &shared.id : nullptr, -1, &grown, nullptr);
     } else if (me == from) {
-        rc = vcclCommGrow(nullptr, from + 1, &shared.id, from, &grown, nullptr);
+        vcclConfig_t cfg = config_with_timeout(kGrowTimeoutMs);
+        rc = vcclCommGrow(nullptr, from + 1, &shared.id, from, &grown, &cfg);
     }
     double grow_s = now_s() - t0;
     if (me <= from && (rc != vcclSuccess || grown == nullptr)) {
@@ -575,7 +596,9 @@ TEST_F(Grow, BadArgumentsAreRefused) {
     double t0 = now_s();
     e("no rank passes the id", vcclCommGrow(comm, n + 1, nullptr, -1, &out, nullptr), vcclInvalidArgument);
     double s = now_s() - t0;
-    if (s > 2.0) e.why += "the refusal took " + std::to_string(s) + " s\n";
+    // The ranks' votes are gathered first, so a loaded machine's slowest rank sets the time; a rank waiting for new
+    // ranks would wait VCCL_BOOTSTRAP_TIMEOUT (10 s).
+    if (s > 5.0) e.why += "the refusal took " + std::to_string(s) + " s\n";
     if (out != nullptr) e.why += "*newcomm written on failure\n";
     EXPECT_ALL_RANKS_WHY(e.why.empty(), e.why);
     // The communicator still works.
