@@ -130,12 +130,17 @@ typedef struct {
     int telemetry;      /**< 1: record flow telemetry for this communicator, 0: not; undefined: VCCL_TELEMETRY.
                              A caller built against a header without this field passes a smaller size and
                              gets the default. */
+    int opTimeoutMs;    /**< milliseconds an operation of this communicator may wait for its peers before it ends
+                             with vcclTimeout (0: no limit); undefined: VCCL_OP_TIMEOUT_MS. Each rank applies its
+                             own value: give every rank the same one. Older callers (smaller size) get the
+                             default. */
 } vcclConfig_t;
 
 #define VCCL_CONFIG_INITIALIZER                                                                   \
     {                                                                                             \
         sizeof(vcclConfig_t), VCCL_CONFIG_MAGIC, VCCL_VERSION_CODE, VCCL_CONFIG_UNDEF_INT,        \
-            VCCL_CONFIG_UNDEF_INT, NULL, NULL, VCCL_CONFIG_UNDEF_INT, VCCL_CONFIG_UNDEF_INT       \
+            VCCL_CONFIG_UNDEF_INT, NULL, NULL, VCCL_CONFIG_UNDEF_INT, VCCL_CONFIG_UNDEF_INT,      \
+            VCCL_CONFIG_UNDEF_INT                                                                 \
     }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -257,6 +262,38 @@ VCCL_EXPORT vcclResult_t vcclCommSplit(vcclComm_t comm, int color, int key, vccl
  */
 VCCL_EXPORT vcclResult_t vcclCommShrink(vcclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                                         vcclComm_t* newcomm, vcclConfig_t* config, int shrinkFlags);
+
+/**
+ * Makes a grow id for vcclCommGrow of comm (NCCL's ncclCommGetUniqueId): called by one rank of comm, the
+ * coordinator, which hands it to the new ranks by any means. The id serves one grow; it names a bootstrap service
+ * that runs in the coordinator's process until the grow is complete.
+ */
+VCCL_EXPORT vcclResult_t vcclCommGetUniqueId(vcclComm_t comm, vcclUniqueId* uniqueId);
+
+/**
+ * Creates a communicator of nRanks ranks: comm's ranks, which keep their ranks, and nRanks - (comm's size) new
+ * ones (NCCL 2.29's ncclCommGrow). Collective over comm's ranks and the new ones. A rank of comm passes comm and
+ * rank -1, and the coordinator (the rank that called vcclCommGetUniqueId) its id, the others NULL. A new rank
+ * passes comm NULL, the id and its rank in the new communicator, from comm's size up to nRanks - 1. With config
+ * NULL, comm's ranks inherit comm's configuration as with vcclCommSplit and new ranks take the defaults. comm is
+ * left as it was (destroy it when done). vcclInvalidArgument on every rank of comm when not exactly one of them
+ * passed an id, or when they ask for different sizes.
+ */
+VCCL_EXPORT vcclResult_t vcclCommGrow(vcclComm_t comm, int nRanks, const vcclUniqueId* uniqueId, int rank,
+                                      vcclComm_t* newcomm, vcclConfig_t* config);
+
+/** vcclCommRevoke flags. */
+#define VCCL_REVOKE_DEFAULT 0x00 /**< the only value defined */
+
+/**
+ * Local (as NCCL's ncclCommRevoke): ends the calling rank's operations in flight on comm, from any thread, and
+ * returns once they have returned (within about a second); they end with vcclRemoteError and their output buffers
+ * are not valid. Later operations and vcclCommSplit on comm return vcclInvalidUsage; connections and bootstrap
+ * stay, so vcclCommShrink (either flag), vcclCommDestroy (waiting for no peer) and vcclCommAbort work; the last two
+ * also release streams waiting on a peer's direct device transfer. Every rank revokes its own communicator: a peer
+ * that does not waits in its operation until vcclConfig_t.opTimeoutMs (VCCL_OP_TIMEOUT_MS) or its own revoke.
+ */
+VCCL_EXPORT vcclResult_t vcclCommRevoke(vcclComm_t comm, int revokeFlags);
 
 /**
  * Frees the communicator after its pending operations complete. Local: does not wait for other ranks.

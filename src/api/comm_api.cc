@@ -89,6 +89,49 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommShrink(vcclComm_t comm, int* exclude
     return comm_shrink(comm, members, shrinkFlags == VCCL_SHRINK_ABORT, newcomm, config);
 }
 
+extern "C" VCCL_EXPORT vcclResult_t vcclCommGetUniqueId(vcclComm_t comm, vcclUniqueId* uniqueId) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommGetUniqueId"));
+    if (uniqueId == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommGetUniqueId: uniqueId is NULL");
+    return comm_grow_unique_id(comm, uniqueId);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommGrow(vcclComm_t comm, int nRanks, const vcclUniqueId* uniqueId, int rank,
+                                                 vcclComm_t* newcomm, vcclConfig_t* config) {
+    const char* fn = "vcclCommGrow";
+    if (newcomm == nullptr) return set_last_error(vcclInvalidArgument, "%s: newcomm is NULL", fn);
+    if (comm == nullptr) { // a new rank
+        if (uniqueId == nullptr) {
+            return set_last_error(vcclInvalidArgument, "%s: a new rank (comm NULL) needs the grow id", fn);
+        }
+        if (nRanks < 2) {
+            return set_last_error(vcclInvalidArgument, "%s: nRanks %d: a grown communicator has at least 2", fn,
+                                  nRanks);
+        }
+        VCCL_RETURN_IF_ERROR(check_rank(rank, nRanks, "rank", fn));
+        VCCL_RETURN_IF_ERROR(comm_check_config(config));
+        return comm_grow_join(nRanks, *uniqueId, rank, newcomm, config);
+    }
+    VCCL_RETURN_IF_ERROR(check_comm(comm, fn));
+    if (rank != -1) {
+        return set_last_error(vcclInvalidArgument, "%s: rank %d: a rank of comm keeps its rank and passes -1", fn,
+                              rank);
+    }
+    if (nRanks <= comm->nranks) {
+        return set_last_error(vcclInvalidArgument, "%s: nRanks %d is not larger than the communicator (%d ranks)", fn,
+                              nRanks, comm->nranks);
+    }
+    return comm_grow(comm, nRanks, uniqueId, newcomm, config);
+}
+
+extern "C" VCCL_EXPORT vcclResult_t vcclCommRevoke(vcclComm_t comm, int revokeFlags) {
+    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommRevoke"));
+    if (revokeFlags != VCCL_REVOKE_DEFAULT) {
+        return set_last_error(vcclInvalidArgument, "vcclCommRevoke: flags 0x%x (VCCL_REVOKE_DEFAULT is the only one)",
+                              revokeFlags);
+    }
+    return comm_revoke(comm);
+}
+
 extern "C" VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm) {
     VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommDestroy"));
     return comm_destroy(comm, false);

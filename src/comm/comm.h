@@ -83,6 +83,7 @@ struct vcclComm {
     std::atomic<uint64_t> op_count{0}; // operations started (idle progress watches it)
     std::unique_ptr<vccl::IdleProgress> idle_progress; // after transport and op_mutex: stopped before them
     std::atomic<bool> aborted{false};
+    std::atomic<bool> revoked{false};   // comm_revoke ran: `aborted` is set too, the bootstrap and connections stay
     std::atomic<bool> destroyed{false}; // comm_destroy ran or runs: the object stays, hollow (comm_destroy)
     std::atomic<int> async_error{vcclSuccess};
     std::mutex error_mutex;

@@ -51,6 +51,11 @@ vcclResult_t comm_check_config(const vcclConfig_t* config) {
     if (telemetry != VCCL_CONFIG_UNDEF_INT && telemetry != 0 && telemetry != 1) {
         return set_last_error(vcclInvalidArgument, "vcclConfig_t.telemetry=%d must be 0 or 1", telemetry);
     }
+    int op_timeout = config_op_timeout_ms(config);
+    if (op_timeout != VCCL_CONFIG_UNDEF_INT && op_timeout < 0) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t.opTimeoutMs=%d must be 0 (no limit) or positive",
+                              op_timeout);
+    }
     return vcclSuccess;
 }
 
@@ -60,6 +65,13 @@ int config_telemetry(const vcclConfig_t* config) {
         return VCCL_CONFIG_UNDEF_INT;
     }
     return config->telemetry;
+}
+
+int config_op_timeout_ms(const vcclConfig_t* config) {
+    if (config == nullptr || config->size < offsetof(vcclConfig_t, opTimeoutMs) + sizeof(int)) {
+        return VCCL_CONFIG_UNDEF_INT;
+    }
+    return config->opTimeoutMs;
 }
 
 namespace {
@@ -151,6 +163,8 @@ CollSettings settings_from_env() {
 void read_settings(vcclComm* comm, const vcclConfig_t* config) {
     comm->settings = settings_from_env();
     comm->algos = algo_choice_from_env();
+    int op_timeout = config_op_timeout_ms(config);
+    if (op_timeout != VCCL_CONFIG_UNDEF_INT) comm->settings.op_timeout_ms = op_timeout;
     DevicePath& dev = comm->dev;
     dev.max_ctas = int(env::get_int(env::kMaxCtas));
     if (config != nullptr && config->maxCtas != VCCL_CONFIG_UNDEF_INT) dev.max_ctas = config->maxCtas;
@@ -334,18 +348,20 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
     return vcclSuccess;
 }
 
-namespace {
 /* A child made with a NULL config takes its parent's settings, as in NCCL: the same network devices (when they
- * were configured), CTA bound and telemetry choice; it gets a name of its own. `storage` keeps the strings. */
-const vcclConfig_t* inherited_config(const vcclComm* parent, const vcclConfig_t* given, vcclConfig_t* storage) {
+ * were configured), CTA bound, telemetry choice and operation timeout; it gets a name of its own. `storage` keeps
+ * the strings. */
+const vcclConfig_t* comm_child_config(const vcclComm* parent, const vcclConfig_t* given, vcclConfig_t* storage) {
     if (given != nullptr) return given;
     *storage = VCCL_CONFIG_INITIALIZER;
     storage->maxCtas = parent->dev.max_ctas;
     storage->netName = parent->config_net_name.empty() ? nullptr : parent->config_net_name.c_str();
     storage->telemetry = parent->telemetry != nullptr ? 1 : 0;
+    if (parent->settings.op_timeout_ms >= 0) { // a negative VCCL_OP_TIMEOUT_MS is left to the environment again
+        storage->opTimeoutMs = int(std::min<int64_t>(parent->settings.op_timeout_ms, INT32_MAX));
+    }
     return storage;
 }
-} // namespace
 
 vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, const vcclConfig_t* given) {
     VCCL_RETURN_IF_ERROR(comm_check_config(given));
@@ -363,9 +379,13 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
         if (comm->destroyed.load()) {
             return set_last_error(vcclInvalidUsage, "communicator %s was destroyed", comm->name.c_str());
         }
+        if (comm->revoked.load()) {
+            return set_last_error(vcclInvalidUsage, "communicator %s was revoked (shrink, destroy or abort it)",
+                                  comm->name.c_str());
+        }
         split_seq = comm->split_seq++;
         bootstrap = comm->bootstrap;
-        config = inherited_config(comm, given, &inherited); // under the lock: destroy empties the parent
+        config = comm_child_config(comm, given, &inherited); // under the lock: destroy empties the parent
     }
     VCCL_RETURN_IF_ERROR(bootstrap->allgather(all.data(), sizeof(Entry)));
 
@@ -411,7 +431,7 @@ vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool a
         }
         shrink_seq = comm->split_seq++;
         bootstrap = comm->bootstrap;
-        config = inherited_config(comm, given, &inherited);
+        config = comm_child_config(comm, given, &inherited);
     }
     int new_rank = int(std::find(members.begin(), members.end(), comm->rank) - members.begin());
     // No exchange among the members is needed: each computes the same list, and excluded ranks take no
@@ -421,6 +441,17 @@ vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool a
     VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, &child));
     if (child == nullptr) return set_last_error(vcclInternalError, "shrink produced no bootstrap");
     return comm_init_with_bootstrap(out, std::move(child), config);
+}
+
+vcclResult_t comm_revoke(vcclComm* comm) {
+    if (comm->revoked.exchange(true)) return vcclSuccess;
+    // Every wait of an operation (host algorithms, batches, staged jobs, stream waits) watches `aborted` and gives
+    // up within milliseconds. The bootstrap is not aborted: a shrink of the revoked communicator goes over it.
+    comm->aborted.store(true);
+    // The operation lock is free once the operation in flight on another thread has returned.
+    std::lock_guard<std::mutex> lock(comm->op_mutex);
+    VCCL_INFO(kLogInit, "%s: rank %d revoked", comm->name.c_str(), comm->rank);
+    return vcclSuccess;
 }
 
 vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
@@ -435,11 +466,13 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->aborted.store(true);
         if (comm->bootstrap) comm->bootstrap->abort();
     }
+    // After a revoke the operations were abandoned: their peers are not waited for, as after an abort.
+    const bool quick = abort || comm->revoked.load();
     if (comm->dev.staged_queue) {
         // Staged device work still queued runs first (it owns the transport), for up to the operation timeout;
         // after an abort none starts. Streams waiting for a skipped one are let go (transport/staging/staged_queue.h).
         int64_t t = comm->settings.op_timeout_ms;
-        comm->dev.staged_queue->stop(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+        comm->dev.staged_queue->stop(quick ? 0 : t > 0 ? t : int64_t(1) << 40);
         comm->dev.staged_queue.reset();
     }
     comm->idle_progress.reset(); // before the transport goes
@@ -464,10 +497,10 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->device_flows.reset(); // before the telemetry and the note words it reads
         if (comm->dev.ipc) {
             int64_t t = comm->settings.op_timeout_ms;
-            comm->dev.ipc->release_waits(abort ? 0 : t > 0 ? t : int64_t(1) << 40);
+            comm->dev.ipc->release_waits(quick ? 0 : t > 0 ? t : int64_t(1) << 40);
         }
         if (comm->transport) {
-            status = comm->transport->close(Deadline::after_ms(abort ? 500 : 5000));
+            status = comm->transport->close(Deadline::after_ms(quick ? 500 : 5000));
             comm->transport.reset();
         }
         std::lock_guard<std::mutex> pointer_lock(comm->telemetry_mutex);

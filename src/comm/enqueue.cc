@@ -170,7 +170,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     std::lock_guard<std::mutex> lock(comm->op_mutex);
     comm->op_count.fetch_add(1, std::memory_order_relaxed);
     if (comm->aborted.load()) {
-        return set_last_error(vcclInvalidUsage, "communicator %s was aborted", comm->name.c_str());
+        return set_last_error(vcclInvalidUsage, "communicator %s was %s", comm->name.c_str(),
+                              comm->revoked.load() ? "revoked" : "aborted");
     }
     // A peer's failure refuses the calls after it also where the caller does not poll vcclCommGetAsyncError:
     // its work would wait for the peer's flags for ever (until abort). Only calls with device work look: the

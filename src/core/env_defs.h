@@ -22,7 +22,8 @@ VCCL_ENV_DEF(kBootstrapTimeout, "VCCL_BOOTSTRAP_TIMEOUT", Int, "120",
 VCCL_ENV_DEF(kSocketIfname, "VCCL_SOCKET_IFNAME", Str, "",
              "Network interface for the TCP bootstrap (default: first non-loopback interface that is up, else lo)")
 VCCL_ENV_DEF(kOpTimeoutMs, "VCCL_OP_TIMEOUT_MS", Int, "600000",
-             "Milliseconds an operation may wait for a peer before it ends with vcclTimeout (0: no limit)")
+             "Milliseconds an operation may wait for a peer before it ends with vcclTimeout (0: no limit); "
+             "vcclConfig_t.opTimeoutMs overrides it per communicator")
 VCCL_ENV_DEF(kAlgo, "VCCL_ALGO", Str, "",
              "Force algorithms: comma list of COLL:ALGO, host (allreduce:ring, bcast:chain) or device ones "
              "(allreduce:ll, allreduce:pieces); vccl-info -a lists them. A call the forced one cannot take runs the "

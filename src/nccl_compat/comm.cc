@@ -399,9 +399,14 @@ VNCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
     return release(comm, "ncclCommAbort", true);
 }
 
+/* NCCL_REVOKE_DEFAULT is 0, as VCCL_REVOKE_DEFAULT; vccl's revoke is blocking (it returns once the rank's
+ * operations in flight have ended), so it never answers ncclInProgress. */
 VNCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-    return unsupported("ncclCommRevoke", "use ncclCommAbort");
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommRevoke", &vc);
+    return r != ncclSuccess ? r : to_nccl(vcclCommRevoke(vc, revokeFlags));
 }
+static_assert(VCCL_REVOKE_DEFAULT == 0, "nccl.h 2.28's NCCL_REVOKE_DEFAULT (0) is passed through");
 
 VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
           ncclConfig_t* config) {
@@ -412,6 +417,51 @@ VNCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, nccl
                        [=](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
                            return vcclCommSplit(vc, color, key, child, c);
                        });
+}
+
+/* NCCL 2.29's grow: the id is made by one rank of the communicator; vccl's is a unique id like any other. */
+VNCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+    vcclComm_t vc = nullptr;
+    ncclResult_t r = lookup(comm, "ncclCommGetUniqueId", &vc);
+    if (r != ncclSuccess) return r;
+    if (uniqueId == nullptr) return fail(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+    vcclUniqueId vid;
+    r = to_nccl(vcclCommGetUniqueId(vc, &vid));
+    if (r == ncclSuccess) memcpy(uniqueId, &vid, sizeof(*uniqueId));
+    return r;
+}
+
+/* Ranks of comm derive the grown communicator from it (keeping its device, as a split does); a new rank (comm
+ * NULL) creates one as ncclCommInitRank does, on the device current now. */
+VNCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+          ncclComm_t* newcomm, ncclConfig_t* config) {
+    const char* fn = "ncclCommGrow";
+    struct Id {
+        bool given;
+        vcclUniqueId id;
+    } id{uniqueId != nullptr, {}};
+    if (uniqueId != nullptr) memcpy(&id.id, uniqueId, sizeof(id.id));
+    if (comm != nullptr) {
+        return derive_comm(comm, fn, newcomm, config, false, [=](vcclComm_t vc, vcclConfig_t* c, vcclComm_t* child) {
+            return vcclCommGrow(vc, nRanks, id.given ? &id.id : nullptr, rank, child, c);
+        });
+    }
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", fn);
+    vcclConfig_t vconfig;
+    bool use_config = false;
+    ncclResult_t r = map_config(config, fn, &vconfig, &use_config);
+    if (r != ncclSuccess) return r;
+    const int dev = current_device();
+    if (in_group()) {
+        OwnedConfig owned(use_config ? &vconfig : nullptr);
+        return defer_creation(fn, dev, [=](vcclComm_t* out) mutable {
+            return vcclCommGrow(nullptr, nRanks, id.given ? &id.id : nullptr, rank, out, owned.get());
+        }, true, newcomm);
+    }
+    vcclComm_t vc = nullptr;
+    r = to_nccl(vcclCommGrow(nullptr, nRanks, id.given ? &id.id : nullptr, rank, &vc, use_config ? &vconfig : nullptr));
+    if (r != ncclSuccess) return r;
+    return wrap(vc, dev, newcomm);
 }
 
 /* NCCL_SHRINK_DEFAULT and NCCL_SHRINK_ABORT have vccl's values (checked at build time below). The excluded

@@ -133,6 +133,9 @@ VNCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm);
 VNCCL_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm);
 VNCCL_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm);
 VNCCL_EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags);
+VNCCL_EXPORT ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+VNCCL_EXPORT ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                                       ncclComm_t* newcomm, ncclConfig_t* config);
 VNCCL_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                                         ncclConfig_t* config);
 VNCCL_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,

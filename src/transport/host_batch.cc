@@ -33,7 +33,7 @@ vcclResult_t host_wait_all(const HostBatchEnv& env, const std::vector<TransportR
         }
         if (status != vcclSuccess || pending == 0) break;
         if (env.aborted->load(std::memory_order_relaxed)) {
-            status = set_last_error(vcclRemoteError, "communicator aborted during send/receive");
+            status = set_last_error(vcclRemoteError, "communicator aborted or revoked during send/receive");
         } else if (deadline.expired()) {
             status = set_last_error(vcclTimeout,
                                     "%zu send/receive operation(s) not matched by their peers within "

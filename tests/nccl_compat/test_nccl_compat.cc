@@ -74,6 +74,8 @@ struct Api {
     Res (*CommSplit)(Comm, int, int, Comm*, o::ncclConfig_t*);
     Res (*CommShrink)(Comm, int*, int, Comm*, o::ncclConfig_t*, int);
     Res (*CommRevoke)(Comm, int);
+    Res (*CommGetUniqueId)(Comm, o::ncclUniqueId*);
+    Res (*CommGrow)(Comm, int, const o::ncclUniqueId*, int, Comm*, o::ncclConfig_t*);
     Res (*CommFinalize)(Comm);
     Res (*CommDestroy)(Comm);
     Res (*CommAbort)(Comm);
@@ -128,6 +130,8 @@ bool load() {
     bind(&api.CommSplit, "ncclCommSplit");
     bind(&api.CommShrink, "ncclCommShrink");
     bind(&api.CommRevoke, "ncclCommRevoke");
+    bind(&api.CommGetUniqueId, "ncclCommGetUniqueId");
+    bind(&api.CommGrow, "ncclCommGrow");
     bind(&api.CommFinalize, "ncclCommFinalize");
     bind(&api.CommDestroy, "ncclCommDestroy");
     bind(&api.CommAbort, "ncclCommAbort");
@@ -247,7 +251,7 @@ TEST(LibraryFile, EverySymbolResolves) {
     ASSERT_TRUE(api.lib != nullptr) << "dlopen " << lib_path() << ": " << g_load_error;
     EXPECT_EQ(g_load_error, "") << "missing symbols:" << g_load_error;
     const char* names[] = {"GetVersion", "GetUniqueId", "CommInitRank", "CommInitRankConfig", "CommInitAll",
-                           "CommInitRankScalable", "CommSplit", "CommShrink", "CommRevoke", "CommAbort",
+                           "CommInitRankScalable", "CommSplit", "CommShrink", "CommRevoke", "CommGetUniqueId", "CommGrow", "CommAbort",
                            "CommDestroy", "CommFinalize", "CommGetAsyncError", "GetErrorString", "GetLastError",
                            "AllReduce", "Broadcast", "Bcast", "Reduce", "AllGather", "ReduceScatter", "AlltoAll",
                            "Gather", "Scatter", "Send", "Recv", "GroupStart", "GroupEnd", "GroupSimulateEnd",
@@ -325,6 +329,78 @@ TEST_F(SingleRank, CommQueries) {
     EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage);
     EXPECT_EQ(api.CommDestroy(c), o::ncclInvalidUsage);
     EXPECT_EQ(api.CommAbort(nullptr), o::ncclSuccess);
+}
+
+/* ncclCommRevoke maps to vcclCommRevoke: flags other than NCCL_REVOKE_DEFAULT are refused; once revoked, calls
+ * are refused, and a shrink that excludes nobody gives a communicator whose results are right. */
+TEST_F(SingleRank, RevokeThenShrink) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(api.CommRevoke(c, 1), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommRevoke(nullptr, 0), o::ncclInvalidArgument);
+    int32_t in[3] = {7, -3, 11}, out[3] = {0, 0, 0};
+    EXPECT_EQ(api.AllReduce(in, out, 3, o::ncclInt32, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(api.CommRevoke(c, 0), o::ncclSuccess);
+    EXPECT_EQ(api.CommRevoke(c, 0), o::ncclSuccess) << "a second revoke is a no-op";
+    EXPECT_EQ(api.AllReduce(in, out, 3, o::ncclInt32, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
+    Comm split = nullptr;
+    EXPECT_EQ(api.CommSplit(c, 0, 0, &split, nullptr), o::ncclInvalidUsage);
+    EXPECT_EQ(split, nullptr);
+    Comm shrunk = nullptr;
+    ASSERT_EQ(api.CommShrink(c, nullptr, 0, &shrunk, nullptr, 0), o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_NE(shrunk, nullptr);
+    int32_t out2[3] = {0, 0, 0};
+    EXPECT_EQ(api.AllReduce(in, out2, 3, o::ncclInt32, o::ncclMax, shrunk, nullptr), o::ncclSuccess);
+    EXPECT_EQ(out2[0], 7);
+    EXPECT_EQ(out2[1], -3);
+    EXPECT_EQ(out2[2], 11);
+    EXPECT_EQ(api.CommDestroy(shrunk), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+/* ncclCommGrow from one rank to two in one process: the existing rank (the coordinator, with the id from
+ * ncclCommGetUniqueId) and a new one on a thread of its own; an AllReduce on the two is checked. */
+TEST_F(SingleRank, GrowFromOneRankToTwo) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.CommGetUniqueId(c, &id), o::ncclSuccess) << api.GetLastError(nullptr);
+    Comm grown[2] = {nullptr, nullptr};
+    Res rc[2] = {o::ncclInternalError, o::ncclInternalError};
+    std::thread joiner([&] { rc[1] = api.CommGrow(nullptr, 2, &id, 1, &grown[1], nullptr); });
+    rc[0] = api.CommGrow(c, 2, &id, -1, &grown[0], nullptr);
+    joiner.join();
+    ASSERT_EQ(rc[0], o::ncclSuccess);
+    ASSERT_EQ(rc[1], o::ncclSuccess);
+    int n = 0, r = -1;
+    EXPECT_EQ(api.CommCount(grown[1], &n), o::ncclSuccess);
+    EXPECT_EQ(api.CommUserRank(grown[1], &r), o::ncclSuccess);
+    EXPECT_EQ(n, 2);
+    EXPECT_EQ(r, 1);
+    std::vector<int64_t> in[2], out[2];
+    for (int k = 0; k < 2; ++k) {
+        in[k].assign(1001, 0);
+        out[k].assign(1001, -1);
+        for (size_t i = 0; i < in[k].size(); ++i) in[k][i] = int64_t(i) * (k + 1) - 7;
+    }
+    std::thread second([&] {
+        rc[1] = api.AllReduce(in[1].data(), out[1].data(), 1001, o::ncclInt64, o::ncclSum, grown[1], nullptr);
+    });
+    rc[0] = api.AllReduce(in[0].data(), out[0].data(), 1001, o::ncclInt64, o::ncclSum, grown[0], nullptr);
+    second.join();
+    EXPECT_EQ(rc[0], o::ncclSuccess);
+    EXPECT_EQ(rc[1], o::ncclSuccess);
+    size_t bad = 0;
+    for (int k = 0; k < 2; ++k) {
+        for (size_t i = 0; i < out[k].size(); ++i) bad += out[k][i] != int64_t(i) * 3 - 14;
+    }
+    EXPECT_EQ(bad, 0u);
+    // The grow id served its one grow; the parent is still usable, then every communicator is freed.
+    int32_t x = 5, y = 0;
+    EXPECT_EQ(api.AllReduce(&x, &y, 1, o::ncclInt32, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(y, 5);
+    for (Comm g : grown) EXPECT_EQ(api.CommDestroy(g), o::ncclSuccess);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
 }
 
 TEST_F(SingleRank, CollectivesOnHostMemory) {
@@ -531,7 +607,6 @@ TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
     int exclude = 0;
     EXPECT_EQ(api.CommShrink(c, &exclude, 1, &out, nullptr, 0), o::ncclInvalidUsage) << "excludes the caller";
     EXPECT_EQ(out, nullptr);
-    EXPECT_EQ(api.CommRevoke(c, 0), o::ncclInvalidUsage);
     o::ncclSimInfo_t sim = {sizeof(o::ncclSimInfo_t), VNCCL_SIM_INFO_MAGIC, 22803, -1.0f};
     EXPECT_EQ(api.GroupSimulateEnd(&sim), o::ncclInvalidUsage);
     o::ncclWindow_t win = nullptr;

@@ -95,7 +95,7 @@ vcclResult_t CollCtx::wait(ReqId id) {
             return vcclSuccess;
         }
         if (abort_flag_ != nullptr && abort_flag_->load(std::memory_order_acquire)) {
-            return fail(set_last_error(vcclRemoteError, "communicator aborted"));
+            return fail(set_last_error(vcclRemoteError, "communicator aborted or revoked"));
         }
         if (spins % kDeadlineSpins == 0 && deadline_passed()) {
             const ReqInfo& info = info_[size_t(id)];

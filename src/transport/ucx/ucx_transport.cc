@@ -283,6 +283,7 @@ private:
     unsigned idle_polls_ = 0;
     int orphans_ = 0; // released requests UCX has not finished with yet
     std::vector<std::vector<char>> scratch_keep_; // buffers of receives given up at close (discard_unexpected)
+    std::vector<void*> discards_given_up_;        // their requests: the worker is not destroyed while one is UCX's
     telemetry::Telemetry* telemetry_ = nullptr;       // NULL while paused (pause_telemetry)
     telemetry::Telemetry* telemetry_owned_ = nullptr; // the communicator's, or NULL with telemetry off
     std::vector<char> addresses_; // every rank's worker address, `address_slot_` bytes each (reconnect)
@@ -455,9 +456,13 @@ void UcxTransport::discard_unexpected(Deadline deadline) {
         while (ucp_request_check_status(sp) == UCS_INPROGRESS && !mine.expired()) ucp_worker_progress(worker_);
         if (ucp_request_check_status(sp) == UCS_INPROGRESS) {
             // Out of time (a large message from a slow or gone peer): give it up. UCX may still write into
-            // `scratch` until the worker is destroyed, so the buffer lives as long as this transport.
+            // `scratch` until the worker is destroyed, so the buffer lives as long as this transport. A
+            // rendezvous receive may still have a copy queued on its shared-memory lane (cma): destroying the
+            // worker then failed UCX 1.13's assertion `ucs_arbiter_group_is_empty` in uct_cma_ep_t_delete
+            // (a rank that withheld a large collective, aborted after its peers had timed out, on a loaded
+            // machine). close() waits for the request to end and otherwise leaves the worker allocated.
             ucp_request_cancel(worker_, sp);
-            ucp_request_free(sp);
+            discards_given_up_.push_back(sp);
             scratch_keep_.push_back(std::move(scratch));
             break;
         }
@@ -507,6 +512,16 @@ vcclResult_t UcxTransport::close(Deadline deadline) {
     }
     // Orphaned requests end when their endpoint closes; give their callbacks a chance to run.
     while (orphans_ > 0 && !deadline.expired()) progress();
+    for (void* req : discards_given_up_) {
+        while (ucp_request_check_status(req) == UCS_INPROGRESS && !deadline.expired()) progress();
+        if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+            timed_out = true;
+            ++orphans_;
+        } else {
+            ucp_request_free(req);
+        }
+    }
+    discards_given_up_.clear();
     if (timed_out || orphans_ > 0) {
         // Destroying a worker that still owns requests trips UCX assertions; leaking it is the safe choice
         // for a communicator that is going away after an error.
