@@ -65,6 +65,15 @@ vh_shape() { # vh_shape NS DEV: the rail's rate limit on the packets DEV sends
     tc -n "$1" qdisc replace dev "$2" root tbf rate "$VH_RATE" burst 256kb latency 50ms
 }
 
+# vh_route NS G ADDR: what rail G's address sends leaves on rail G, to any rail of any host (a rail's /24 alone
+# would send the packets for another rail's subnet out of that rail's device, or nowhere from a socket bound to
+# the device): a /16 over the fabric per rail, chosen by source address.
+vh_route() {
+    ip -n "$1" rule add from "$3" table $((100 + $2)) &&
+        ip -n "$1" route add 10.90.0.0/16 dev "rail$2" src "$3" table $((100 + $2)) &&
+        ip -n "$1" route add 10.90.0.0/16 dev "rail$2" src "$3" metric $((100 + $2))
+}
+
 vh_setup() {
     [ "$(id -u)" -eq 0 ] || vh_skip "emulated hosts need root (network and UTS namespaces, veth, tc)"
     command -v ip >/dev/null 2>&1 && command -v tc >/dev/null 2>&1 || vh_skip "iproute2 (ip, tc) not installed"
@@ -88,7 +97,8 @@ vh_setup() {
             ip link add "rail$g" netns "$ns" type veth peer name "h${h}r$g" netns "$VH_FAB" || vh_skip "cannot create veth pairs"
             ip -n "$VH_FAB" link set "h${h}r$g" master fab && ip -n "$VH_FAB" link set "h${h}r$g" up &&
                 ip -n "$ns" addr add "10.90.$g.$((h + 1))/24" dev "rail$g" && ip -n "$ns" link set "rail$g" up &&
-                vh_shape "$ns" "rail$g" && vh_shape "$VH_FAB" "h${h}r$g" ||
+                vh_shape "$ns" "rail$g" && vh_shape "$VH_FAB" "h${h}r$g" &&
+                vh_route "$ns" "$g" "10.90.$g.$((h + 1))" ||
                 { echo "hosts-common.sh: configuring rail $g of host $h failed" >&2; exit 99; }
         done
     done

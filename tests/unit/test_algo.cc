@@ -716,7 +716,7 @@ std::vector<Spec> two_level_grid(const Algorithm* a, int n, const HostGroups* ho
             if (!red && op != vcclSum) continue;
             for (size_t count : counts) {
                 ++seed;
-                if (!full && seed % 3 != 0) continue; // the big layouts: a third of the cases
+                if (!full && seed % 4 != 0) continue; // the big layouts: a quarter of the cases
                 Spec sp{a, t, op, count, seed % 2 == 0, int(seed % size_t(n)), chunks[seed % 3], Input::Int, seed};
                 sp.hosts = hosts;
                 sp.small_bytes = (seed / 2) % 2 == 0 ? -1 : 0;
@@ -734,6 +734,7 @@ std::vector<Spec> two_level_grid(const Algorithm* a, int n, const HostGroups* ho
             specs.push_back(sp);
         }
     }
+    if (!full) return specs; // the big layouts: the small cases only
     for (int in_place = 0; in_place < 2; ++in_place) {
         for (vcclDataType_t t : {vcclFloat32, vcclInt32}) {
             ++seed;
