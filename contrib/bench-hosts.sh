@@ -8,7 +8,7 @@
 # name (VCCL_ALGO=...:ring, recursive_doubling for the small allreduce), then with the default choice (two-level
 # across these hosts):
 #   allreduce, allgather, reducescatter from BIG_MIN to BIG_MAX (default 16M-256M, factor 4), and allreduce from
-#   SMALL_MIN to SMALL_MAX (default 8-64K, factor 8),
+#   SMALL_MIN to SMALL_MAX (default 8-64K, factor SMALL_FACTOR, default 2),
 # and prints vccl-perf's out-of-place times side by side with the ratio flat/two-level (> 1: two-level is faster),
 # and the bytes each rail sent during each run. Every run verifies its results (-c 1); a wrong element fails it.
 # Needs root, iproute2, MPI and a build (BUILD_DIR, default build/). Also ITERS (default 3), SMALL_ITERS (200).
@@ -16,6 +16,7 @@ set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$top/build}
 VH_PROGRAM=$build/vccl-perf
+VH_HARD_TIMEOUT=${VH_HARD_TIMEOUT:-900} # each vccl-perf run; 256 MiB flat at 1gbit takes ~4 s an iteration
 . "$top/tests/hosts/hosts-common.sh"
 LAYOUT=${LAYOUT:-2 2}
 ITERS=${ITERS:-3}
@@ -62,8 +63,8 @@ for coll in allreduce allgather reducescatter; do
     run flat "$coll:ring" "$coll" -b "${BIG_MIN:-16M}" -e "${BIG_MAX:-256M}" -f 4 -n "$ITERS" -w 1
     run twolevel "" "$coll" -b "${BIG_MIN:-16M}" -e "${BIG_MAX:-256M}" -f 4 -n "$ITERS" -w 1
 done
-run flat "allreduce:recursive_doubling" allreduce -b "${SMALL_MIN:-8}" -e "${SMALL_MAX:-64K}" -f 8 -n "$SMALL_ITERS" -w 20
-run twolevel "" allreduce -b "${SMALL_MIN:-8}" -e "${SMALL_MAX:-64K}" -f 8 -n "$SMALL_ITERS" -w 20
+run flat "allreduce:recursive_doubling" allreduce -b "${SMALL_MIN:-8}" -e "${SMALL_MAX:-64K}" -f "${SMALL_FACTOR:-2}" -n "$SMALL_ITERS" -w 20
+run twolevel "" allreduce -b "${SMALL_MIN:-8}" -e "${SMALL_MAX:-64K}" -f "${SMALL_FACTOR:-2}" -n "$SMALL_ITERS" -w 20
 
 printf '%-14s %12s %14s %14s %8s\n' collective bytes flat_us twolevel_us ratio
 awk '$1 == "flat" { k = $2 " " $3; if (!(k in f)) order[++n] = k; f[k] = $4 }
