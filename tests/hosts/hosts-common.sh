@@ -20,7 +20,7 @@
 # The ranks of one emulated host share a network namespace and a host name (each enters its own UTS namespace
 # and sets it, hosts_worker.cc), so vccl groups them as one host; UCX's tcp transport, bound to rail devices,
 # carries all traffic (VCCL_UCX_TLS=tcp): inside a host over loopback, between hosts over the rails.
-VH_PREFIX=${VH_PREFIX:-vh$$}
+VH_PREFIX=${VH_PREFIX:-vh$$x} # "x" ends the PID: runs side by side (make -j) must tell theirs apart
 VH_RATE=${VH_RATE:-1gbit}
 VH_FAB=${VH_PREFIX}f
 VH_WORKER=${VH_WORKER:-${top_builddir:-.}/tests/hosts/hosts_worker}
@@ -40,14 +40,15 @@ vh_cleanup() {
     return 0
 }
 
-# Namespaces vh<PID>... whose PID is gone (a run killed -9) are removed.
+# Namespaces vh<PID>x... whose PID is gone (a run killed -9) are removed.
 vh_cleanup_stale() {
     local ns pid
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case $ns in vh[0-9]*) ;; *) continue ;; esac
+        case $ns in vh[0-9]*x*) ;; *) continue ;; esac
         pid=${ns#vh}
-        pid=${pid%%[!0-9]*}
-        [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null && ip netns delete "$ns" 2>/dev/null
+        pid=${pid%%x*}
+        case $pid in *[!0-9]* | '') continue ;; esac
+        kill -0 "$pid" 2>/dev/null || ip netns delete "$ns" 2>/dev/null
     done
     return 0
 }
