@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "algo/host/coll_ctx.h"
+#include "algo/host_groups.h"
 #include "vccl.h"
 
 namespace vccl {
@@ -51,6 +52,13 @@ extern const Algorithm kReduceChain;                // reduce/chain.cc
 extern const Algorithm kAllGatherRing;              // allgather/ring.cc
 extern const Algorithm kReduceScatterRing;          // reducescatter/ring.cc
 extern const Algorithm kAlltoAllPairwise;           // alltoall/pairwise.cc
+/* Across hosts (algo/twolevel/<collective>/twolevel.cc): one-host phases and per-rail phases between hosts. */
+extern const Algorithm kAllReduceTwoLevel;
+extern const Algorithm kBroadcastTwoLevel;
+extern const Algorithm kReduceTwoLevel;
+extern const Algorithm kAllGatherTwoLevel;
+extern const Algorithm kReduceScatterTwoLevel;
+extern const Algorithm kAlltoAllTwoLevel;
 
 struct DeviceAlgorithm; // algo/device/device_algo.h
 
@@ -62,9 +70,10 @@ struct AlgoChoice {
 
 /* Every registered host algorithm. */
 const Algorithm* algo_list(size_t* count);
-/* The host algorithm for this call: `forced`'s for the collective if any, else the default by size. */
+/* The host algorithm for this call: `forced`'s for the collective if any, else the default: the two-level one
+ * where `hosts` (NULL: one host) allows two levels (HostGroups::two_level), else a flat one by size. */
 const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings,
-                             const AlgoChoice& forced = AlgoChoice());
+                             const AlgoChoice& forced = AlgoChoice(), const HostGroups* hosts = nullptr);
 /* Parses a VCCL_ALGO value; false with a message in *error when a name is unknown. chosen[c] is the forced host
  * algorithm of collective c or nullptr, device_chosen[c] (when not NULL) the device one; valid entries are filled
  * in even when another entry is rejected. Collective names: the coll_name() spellings, plus "bcast";

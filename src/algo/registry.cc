@@ -25,6 +25,8 @@ const Algorithm* table(size_t* count) {
     static const Algorithm kTable[] = {
         kAllReduceRing,  kAllReduceRecursiveDoubling, kBroadcastBinomial, kBroadcastChain,  kReduceBinomial,
         kReduceChain,    kAllGatherRing,              kReduceScatterRing, kAlltoAllPairwise,
+        kAllReduceTwoLevel, kBroadcastTwoLevel, kReduceTwoLevel, kAllGatherTwoLevel, kReduceScatterTwoLevel,
+        kAlltoAllTwoLevel,
     };
     *count = sizeof(kTable) / sizeof(kTable[0]);
     return kTable;
@@ -214,9 +216,15 @@ AlgoChoice algo_choice_decode(uint64_t code) {
 }
 
 const Algorithm* algo_select(const CollArgs& args, int nranks, const CollSettings& settings,
-                             const AlgoChoice& choice) {
+                             const AlgoChoice& choice, const HostGroups* hosts) {
     const Algorithm* forced = choice.host[int(args.coll)];
     if (forced != nullptr) return forced;
+    if (hosts != nullptr && hosts->nranks() == nranks && hosts->two_level()) {
+        const Algorithm* two[int(CollType::kCount)] = {&kAllReduceTwoLevel, &kBroadcastTwoLevel,
+                                                       &kReduceTwoLevel,    &kAllGatherTwoLevel,
+                                                       &kReduceScatterTwoLevel, &kAlltoAllTwoLevel};
+        if (args.coll != CollType::kCount) return find(int(args.coll), two[int(args.coll)]->name);
+    }
 
     size_t bytes = args.count * dtype_size(args.dtype);
     bool small = bytes <= settings.small_bytes;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/host_groups.h"
 #include "algo/host/coll_ctx.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/idle_progress.h"
@@ -48,6 +49,7 @@ struct vcclComm {
     int nranks = 0;
     int local_rank = 0;         // index among the ranks on this host
     int local_size = 1;         // ranks on this host
+    vccl::HostGroups hosts;     // every rank's host and local rank (two-level algorithms choose by it)
     uint64_t hash = 0;          // equal on all ranks: names the communicator in logs and telemetry
     std::string name;           // vcclConfig_t::commName or "comm-<hash>"
     std::shared_ptr<vccl::Bootstrap> bootstrap;

@@ -324,6 +324,7 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
 
     TransportOptions options;
     VCCL_RETURN_IF_ERROR(find_local_ranks(bootstrap.get(), &comm->local_rank, &comm->local_size, &options.host_ids));
+    comm->hosts = HostGroups::from_ids(options.host_ids);
     std::string backup;
     rail_devices(comm->local_rank, comm->local_size, &options.net_devices, &backup);
     if (config != nullptr && config->netName != nullptr) {

@@ -25,7 +25,7 @@ namespace vccl {
 namespace {
 
 vcclResult_t run_collective(vcclComm* comm, const Op& op) {
-    const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings, comm->algos);
+    const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings, comm->algos, &comm->hosts);
     if (algo == nullptr) {
         return set_last_error(vcclInternalError, "no algorithm for %s", coll_name(op.coll.coll));
     }
@@ -38,6 +38,7 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
         ScopedTransferTag telemetry_tag(comm->transport.get(), {uint8_t(1 + int(op.coll.coll)), seq});
         CollCtx ctx(comm->transport.get(), comm->rank, comm->nranks, coll_tag(seq), op.coll.dtype, op.coll.op,
                     comm->settings, &comm->aborted, &comm->scratch);
+        ctx.set_hosts(&comm->hosts);
         status = algo->run(ctx, op.coll);
     }
     comm->scratch.reset();

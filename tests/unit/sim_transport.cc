@@ -84,6 +84,7 @@ struct SimWorld::Impl {
     std::vector<std::unique_ptr<Endpoint>> endpoints;
     std::mt19937_64 rng;
     size_t live_requests = 0;
+    std::vector<size_t> sent; // [from * nranks + to]: bytes posted
 
     uint64_t due_time() {
         if (opt.max_delay_us <= 0) return 0;
@@ -167,6 +168,7 @@ public:
         req->peer = peer;
         req->tag = tag & kTagMask;
         req->bytes = bytes;
+        w_->sent[size_t(rank_) * size_t(w_->nranks) + size_t(peer)] += bytes;
         Message* msg = new Message;
         msg->from = rank_;
         msg->bytes = bytes;
@@ -299,6 +301,7 @@ SimWorld::SimWorld(int nranks, const SimOptions& options) : impl_(new Impl) {
     impl_->boxes.resize(size_t(nranks));
     impl_->cvs = std::vector<std::condition_variable>(size_t(nranks));
     impl_->epochs.assign(size_t(nranks), 0);
+    impl_->sent.assign(size_t(nranks) * size_t(nranks), 0);
     impl_->rng.seed(options.seed);
     for (int r = 0; r < nranks; ++r) impl_->endpoints.emplace_back(new Impl::Endpoint(impl_.get(), r));
 }
@@ -325,6 +328,11 @@ void SimWorld::run(const std::function<void(int rank)>& fn) {
 size_t SimWorld::outstanding_requests() const {
     std::lock_guard<std::mutex> lock(impl_->mu);
     return impl_->live_requests;
+}
+
+size_t SimWorld::bytes_sent(int from, int to) const {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    return impl_->sent[size_t(from) * size_t(impl_->nranks) + size_t(to)];
 }
 
 size_t SimWorld::unmatched() const {

@@ -47,6 +47,8 @@ public:
     size_t outstanding_requests() const;
     /* Messages sent but never received, plus receives posted but never matched. */
     size_t unmatched() const;
+    /* Bytes of every send posted from one rank to another so far. */
+    size_t bytes_sent(int from, int to) const;
 
     struct Impl;
 private:

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/host_groups.h"
 #include "algo/staged_layout.h"
 #include "transport/staging/staged_pieces.h"
 #include "core/dtype.h"
@@ -97,6 +98,8 @@ struct Spec {
     uint64_t seed;
     bool staged = false;       // run as the staged device path plans it (algo/staged_layout.h)...
     uint64_t staged_chunk = 0; // ... cut at this many bytes (0: one piece)
+    const HostGroups* hosts = nullptr; // where the ranks are (NULL: one host)
+    long small_bytes = -1;             // CollSettings::small_bytes (-1: the default)
 };
 
 std::string describe(const Spec& s, int n) {
@@ -105,6 +108,11 @@ std::string describe(const Spec& s, int n) {
              s.algo->name, n, dtype_name(s.dtype), op_name(s.op), s.count, s.in_place ? "in-place" : "out-of-place",
              s.root, s.chunk_bytes, s.input == Input::Float ? " random-float" : "");
     std::string text = buf;
+    if (s.hosts != nullptr) {
+        text += " hosts";
+        for (int r = 0; r < s.hosts->nranks(); ++r) text += (r ? "," : "=") + std::to_string(s.hosts->host_of(r));
+    }
+    if (s.small_bytes >= 0) text += " small_bytes=" + std::to_string(s.small_bytes);
     if (s.staged) text += " staged in pieces of " + std::to_string(s.staged_chunk) + " B";
     return text;
 }
@@ -323,10 +331,12 @@ void run_one(SimWorld& world, const Spec& s, uint64_t tag, int r, ScratchArena* 
     CollSettings settings;
     settings.chunk_bytes = s.chunk_bytes;
     settings.op_timeout_ms = timeout_ms;
+    if (s.small_bytes >= 0) settings.small_bytes = size_t(s.small_bytes);
     if (s.staged) {
         res->status = run_staged(world, s, args, tag, r, settings, scratch, res);
     } else {
         CollCtx ctx(world.transport(r), r, n, tag, s.dtype, s.op, settings, nullptr, scratch);
+        ctx.set_hosts(s.hosts);
         res->status = s.algo->run(ctx, args);
     }
     if (res->status != vcclSuccess) {
@@ -387,6 +397,7 @@ vcclResult_t run_staged(SimWorld& world, const Spec& s, const CollArgs& args, ui
     for (size_t k = 0; k < plan.pieces.size(); ++k) {
         uint64_t piece_tag = tag * 2 * kMaxStagedPieces + k;
         CollCtx ctx(world.transport(r), r, n, piece_tag, s.dtype, s.op, settings, nullptr, scratch);
+        ctx.set_hosts(s.hosts);
         char* host = reinterpret_cast<char*>(slot.data());
         vcclResult_t st = s.algo->run(ctx, staged_host_args(args, plan.pieces[k], host));
         scratch->reset();
@@ -536,10 +547,13 @@ TEST_P(AlgoGrid, MatchesReference) {
     EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
 }
 
-/* Every algorithm on each of these rank counts. */
+bool is_two_level(const Algorithm* a) { return strcmp(a->name, "twolevel") == 0; }
+
+/* Every flat algorithm on each of these rank counts (the two-level ones have their own layouts, AlgoTwoLevel). */
 std::vector<GridParam> every_algo_on(const std::vector<int>& rank_counts) {
     std::vector<GridParam> out;
     for (size_t i = 0; i < algo_count(); ++i) {
+        if (is_two_level(algo_at(i))) continue;
         for (int n : rank_counts) out.push_back(GridParam{i, n});
     }
     return out;
@@ -654,6 +668,276 @@ TEST(AlgoRegistry, DefaultSelection) {
     EXPECT_EQ(pick(CollType::AllGather, 1 << 20, 4), "ring");
     EXPECT_EQ(pick(CollType::ReduceScatter, 1, 4), "ring");
     EXPECT_EQ(pick(CollType::AlltoAll, 1, 4), "pairwise");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Two-level algorithms over layouts of ranks on hosts
+
+struct Layout {
+    const char* name;
+    std::vector<int> host_of; // host label of every rank
+};
+
+const std::vector<Layout>& layouts() {
+    static const std::vector<Layout> kLayouts = {
+        {"2x2", {0, 0, 1, 1}},
+        {"3x2", {0, 0, 1, 1, 2, 2}},
+        {"2x3", {0, 0, 0, 1, 1, 1}},
+        {"4x4", {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3}},
+        {"2x2_interleaved", {7, 3, 7, 3}},       // hosts alternate by rank
+        {"3x2_scattered", {2, 0, 1, 1, 0, 2}},   // no host's ranks are contiguous
+        {"2x1", {0, 1}},                          // one rank per host: flat
+        {"2plus1", {0, 0, 1}},                    // uneven: flat
+        {"3plus1", {0, 1, 0, 0}},                 // uneven: flat
+        {"1x4", {0, 0, 0, 0}},                    // one host: flat
+    };
+    return kLayouts;
+}
+
+const Algorithm* two_level_of(CollType c) {
+    for (size_t i = 0; i < algo_count(); ++i) {
+        if (algo_at(i)->coll == c && is_two_level(algo_at(i))) return algo_at(i);
+    }
+    return nullptr;
+}
+
+/* Every type x op, counts from 0 through odd and non-divisible ones, both placements, both the small-message and
+ * the blocked allreduce path (small_bytes 0 forces the latter), chunks down to one element, random floats, a
+ * larger odd count, and a few through the staged device path's pieces. Smaller than the flat grid: the phases
+ * are the flat algorithms, which that grid covers. */
+std::vector<Spec> two_level_grid(const Algorithm* a, int n, const HostGroups* hosts, bool full) {
+    std::vector<Spec> specs;
+    const bool red = is_reduction(a->coll);
+    const size_t counts[] = {0, 1, 2, 7, size_t(n - 1), size_t(n + 1), 1001};
+    const size_t chunks[] = {size_t(1) << 20, 40, 7};
+    uint64_t seed = 77;
+    for (vcclDataType_t t : kAllTypes) {
+        for (vcclRedOp_t op : kAllOps) {
+            if (!red && op != vcclSum) continue;
+            for (size_t count : counts) {
+                ++seed;
+                if (!full && seed % 4 != 0) continue; // the big layouts: a quarter of the cases
+                Spec sp{a, t, op, count, seed % 2 == 0, int(seed % size_t(n)), chunks[seed % 3], Input::Int, seed};
+                sp.hosts = hosts;
+                sp.small_bytes = (seed / 2) % 2 == 0 ? -1 : 0;
+                specs.push_back(sp);
+            }
+        }
+    }
+    for (vcclDataType_t t : {vcclFloat16, vcclBfloat16, vcclFloat32, vcclFloat64}) {
+        for (vcclRedOp_t op : {vcclSum, vcclAvg, vcclMax}) {
+            if (!red && op != vcclSum) continue;
+            ++seed;
+            Spec sp{a, t, op, 1001, (seed & 1) != 0, int(seed % size_t(n)), 256, Input::Float, seed};
+            sp.hosts = hosts;
+            sp.small_bytes = (seed / 2) % 2 == 0 ? -1 : 0;
+            specs.push_back(sp);
+        }
+    }
+    if (!full) return specs; // the big layouts: the small cases only
+    for (int in_place = 0; in_place < 2; ++in_place) {
+        for (vcclDataType_t t : {vcclFloat32, vcclInt32}) {
+            ++seed;
+            Spec sp{a, t, red && t == vcclInt32 ? vcclAvg : vcclSum, 70001, in_place != 0, int(seed % size_t(n)),
+                    4096, Input::Int, seed};
+            sp.hosts = hosts;
+            specs.push_back(sp);
+        }
+    }
+    for (uint64_t piece : {uint64_t(0), uint64_t(40), uint64_t(1000)}) {
+        for (size_t count : {size_t(1), size_t(n + 1), size_t(1001)}) {
+            ++seed;
+            Spec sp{a, vcclFloat32, red ? kAllOps[seed % 5] : vcclSum, count, (seed & 1) != 0, int(seed % size_t(n)),
+                    256, Input::Int, seed};
+            sp.hosts = hosts;
+            sp.small_bytes = (seed / 2) % 2 == 0 ? -1 : 0;
+            sp.staged = true;
+            sp.staged_chunk = piece;
+            specs.push_back(sp);
+        }
+    }
+    return specs;
+}
+
+struct TwoLevelParam {
+    CollType coll;
+    size_t layout;
+};
+
+class AlgoTwoLevel : public ::testing::TestWithParam<TwoLevelParam> {};
+
+TEST_P(AlgoTwoLevel, MatchesReference) {
+    const Algorithm* a = two_level_of(GetParam().coll);
+    ASSERT_NE(a, nullptr);
+    const Layout& l = layouts()[GetParam().layout];
+    HostGroups hosts = HostGroups::from_hosts(l.host_of);
+    const int n = hosts.nranks();
+    Report rep = run_cases(n, two_level_grid(a, n, &hosts, n <= 6));
+    EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
+}
+
+TEST_P(AlgoTwoLevel, RendezvousWithRandomDelays) {
+    const Algorithm* a = two_level_of(GetParam().coll);
+    const Layout& l = layouts()[GetParam().layout];
+    if (l.host_of.size() > 6) GTEST_SKIP() << "the grid covers the big layouts";
+    HostGroups hosts = HostGroups::from_hosts(l.host_of);
+    const int n = hosts.nranks();
+    std::vector<Spec> specs;
+    uint64_t seed = 3000;
+    for (size_t count : {size_t(1), size_t(n + 1), size_t(1001), size_t(20011)}) {
+        for (int in_place = 0; in_place < 2; ++in_place) {
+            ++seed;
+            Spec sp{a, vcclFloat32, vcclSum, count, in_place != 0, int(seed % size_t(n)), count > 1001 ? 2048u : 40u,
+                    Input::Int, seed};
+            sp.hosts = &hosts;
+            sp.small_bytes = in_place ? 0 : -1;
+            specs.push_back(sp);
+            sp.dtype = vcclInt32;
+            sp.op = vcclAvg;
+            sp.in_place = !sp.in_place;
+            sp.root = int((seed + 1) % size_t(n));
+            specs.push_back(sp);
+        }
+    }
+    RunOptions opt;
+    opt.sim.eager = false;
+    opt.sim.max_delay_us = 30;
+    opt.sim.seed = seed;
+    Report rep = run_cases(n, specs, opt);
+    EXPECT_EQ(rep.failed_cases, 0u) << rep.text;
+}
+
+std::vector<TwoLevelParam> every_two_level_layout() {
+    std::vector<TwoLevelParam> out;
+    for (int c = 0; c < int(CollType::kCount); ++c) {
+        for (size_t l = 0; l < layouts().size(); ++l) out.push_back(TwoLevelParam{CollType(c), l});
+    }
+    return out;
+}
+
+std::string two_level_name(const ::testing::TestParamInfo<TwoLevelParam>& info) {
+    return std::string(coll_name(info.param.coll)) + "_" + layouts()[info.param.layout].name;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AlgoTwoLevel, ::testing::ValuesIn(every_two_level_layout()), two_level_name);
+
+/* Bytes each rank sent to ranks of other hosts in one collective, and that none went off its rail. */
+struct CrossHost {
+    std::vector<size_t> per_rank;
+    size_t off_rail = 0;
+};
+
+CrossHost run_counting(const Spec& spec, const HostGroups& hosts) {
+    const int n = hosts.nranks();
+    SimWorld world(n);
+    std::vector<RankResult> results(static_cast<size_t>(n));
+    world.run([&](int r) {
+        ScratchArena scratch;
+        run_one(world, spec, 1, r, &scratch, 30000, &results[size_t(r)]);
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(results[size_t(r)].errors, 0u) << results[size_t(r)].first;
+    CrossHost out;
+    out.per_rank.assign(size_t(n), 0);
+    for (int a = 0; a < n; ++a) {
+        for (int b = 0; b < n; ++b) {
+            if (hosts.host_of(a) == hosts.host_of(b)) continue;
+            out.per_rank[size_t(a)] += world.bytes_sent(a, b);
+            if (hosts.local_rank(a) != hosts.local_rank(b)) out.off_rail += world.bytes_sent(a, b);
+        }
+    }
+    return out;
+}
+
+/* The point of two levels: each rank's inter-host bytes are the rail's share, 1/G of what crosses per host, and
+ * stay on the rail; the flat ring sends several times as much over its busiest link. */
+TEST(AlgoTwoLevelTraffic, InterHostBytesPerRailAreDividedByRanksPerHost) {
+    for (const char* name : {"2x2", "3x2", "4x4"}) {
+        const Layout* l = nullptr;
+        for (const Layout& x : layouts()) {
+            if (strcmp(x.name, name) == 0) l = &x;
+        }
+        ASSERT_NE(l, nullptr);
+        HostGroups hosts = HostGroups::from_hosts(l->host_of);
+        const size_t n = size_t(hosts.nranks()), H = size_t(hosts.nhosts()), G = size_t(hosts.ranks_per_host());
+        const size_t c = 4 * 3 * 5 * 7 * 16; // divisible by every G * H here, so each rank's share is exact
+        struct Case {
+            CollType coll;
+            size_t count, expected; // bytes per rank across hosts
+        };
+        const Case cases[] = {
+            {CollType::AllReduce, c * G, 2 * (H - 1) * c * 4 / H},      // 2(H-1)/H of S/G, S = c*G*4
+            {CollType::AllGather, c, (H - 1) * c * 4},                  // (H-1)/H of S/G, S = n*c*4
+            {CollType::ReduceScatter, c, (H - 1) * c * 4},
+            {CollType::AlltoAll, c, (H - 1) * G * c * 4},               // every block for another host, once
+            {CollType::Broadcast, c, 0},                                 // checked below: the root's rail only
+        };
+        for (const Case& k : cases) {
+            Spec spec{two_level_of(k.coll), vcclFloat32, vcclSum, k.count, false, 1, 1 << 20, Input::Int, 11};
+            spec.hosts = &hosts;
+            spec.small_bytes = 0; // the blocked allreduce, and the flat ring to compare with
+            CrossHost two = run_counting(spec, hosts);
+            EXPECT_EQ(two.off_rail, 0u) << name << " " << coll_name(k.coll) << ": bytes left their rail";
+            if (k.coll == CollType::Broadcast) continue;
+            for (size_t r = 0; r < n; ++r) {
+                EXPECT_EQ(two.per_rank[r], k.expected) << name << " " << coll_name(k.coll) << " rank " << r;
+            }
+            if (k.coll == CollType::AlltoAll) continue; // same bytes flat, in G times the messages
+            spec.hosts = nullptr;
+            spec.algo = algo_select(CollArgs{k.coll, nullptr, nullptr, k.count, vcclFloat32, vcclSum, 0}, int(n),
+                                    CollSettings());
+            CrossHost flat = run_counting(spec, hosts);
+            size_t busiest = 0;
+            for (size_t b : flat.per_rank) busiest = std::max(busiest, b);
+            EXPECT_GE(busiest, 2 * k.expected) << name << " " << coll_name(k.coll) << " flat " << spec.algo->name;
+        }
+    }
+}
+
+TEST(AlgoTwoLevelTraffic, HostGroupsFromLabels) {
+    HostGroups g = HostGroups::from_hosts({9, 4, 9, 4, 9, 4});
+    EXPECT_EQ(g.nhosts(), 2);
+    EXPECT_EQ(g.ranks_per_host(), 3);
+    EXPECT_TRUE(g.two_level());
+    EXPECT_EQ(g.host_of(0), 0);
+    EXPECT_EQ(g.host_of(1), 1);
+    EXPECT_EQ(g.local_rank(4), 2);
+    EXPECT_EQ(g.local_rank(5), 2);
+    EXPECT_EQ(g.host_ranks(1), (std::vector<int>{1, 3, 5}));
+    EXPECT_EQ(g.rail_ranks(2), (std::vector<int>{4, 5}));
+    HostGroups uneven = HostGroups::from_ids({5, 5, 6});
+    EXPECT_EQ(uneven.ranks_per_host(), 0);
+    EXPECT_EQ(uneven.local_size(2), 1);
+    EXPECT_EQ(uneven.local_size(1), 2);
+    EXPECT_FALSE(uneven.two_level());
+    EXPECT_FALSE(HostGroups::from_ids({5, 6}).two_level()) << "one rank per host";
+    EXPECT_FALSE(HostGroups::from_ids({5, 5, 5}).two_level()) << "one host";
+}
+
+TEST(AlgoRegistry, TwoLevelByDefaultAcrossEvenHosts) {
+    if (env::is_set(env::kAlgo)) GTEST_SKIP() << "VCCL_ALGO is set";
+    CollSettings st;
+    HostGroups two_by_two = HostGroups::from_hosts({0, 0, 1, 1}), uneven = HostGroups::from_hosts({0, 0, 1}),
+               one_each = HostGroups::from_hosts({0, 1}), one_host = HostGroups::from_hosts({0, 0, 0, 0});
+    for (int c = 0; c < int(CollType::kCount); ++c) {
+        for (size_t count : {size_t(1), size_t(1) << 22}) {
+            CollArgs a{CollType(c), nullptr, nullptr, count, vcclFloat32, vcclSum, 0};
+            EXPECT_STREQ(algo_select(a, 4, st, AlgoChoice(), &two_by_two)->name, "twolevel") << coll_name(CollType(c));
+            EXPECT_STRNE(algo_select(a, 3, st, AlgoChoice(), &uneven)->name, "twolevel");
+            EXPECT_STRNE(algo_select(a, 2, st, AlgoChoice(), &one_each)->name, "twolevel");
+            EXPECT_STRNE(algo_select(a, 4, st, AlgoChoice(), &one_host)->name, "twolevel");
+            EXPECT_STRNE(algo_select(a, 4, st)->name, "twolevel");
+        }
+    }
+    AlgoChoice forced;
+    const Algorithm* chosen[int(CollType::kCount)];
+    char error[256];
+    ASSERT_TRUE(algo_parse_override("allreduce:ring,alltoall:twolevel", chosen, error, sizeof(error))) << error;
+    for (int c = 0; c < int(CollType::kCount); ++c) forced.host[c] = chosen[c];
+    CollArgs ar{CollType::AllReduce, nullptr, nullptr, 1 << 20, vcclFloat32, vcclSum, 0};
+    EXPECT_STREQ(algo_select(ar, 4, st, forced, &two_by_two)->name, "ring") << "a forced flat algorithm wins";
+    CollArgs aa{CollType::AlltoAll, nullptr, nullptr, 1, vcclFloat32, vcclSum, 0};
+    EXPECT_STREQ(algo_select(aa, 4, st, forced)->name, "twolevel");
+    EXPECT_EQ(algo_choice_decode(algo_choice_encode(forced)).host[int(CollType::AlltoAll)], chosen[int(CollType::AlltoAll)]);
 }
 
 // ---------------------------------------------------------------------------------------------------

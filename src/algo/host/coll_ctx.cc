@@ -23,6 +23,8 @@ CollCtx::CollCtx(Transport* transport, int rank, int nranks, uint64_t tag_base, 
     : transport_(transport),
       rank_(rank),
       nranks_(nranks),
+      base_rank_(rank),
+      base_nranks_(nranks),
       tag_(tag_base & kTagMask),
       dtype_(dtype),
       op_(op),
@@ -65,6 +67,7 @@ vcclResult_t CollCtx::post_check(vcclResult_t status, TransportRequest* req, Req
 vcclResult_t CollCtx::isend(int peer, const void* buf, size_t bytes, ReqId* id) {
     if (error_ != vcclSuccess) return error_;
     TransportRequest* req = nullptr;
+    if (members_ != nullptr) peer = members_[peer];
     reqs_.push_back(nullptr);
     info_.push_back(ReqInfo{peer, bytes, true});
     vcclResult_t st = transport_->isend(peer, tag_, buf, bytes, settings_.mem, /*sync=*/false, &req);
@@ -74,6 +77,7 @@ vcclResult_t CollCtx::isend(int peer, const void* buf, size_t bytes, ReqId* id) 
 vcclResult_t CollCtx::irecv(int peer, void* buf, size_t bytes, ReqId* id) {
     if (error_ != vcclSuccess) return error_;
     TransportRequest* req = nullptr;
+    if (members_ != nullptr) peer = members_[peer];
     reqs_.push_back(nullptr);
     info_.push_back(ReqInfo{peer, bytes, false});
     vcclResult_t st = transport_->irecv(peer, tag_, buf, bytes, settings_.mem, &req);
@@ -103,7 +107,7 @@ vcclResult_t CollCtx::wait(ReqId id) {
                                        "collective timed out after %lld ms: %s of %zu bytes %s rank %d did "
                                        "not complete (rank %d of %d)",
                                        (long long)settings_.op_timeout_ms, info.is_send ? "send" : "receive",
-                                       info.bytes, info.is_send ? "to" : "from", info.peer, rank_, nranks_));
+                                       info.bytes, info.is_send ? "to" : "from", info.peer, base_rank_, base_nranks_));
         }
         transport_->progress();
     }
@@ -132,6 +136,28 @@ vcclResult_t CollCtx::sendrecv(int send_peer, const void* sendbuf, size_t send_b
     VCCL_RETURN_IF_ERROR(isend(send_peer, sendbuf, send_bytes, &s));
     VCCL_RETURN_IF_ERROR(wait(r));
     return wait(s);
+}
+
+CollSubgroup::CollSubgroup(CollCtx& ctx, const std::vector<int>& members, vcclRedOp_t op)
+    : ctx_(ctx), rank_(ctx.rank_), nranks_(ctx.nranks_), members_(ctx.members_), hosts_(ctx.hosts_), op_(ctx.op_) {
+    int me = -1;
+    for (size_t i = 0; i < members.size(); ++i) {
+        if (members[i] == ctx.base_rank_) me = int(i);
+    }
+    ctx.rank_ = me;
+    ctx.nranks_ = int(members.size());
+    ctx.members_ = members.data();
+    ctx.hosts_ = nullptr;
+    ctx.op_ = op;
+    if (me < 0) ctx.fail(set_last_error(vcclInternalError, "rank %d is not in its own subgroup", ctx.base_rank_));
+}
+
+CollSubgroup::~CollSubgroup() {
+    ctx_.rank_ = rank_;
+    ctx_.nranks_ = nranks_;
+    ctx_.members_ = members_;
+    ctx_.hosts_ = hosts_;
+    ctx_.op_ = op_;
 }
 
 void CollCtx::reduce(void* dst, const void* a, const void* b, size_t count) {

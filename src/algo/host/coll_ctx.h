@@ -24,6 +24,8 @@
 
 namespace vccl {
 
+class HostGroups; // algo/host_groups.h
+
 class CollCtx {
 public:
     using ReqId = int;
@@ -36,8 +38,13 @@ public:
     CollCtx(const CollCtx&) = delete;
     CollCtx& operator=(const CollCtx&) = delete;
 
+    /* Inside a CollSubgroup: the index among its members and their count; otherwise the communicator's. */
     int rank() const { return rank_; }
     int nranks() const { return nranks_; }
+    /* Which ranks share a host (NULL: unknown, treated as one host); two-level algorithms read it. NULL inside
+     * a CollSubgroup, whose ranks are not the communicator's. */
+    void set_hosts(const HostGroups* hosts) { hosts_ = hosts; }
+    const HostGroups* hosts() const { return hosts_; }
     const CollSettings& settings() const { return settings_; }
     vcclDataType_t dtype() const { return dtype_; }
     vcclRedOp_t op() const { return op_; }
@@ -66,12 +73,17 @@ public:
     vcclResult_t status() const { return error_; }
 
 private:
+    friend class CollSubgroup;
     vcclResult_t post_check(vcclResult_t status, TransportRequest* req, ReqId* id);
     vcclResult_t fail(vcclResult_t status);
 
     Transport* transport_;
     int rank_;
     int nranks_;
+    int base_rank_;                     // the communicator's rank and size, also inside a subgroup
+    int base_nranks_;
+    const int* members_ = nullptr;      // inside a CollSubgroup: peer index -> communicator rank
+    const HostGroups* hosts_ = nullptr;
     uint64_t tag_;
     vcclDataType_t dtype_;
     vcclRedOp_t op_;
@@ -96,6 +108,24 @@ private:
     std::vector<ReqInfo> info_;           // index = ReqId, for error messages
     size_t first_pending_ = 0;            // every ReqId below this has completed (wait_all starts here)
     vcclResult_t error_ = vcclSuccess;    // sticky: the first failure ends the collective
+};
+
+/* One phase of a composed (two-level) algorithm among some of the collective's ranks: while it lives, the
+ * context's rank(), nranks() and peers are those of `members` (communicator ranks, this rank among them) and
+ * reductions use `op`, so any algorithm runs unchanged on the subset. Messages keep the collective's tag:
+ * phases that share a pair of ranks follow one another on every rank, so they match in posting order. */
+class CollSubgroup {
+public:
+    CollSubgroup(CollCtx& ctx, const std::vector<int>& members, vcclRedOp_t op);
+    ~CollSubgroup();
+    CollSubgroup(const CollSubgroup&) = delete;
+    CollSubgroup& operator=(const CollSubgroup&) = delete;
+private:
+    CollCtx& ctx_;
+    int rank_, nranks_;
+    const int* members_;
+    const HostGroups* hosts_;
+    vcclRedOp_t op_;
 };
 
 /* Elements [begin, end) of block `index` when `count` elements are split into `blocks` nearly equal blocks

@@ -455,6 +455,10 @@ int run(int argc, char** argv, int rank, int nranks) {
     if (rc >= 0) return rc;
     rc = validate(o, rank, nranks);
     if (rc >= 0) return rc;
+    if (!o.emulated_hosts.empty()) {
+        std::string error;
+        if (!enter_emulated_host(o.emulated_hosts, rank, nranks, &error)) die("--emulated-hosts", error);
+    }
     if (o.soak_seconds > 0) return run_soak(o, rank, nranks);
     if (o.baseline == Baseline::Nccl) { // before the GPU is chosen: a wrong library is refused on any machine
         std::string load_error;

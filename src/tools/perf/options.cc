@@ -156,6 +156,9 @@ void print_usage(FILE* out) {
             "                           N 8192) on a stream of its own, alone and then while -n operations of\n"
             "                           the collective run (and the NCCL baseline's, with --baseline nccl), and\n"
             "                           print the GEMM's TFLOP/s during the transfer against alone\n"
+            "      --emulated-hosts PREFIX:H0,H1,...\n"
+            "                           testing: rank r enters network namespace PREFIX<H_r> and takes the host\n"
+            "                           name PREFIX<H_r>, so ranks form emulated hosts (tests/hosts)\n"
             "      --stream-priority high|default\n"
             "                           (-m cuda) create the benchmark's stream, which vccl and the NCCL\n"
             "                           baseline both use, at CUDA's greatest priority (or the default)\n"
@@ -181,7 +184,8 @@ void print_usage(FILE* out) {
 namespace {
 
 enum LongOption { kOptBootstrap = 256, kOptBaseline, kOptNcclLib, kOptSoak, kOptSeed, kOptSplitEvery, kOptMaxRss,
-       kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu, kOptPriority };
+       kOptMaxFd, kOptProgress, kOptGemm, kOptAlloc, kOptCpu, kOptPriority,
+       kOptEmulatedHosts };
 
 /* A parse in progress: the options so far, and what the checks at the end need. */
 struct ParseState {
@@ -354,6 +358,10 @@ int take_run_option(ParseState& s, int c, const char* arg) {
         else if (strcasecmp(arg, "default") == 0) s.o.high_priority = false;
         else return invalid(s, "stream priority (--stream-priority high|default)", arg);
         break;
+    case kOptEmulatedHosts:
+        if (strchr(arg, ':') == nullptr || arg[0] == ':') return invalid(s, "emulated hosts (--emulated-hosts PREFIX:H0,H1,...)", arg);
+        s.o.emulated_hosts = arg;
+        break;
     default:
         return kOptionNotMine;
     }
@@ -391,6 +399,7 @@ int parse_options(int argc, char** argv, bool verbose, Options* opts) {
         {"concurrent-gemm", optional_argument, nullptr, kOptGemm},
         {"cpu", no_argument, nullptr, kOptCpu},
         {"stream-priority", required_argument, nullptr, kOptPriority},
+        {"emulated-hosts", required_argument, nullptr, kOptEmulatedHosts},
         {"help", no_argument, nullptr, 'h'},
         {nullptr, 0, nullptr, 0},
     };

@@ -76,6 +76,7 @@ struct Options {
     int gemm_n = 0;                   // --concurrent-gemm[=N]: N x N x N bf16 GEMM beside the transfer; 0: off
     DeviceAlloc device_alloc = DeviceAlloc::Cuda; // --alloc
     bool high_priority = false;       // --stream-priority high: the benchmark's stream at CUDA's greatest priority
+    std::string emulated_hosts;       // --emulated-hosts PREFIX:H0,H1,...: rank r enters emulated host PREFIX<H_r>
     bool cpu = false;                 // --cpu: print processor use columns (the JSON has them always)
 };
 
@@ -270,6 +271,9 @@ bool write_json(const std::string& path, const Options& opts, int nranks, const 
                 std::string* error);
 double average_busbw(const std::vector<Row>& rows);
 long long total_wrong(const std::vector<Row>& rows);
+
+/* --emulated-hosts (emulated_host.cc): enters this rank's emulated host; false with *error when it cannot. */
+bool enter_emulated_host(const std::string& spec, int rank, int nranks, std::string* error);
 
 } // namespace vperf
 
