@@ -154,7 +154,7 @@ TEST(Telemetry, PathsGiveLatencyPercentilesAndKeepOldCallersWorking) {
     }
     int n = -1;
     ASSERT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, nullptr, sizeof(vcclTelemetryPath), 0, &n) == vcclSuccess && n > 0);
-    std::vector<vcclTelemetryPath> paths(size_t(n));
+    std::vector<vcclTelemetryPath> paths(static_cast<size_t>(n));
     int m = -1;
     ASSERT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, paths.data(), sizeof(vcclTelemetryPath), n, &m) == vcclSuccess &&
                      m == n);

@@ -262,6 +262,34 @@ TEST(Metrics, UnreadableFilesAreReportedNotFatal) {
     EXPECT_EQ(text.find("other-file"), std::string::npos);
 }
 
+TEST(Metrics, CacheMapsNewRingsAndForgetsReplacedOrRemovedOnes) {
+    TempDir d;
+    write_ring(d.path, "j", "c", 5, 0, 2, {{1, 0, 100, 0, {0, 0, 0}, 0}});
+    write_ring(d.path, "j", "c", 5, 1, 2, {{0, 0, 7, 0, {0, 0, 0}, 0}});
+    vtel::RingCache cache;
+    std::vector<vtel::RingView> v = cache.scan(d.path);
+    ASSERT_EQ(v.size(), 2u);
+    EXPECT_EQ(v[0].paths[0].bytes_sent, 100u);
+    EXPECT_EQ(cache.mapped(), 2u);
+    // Rank 0's file replaced by a new ring (a new inode under the same name), rank 1's removed.
+    std::string f0 = d.path + "/" + ring_name("j", 5, 0);
+    ASSERT_EQ(rename(f0.c_str(), (f0 + ".old").c_str()), 0);
+    write_ring(d.path, "j", "c", 5, 0, 2, {{1, 0, 555, 0, {0, 0, 0}, 0}});
+    ASSERT_EQ(unlink((d.path + "/" + ring_name("j", 5, 1)).c_str()), 0);
+    ASSERT_EQ(unlink((f0 + ".old").c_str()), 0);
+    v = cache.scan(d.path);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_EQ(v[0].paths[0].bytes_sent, 555u);
+    EXPECT_EQ(cache.mapped(), 1u);
+    // A mapped ring truncated between scans: reported, dropped from the cache, no crash.
+    ASSERT_EQ(truncate(f0.c_str(), 100), 0);
+    std::vector<vtel::RingProblem> problems;
+    v = cache.scan(d.path, &problems);
+    EXPECT_EQ(v.size(), 0u);
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(cache.mapped(), 0u);
+}
+
 TEST(Metrics, RingTruncatedWhileMappedIsAnErrorNotACrash) {
     TempDir d;
     write_ring(d.path, "j", "c", 4, 0, 64, {{63, 0, 100, 0, {0, 0, 0}, 0}});
@@ -295,20 +323,31 @@ TEST(Metrics, ScrapeOf64RanksBy64PeersBy2PathsIsBounded) {
         write_ring(d.path, "big", "world", 0xb16, rank, 64, paths, 10);
     }
     vtel::MetricsOptions o; // the default peer limit
-    double best_ms = 1e9;
+    // The first scrape maps every ring; serve keeps them mapped (RingCache), so later scrapes only read.
+    vtel::RingCache cache;
+    auto c0 = std::chrono::steady_clock::now();
+    vtel::render_metrics(vtel::read_scrape(d.path, &cache), o, 0);
+    double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+    EXPECT_EQ(cache.mapped(), 64u);
+    double best_ms = 1e9, read_ms = 0;
     size_t bytes = 0;
     std::string text;
     for (int i = 0; i < 5; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        text = vtel::render_metrics(vtel::read_scrape(d.path), o, 0);
+        vtel::ScrapeInput in = vtel::read_scrape(d.path, &cache);
+        text = vtel::render_metrics(in, o, 0);
         double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-        best_ms = std::min(best_ms, ms);
+        if (ms < best_ms) {
+            best_ms = ms;
+            read_ms = in.read_seconds * 1e3;
+        }
         bytes = text.size();
     }
     std::map<std::string, double> s = samples(text);
     EXPECT_EQ(s["vccl_scrape_rings"], 64);
-    printf("scrape of 64 ranks x 64 peers x 2 paths (max %d peers a rank, the rest summed): %.1f ms (best of 5), "
-           "%zu bytes, %zu samples\n", o.max_peers, best_ms, bytes, s.size());
+    printf("scrape of 64 ranks x 64 peers x 2 paths (max %d peers a rank, the rest summed): %.1f ms (best of 5, rings "
+           "mapped; reading them %.1f ms), first scrape %.1f ms; %zu bytes, %zu samples\n", o.max_peers, best_ms,
+           read_ms, first_ms, bytes, s.size());
     EXPECT_LT(bytes, size_t(5) << 20);
     // The target is 100 ms on one core; the bound here leaves room for a loaded 2-core CI machine.
     EXPECT_LT(best_ms, 1000.0);

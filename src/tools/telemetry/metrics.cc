@@ -3,6 +3,7 @@
 #include "tools/telemetry/metrics.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -49,6 +50,31 @@ struct Out {
             text.append(big.data(), size_t(n));
         }
         va_end(again);
+    }
+    /* name{labels[,extra]} value: the lines a scrape has thousands of, without a format string to parse. */
+    void sample(const char* name, const std::string& labels, const char* extra, uint64_t v) {
+        head(name, labels, extra);
+        char buf[24];
+        auto r = std::to_chars(buf, buf + sizeof(buf), v);
+        text.append(buf, size_t(r.ptr - buf));
+        text += '\n';
+    }
+    void sample(const char* name, const std::string& labels, const char* extra, double v) {
+        head(name, labels, extra);
+        char buf[32];
+        auto r = std::to_chars(buf, buf + sizeof(buf), v); // shortest form that reads back exactly
+        text.append(buf, size_t(r.ptr - buf));
+        text += '\n';
+    }
+    void head(const char* name, const std::string& labels, const char* extra) {
+        text += name;
+        text += '{';
+        text += labels;
+        if (extra != nullptr && *extra != '\0') {
+            text += ',';
+            text += extra;
+        }
+        text += "} ";
     }
     void family(const char* name, const char* type, const char* help) {
         add("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -129,10 +155,10 @@ std::string label_value(const std::string& s) {
     return out;
 }
 
-ScrapeInput read_scrape(const std::string& dir) {
+ScrapeInput read_scrape(const std::string& dir, RingCache* cache) {
     ScrapeInput in;
     uint64_t t0 = vccl::now_ns();
-    in.rings = scan_rings(dir, &in.problems);
+    in.rings = cache != nullptr ? cache->scan(dir, &in.problems) : scan_rings(dir, &in.problems);
     in.read_seconds = double(vccl::now_ns() - t0) / 1e9;
     return in;
 }
@@ -164,23 +190,23 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
               ring_status(v));
     }
     o.family("vccl_ring_records_total", "counter", "Records the rank wrote to its ring.");
-    for (size_t i = 0; i < rings.size(); ++i) o.add("vccl_ring_records_total{%s} %" PRIu64 "\n", rls[i].c_str(), rings[i]->records);
+    for (size_t i = 0; i < rings.size(); ++i) o.sample("vccl_ring_records_total", rls[i], nullptr, rings[i]->records);
     o.family("vccl_ring_records_overwritten_total", "counter",
              "Records overwritten by newer ones (the ring holds the last `capacity`): lost to a reader that was not reading.");
     for (size_t i = 0; i < rings.size(); ++i) {
         const RingView& v = *rings[i];
-        o.add("vccl_ring_records_overwritten_total{%s} %" PRIu64 "\n", rls[i].c_str(),
-              v.records > v.capacity ? v.records - v.capacity : 0);
+        o.sample("vccl_ring_records_overwritten_total", rls[i], nullptr,
+                 uint64_t(v.records > v.capacity ? v.records - v.capacity : 0));
     }
     o.family("vccl_ring_heartbeat_age_seconds", "gauge", "Seconds since the rank last published to its ring.");
     for (size_t i = 0; i < rings.size(); ++i) {
         const RingView& v = *rings[i];
-        o.add("vccl_ring_heartbeat_age_seconds{%s} %.6f\n", rls[i].c_str(),
-              now_ns > v.heartbeat_ns ? double(now_ns - v.heartbeat_ns) / 1e9 : 0.0);
+        o.sample("vccl_ring_heartbeat_age_seconds", rls[i], nullptr,
+                 now_ns > v.heartbeat_ns ? double(now_ns - v.heartbeat_ns) / 1e9 : 0.0);
     }
     o.family("vccl_path_aggregated_peers", "gauge",
              "Peers of the rank summed into peer=\"other\" (beyond --max-peers, by fewest bytes).");
-    for (size_t i = 0; i < rings.size(); ++i) o.add("vccl_path_aggregated_peers{%s} %zu\n", rls[i].c_str(), folded[i]);
+    for (size_t i = 0; i < rings.size(); ++i) o.sample("vccl_path_aggregated_peers", rls[i], nullptr, uint64_t(folded[i]));
 
     // Collectives.
     o.family("vccl_coll_calls_total", "counter", "Host collectives the rank ran, by kind.");
@@ -211,32 +237,32 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
     // Paths.
     o.family("vccl_path_bytes_total", "counter", "Bytes of completed transfers on the path, by direction.");
     for (const Row& r : rows) {
-        o.add("vccl_path_bytes_total{%s,dir=\"send\"} %" PRIu64 "\n", r.labels.c_str(), r.stats.bytes_sent);
-        o.add("vccl_path_bytes_total{%s,dir=\"recv\"} %" PRIu64 "\n", r.labels.c_str(), r.stats.bytes_recv);
+        o.sample("vccl_path_bytes_total", r.labels, "dir=\"send\"", r.stats.bytes_sent);
+        o.sample("vccl_path_bytes_total", r.labels, "dir=\"recv\"", r.stats.bytes_recv);
     }
     o.family("vccl_path_completions_total", "counter", "Completed transfers on the path, by direction.");
     for (const Row& r : rows) {
-        o.add("vccl_path_completions_total{%s,dir=\"send\"} %" PRIu64 "\n", r.labels.c_str(), r.stats.send_completions);
-        o.add("vccl_path_completions_total{%s,dir=\"recv\"} %" PRIu64 "\n", r.labels.c_str(), r.stats.recv_completions);
+        o.sample("vccl_path_completions_total", r.labels, "dir=\"send\"", r.stats.send_completions);
+        o.sample("vccl_path_completions_total", r.labels, "dir=\"recv\"", r.stats.recv_completions);
     }
     o.family("vccl_path_failures_total", "counter", "Transfers on the path that ended with an error.");
-    for (const Row& r : rows) o.add("vccl_path_failures_total{%s} %" PRIu64 "\n", r.labels.c_str(), r.stats.failures);
+    for (const Row& r : rows) o.sample("vccl_path_failures_total", r.labels, nullptr, r.stats.failures);
     o.family("vccl_path_bandwidth_bytes_per_second", "gauge",
              "Bandwidth over the last VCCL_TELEMETRY_WINDOW timed completions, by direction (summed for peer=\"other\").");
     for (const Row& r : rows) {
-        o.add("vccl_path_bandwidth_bytes_per_second{%s,dir=\"send\"} %.6g\n", r.labels.c_str(), r.stats.send_bw);
-        o.add("vccl_path_bandwidth_bytes_per_second{%s,dir=\"recv\"} %.6g\n", r.labels.c_str(), r.stats.recv_bw);
+        o.sample("vccl_path_bandwidth_bytes_per_second", r.labels, "dir=\"send\"", r.stats.send_bw);
+        o.sample("vccl_path_bandwidth_bytes_per_second", r.labels, "dir=\"recv\"", r.stats.recv_bw);
     }
     o.family("vccl_path_outstanding_requests", "gauge", "Transfers posted on the path and not completed.");
-    for (const Row& r : rows) o.add("vccl_path_outstanding_requests{%s} %" PRIu64 "\n", r.labels.c_str(), r.stats.outstanding_reqs);
+    for (const Row& r : rows) o.sample("vccl_path_outstanding_requests", r.labels, nullptr, r.stats.outstanding_reqs);
     o.family("vccl_path_outstanding_bytes", "gauge", "Bytes of those transfers.");
-    for (const Row& r : rows) o.add("vccl_path_outstanding_bytes{%s} %" PRIu64 "\n", r.labels.c_str(), r.stats.outstanding_bytes);
+    for (const Row& r : rows) o.sample("vccl_path_outstanding_bytes", r.labels, nullptr, r.stats.outstanding_bytes);
     o.family("vccl_path_state", "gauge", "Path state: 0 up, 1 down, 2 standby, 3 unused (not for peer=\"other\").");
     for (const Row& r : rows) {
-        if (!r.aggregate) o.add("vccl_path_state{%s} %u\n", r.labels.c_str(), r.stats.state);
+        if (!r.aggregate) o.sample("vccl_path_state", r.labels, nullptr, uint64_t(r.stats.state));
     }
     o.family("vccl_path_state_changes_total", "counter", "State changes of the path (failovers, failbacks, losses).");
-    for (const Row& r : rows) o.add("vccl_path_state_changes_total{%s} %" PRIu64 "\n", r.labels.c_str(), r.stats.events);
+    for (const Row& r : rows) o.sample("vccl_path_state_changes_total", r.labels, nullptr, r.stats.events);
     o.family("vccl_path_failovers_total", "counter", "Times traffic left the path because it failed, by cause (causes seen so far).");
     for (const Row& r : rows) {
         for (int c = 0; c < kSwitchCauses; ++c) {
@@ -245,9 +271,13 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
         }
     }
     o.family("vccl_path_failbacks_total", "counter", "Times traffic came back to the path (the primary) after it healed.");
-    for (const Row& r : rows) o.add("vccl_path_failbacks_total{%s} %" PRIu64 "\n", r.labels.c_str(), r.totals.failbacks);
+    for (const Row& r : rows) o.sample("vccl_path_failbacks_total", r.labels, nullptr, r.totals.failbacks);
     o.family("vccl_path_send_latency_seconds", "histogram",
              "Post-to-completion time of timed sends on the path (paths that timed a send).");
+    char le[kLatencyBuckets / 2][40]; // le="..." of the exported bounds, formatted once
+    for (int b = 0; b < kLatencyBuckets - 1; b += 2) {
+        snprintf(le[b / 2], sizeof(le[b / 2]), "le=\"%.12g\"", double(vccl::telemetry::latency_bucket_upper_ns(b)) / 1e9);
+    }
     for (const Row& r : rows) {
         const uint64_t count = r.totals.latency_count();
         if (count == 0) continue;
@@ -256,12 +286,11 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
         for (int b = 0; b < kLatencyBuckets - 1; ++b) {
             cumulative += r.totals.latency[b];
             if (b % 2 != 0) continue;
-            o.add("vccl_path_send_latency_seconds_bucket{%s,le=\"%.12g\"} %" PRIu64 "\n", r.labels.c_str(),
-                  double(vccl::telemetry::latency_bucket_upper_ns(b)) / 1e9, cumulative);
+            o.sample("vccl_path_send_latency_seconds_bucket", r.labels, le[b / 2], cumulative);
         }
-        o.add("vccl_path_send_latency_seconds_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n", r.labels.c_str(), count);
-        o.add("vccl_path_send_latency_seconds_sum{%s} %.9f\n", r.labels.c_str(), double(r.totals.latency_sum_ns) / 1e9);
-        o.add("vccl_path_send_latency_seconds_count{%s} %" PRIu64 "\n", r.labels.c_str(), count);
+        o.sample("vccl_path_send_latency_seconds_bucket", r.labels, "le=\"+Inf\"", count);
+        o.sample("vccl_path_send_latency_seconds_sum", r.labels, nullptr, double(r.totals.latency_sum_ns) / 1e9);
+        o.sample("vccl_path_send_latency_seconds_count", r.labels, nullptr, count);
     }
 
     // The scrape itself.

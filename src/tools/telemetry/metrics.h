@@ -17,7 +17,7 @@ namespace vtel {
 struct MetricsOptions {
     /* Per ring (rank), the peers with the most bytes keep a label each; the others of the rank are summed
      * into peer="other", so that a scrape stays bounded on large jobs (64 ranks x 64 peers x 2 paths). */
-    int max_peers = 16;
+    int max_peers = 8;
     std::string job; // only rings of this job (empty: every ring of the user)
 };
 
@@ -28,7 +28,8 @@ struct ScrapeInput {
     double read_seconds = 0; // time spent reading the rings
 };
 
-ScrapeInput read_scrape(const std::string& dir);
+/* Reads every ring of dir; with a cache, through it (rings stay mapped between scrapes). */
+ScrapeInput read_scrape(const std::string& dir, RingCache* cache = nullptr);
 
 /* The exposition text; now_ns: CLOCK_MONOTONIC now (the rings' heartbeats are on that clock). */
 std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options, uint64_t now_ns);

@@ -120,24 +120,45 @@ bool read_ring_file(const std::string& path, RingView* out, std::string* why) {
     return true; // detached here: the reader unmaps; the writer never notices
 }
 
-std::vector<RingView> scan_rings(const std::string& dir, std::vector<RingProblem>* problems) {
+std::vector<RingView> RingCache::scan(const std::string& dir, std::vector<RingProblem>* problems) {
     std::vector<RingView> out;
+    for (auto& kv : entries_) kv.second.seen = false;
     DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return out;
-    while (struct dirent* e = readdir(d)) {
+    while (d != nullptr) {
+        struct dirent* e = readdir(d);
+        if (e == nullptr) break;
         if (strncmp(e->d_name, "vccl-", 5) != 0) continue;
         std::string path = dir + "/" + e->d_name;
         struct stat st;
         if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != getuid()) continue;
-        RingView v;
+        Entry& en = entries_[e->d_name];
+        en.seen = true;
         std::string why;
-        if (!read_ring_file(path, &v, &why)) {
+        if (!en.reader || en.dev != st.st_dev || en.ino != st.st_ino || en.size != st.st_size) {
+            en.reader.reset(new RingReader());
+            en.dev = st.st_dev;
+            en.ino = st.st_ino;
+            en.size = st.st_size;
+            if (!en.reader->attach(path, &why)) {
+                en.reader.reset(); // not a ring (yet): tried again next scan
+                if (problems != nullptr) problems->push_back({e->d_name, why});
+                continue;
+            }
+        }
+        RingView v;
+        if (!read_attached(*en.reader, &v, &why)) {
+            en.reader.reset();
             if (problems != nullptr) problems->push_back({e->d_name, why});
             continue;
         }
+        v.file = e->d_name;
         out.push_back(std::move(v));
     }
-    closedir(d);
+    if (d != nullptr) closedir(d);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+        if (!it->second.seen || !it->second.reader) it = entries_.erase(it);
+        else ++it;
+    }
     std::sort(out.begin(), out.end(), [](const RingView& a, const RingView& b) {
         return a.comm_hash != b.comm_hash ? a.comm_hash < b.comm_hash : a.rank < b.rank;
     });
@@ -146,6 +167,11 @@ std::vector<RingView> scan_rings(const std::string& dir, std::vector<RingProblem
                   [](const RingProblem& a, const RingProblem& b) { return a.file < b.file; });
     }
     return out;
+}
+
+std::vector<RingView> scan_rings(const std::string& dir, std::vector<RingProblem>* problems) {
+    RingCache once;
+    return once.scan(dir, problems);
 }
 
 const char* ring_status(const RingView& v) { return !v.alive ? "dead" : v.closed ? "closed" : "live"; }

@@ -5,7 +5,11 @@
 #ifndef VCCL_TOOLS_TELEMETRY_RINGS_H_
 #define VCCL_TOOLS_TELEMETRY_RINGS_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,26 @@ struct RingProblem {
  * are skipped; with `problems`, each is listed there with the reason (else quietly). A missing directory
  * gives no rings. */
 std::vector<RingView> scan_rings(const std::string& dir, std::vector<RingProblem>* problems = nullptr);
+
+/* The rings of a directory kept mapped between scans (vccl-telemetry serve): a scan maps only files it has
+ * not seen (or that were replaced: another inode or size) and unmaps those that are gone. Unmapping is what a
+ * scan of many rings spent its time on (each munmap of a shared mapping costs a TLB shootdown), so a
+ * scraper that comes back every second should not pay it again for rings that are still there. */
+class RingCache {
+public:
+    std::vector<RingView> scan(const std::string& dir, std::vector<RingProblem>* problems = nullptr);
+    size_t mapped() const { return entries_.size(); }
+
+private:
+    struct Entry {
+        std::unique_ptr<vccl::telemetry::RingReader> reader;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        off_t size = 0;
+        bool seen = false;
+    };
+    std::map<std::string, Entry> entries_;
+};
 
 /* One ring file: false with *why when it is not a readable ring. Owner and type are the caller's check. */
 bool read_ring_file(const std::string& path, RingView* out, std::string* why);

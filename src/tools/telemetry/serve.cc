@@ -35,6 +35,7 @@ struct ServeOptions {
     int max_connections = 32;
     int timeout_s = 10;
     bool print = false;
+    RingCache* cache = nullptr; // the server's: rings stay mapped between scrapes (one scrape at a time)
 };
 
 int usage_error(const char* what) {
@@ -54,7 +55,7 @@ bool parse_count(const char* s, long lo, long hi, int* out) {
 }
 
 std::string scrape_text(const ServeOptions& o) {
-    ScrapeInput in = read_scrape(o.dir);
+    ScrapeInput in = read_scrape(o.dir, o.cache);
     return render_metrics(in, o.metrics, vccl::now_ns());
 }
 
@@ -93,7 +94,7 @@ MHD_Result on_request(void* cls, MHD_Connection* connection, const char* url, co
     return respond(connection, MHD_HTTP_NOT_FOUND, "not found: try /metrics\n", "text/plain", false);
 }
 
-int run_server(const ServeOptions& o) {
+int run_server(ServeOptions& o) {
     std::string host = o.listen, port;
     size_t colon = host.rfind(':');
     if (colon == std::string::npos) return usage_error("--listen wants ADDR:PORT");
@@ -119,10 +120,12 @@ int run_server(const ServeOptions& o) {
     sigaddset(&stop, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     signal(SIGPIPE, SIG_IGN); // a client that goes away mid-answer
+    RingCache cache;
+    o.cache = &cache;
     unsigned int flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     MHD_Daemon* d = MHD_start_daemon(
-        flags, 0, nullptr, nullptr, &on_request, const_cast<ServeOptions*>(&o), MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        flags, 0, nullptr, nullptr, &on_request, &o, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)o.max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
         (unsigned int)o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)o.timeout_s, MHD_OPTION_END);
     freeaddrinfo(ai);
@@ -143,7 +146,7 @@ int run_server(const ServeOptions& o) {
 
 #else
 
-int run_server(const ServeOptions& o) {
+int run_server(ServeOptions& o) {
     (void)o;
     fprintf(stderr, "vccl-telemetry serve: this build has no HTTP server (configure found no libmicrohttpd; Debian: "
                     "apt-get install libmicrohttpd-dev, then configure again); --print still works\n");
