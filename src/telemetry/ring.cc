@@ -264,6 +264,9 @@ std::vector<Record> RingReader::read(uint64_t* next, uint64_t* lost) const {
     uint64_t end = write_index();
     uint64_t cap = header_->capacity;
     uint64_t i = *next;
+    // Past the end: not this ring's position (a ring replaced by a younger one under the same name, or a
+    // damaged write index). Start again from the oldest record it still holds; end - i must not wrap.
+    if (i > end) i = end > cap ? end - cap : 0;
     if (end > cap && i < end - cap) {
         if (lost != nullptr) *lost += end - cap - i;
         i = end - cap;

@@ -625,6 +625,31 @@ TEST(Telemetry, CollectivesAreCountedUnlessPaused) {
     EXPECT_EQ(reader.coll_totals(-1).calls, 0u);
 }
 
+TEST(TelemetryRing, APositionPastTheEndReadsTheRingFromItsOldestRecord) {
+    // Found by fuzz_telemetry_ring: a position past the write index (a ring replaced by a younger one under the
+    // same name) made end - position wrap and reserve() throw.
+    RingWriter w;
+    RingInfo info;
+    info.capacity = 16;
+    ASSERT_EQ(w.create(info, ""), vcclSuccess);
+    for (int i = 0; i < 20; ++i) {
+        Record r;
+        memset(&r, 0, sizeof(r));
+        r.bytes = uint64_t(i);
+        w.append(r);
+    }
+    RingReader reader;
+    ASSERT_TRUE(reader.attach_memory(w.base(), nullptr));
+    uint64_t next = 1000, lost = 0;
+    std::vector<Record> got = reader.read(&next, &lost);
+    ASSERT_EQ(got.size(), 16u);
+    EXPECT_EQ(got.front().bytes, 4u);
+    EXPECT_EQ(got.back().bytes, 19u);
+    EXPECT_EQ(next, 20u);
+    next = UINT64_MAX;
+    EXPECT_EQ(reader.read(&next, &lost).size(), 16u);
+}
+
 TEST(TelemetryRing, OtherVersionsAndDamagedHeadersAreRefusedByName) {
     RingWriter w;
     RingInfo info;
