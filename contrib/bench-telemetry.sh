@@ -5,7 +5,10 @@
 # repeated RUNS times; prints per size the median and the range of time(on) / time(off).
 #
 #   contrib/bench-telemetry.sh [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused]
-#                              [--keep DIR] [--interval DRAWS] [-- VCCL_PERF_OPTIONS...]
+#                              [--keep DIR] [--interval DRAWS] [--scrape SECONDS] [-- VCCL_PERF_OPTIONS...]
+#
+# --scrape SECONDS: vccl-telemetry serve runs beside the jobs and /metrics is fetched every SECONDS, as a
+# Prometheus would (the "with serve scraping" figures); the scrapes' count and median time are printed.
 #
 # --paused: the baseline is the same communicator with its telemetry recording paused (vccl-perf
 # --baseline telemetry-paused) instead of a second communicator: no difference between two communicators'
@@ -34,6 +37,7 @@ control=1
 baseline=telemetry-off
 keep=
 draws=0
+scrape=
 while [ $# -gt 0 ]; do
     case $1 in
         --build) build=$2; shift ;;
@@ -44,8 +48,9 @@ while [ $# -gt 0 ]; do
         --paused) baseline=telemetry-paused ;;
         --keep) keep=$2; shift ;;
         --interval) draws=$2; shift ;;
+        --scrape) scrape=$2; shift ;;
         --) shift; break ;;
-        *) echo "usage: $0 [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused] [--keep DIR] [--interval DRAWS] [-- VCCL_PERF_OPTIONS...]" >&2
+        *) echo "usage: $0 [--build DIR] [--np N] [--runs R] [--coll C] [--no-control] [--paused] [--keep DIR] [--interval DRAWS] [--scrape SECONDS] [-- VCCL_PERF_OPTIONS...]" >&2
            exit 2 ;;
     esac
     shift
@@ -74,10 +79,39 @@ run_job() {
         -J "$tmp/$set/run$r.json" "$coll" >"$tmp/$set/run$r.txt" 2>&1 ||
         { cat "$tmp/$set/run$r.txt"; echo "bench-telemetry.sh: $set run $r failed" >&2; exit 1; }
 }
+scraper_pids=()
+if [ -n "$scrape" ]; then
+    "$build/vccl-telemetry" serve --listen 127.0.0.1:0 > "$tmp/serve.out" 2>&1 &
+    scraper_pids+=("$!")
+    for _ in $(seq 50); do grep -q "listening on" "$tmp/serve.out" && break; sleep 0.1; done
+    sport=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9]*\),.*/\1/p' "$tmp/serve.out")
+    [ -n "$sport" ] || { cat "$tmp/serve.out"; echo "bench-telemetry.sh: vccl-telemetry serve did not start" >&2; exit 1; }
+    python3 - "$sport" "$scrape" > "$tmp/scrapes.txt" <<'PY' &
+import sys, time, urllib.request
+port, every = sys.argv[1], float(sys.argv[2])
+while True:
+    t0 = time.monotonic()
+    try:
+        n = len(urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read())
+        print("%.3f %d" % ((time.monotonic() - t0) * 1e3, n), flush=True)
+    except Exception as e:
+        print("error %s" % e, flush=True)
+    time.sleep(max(0.0, every - (time.monotonic() - t0)))
+PY
+    scraper_pids+=("$!")
+    trap 'kill "${scraper_pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+fi
 for r in $(seq "$runs"); do
     run_job on "$r"
     [ "$control" = 1 ] && run_job control "$r"
 done
+if [ -n "$scrape" ]; then
+    kill "${scraper_pids[@]}" 2>/dev/null
+    scrape_note=$(grep -v '^error' "$tmp/scrapes.txt" | sort -n -k1,1 | awk -v every="$scrape" -v errors="$(grep -c '^error' "$tmp/scrapes.txt")" '
+        { n++; t[n] = $1; b += $2 }
+        END { printf "%d scrapes of /metrics every %s s, median %.1f ms, %d bytes on average, %d errors", n, every,
+              n ? t[int((n + 1) / 2)] : 0, n ? b / n : 0, errors }')
+fi
 
 # Per size of one set: "size median min max wrong on_us off_us" (times of the run with the median ratio).
 # One JSON line per size: {"size": S, ..., "out_of_place": {"time_us": T, ..., "wrong": W}, "in_place": {...},
@@ -114,6 +148,7 @@ control_what="a control run with telemetry off on both communicators"
 
 echo "Telemetry cost: $coll on $np ranks, $runs runs of \`vccl-perf ${perf_opts[*]} --baseline $baseline $coll\`$([ "$control" = 1 ] && echo ", each followed by $control_what")"
 echo "(commit $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%d), $(uname -n), $(nproc) cores)"
+[ -n "$scrape" ] && echo "(vccl-telemetry serve beside the jobs: $scrape_note)"
 echo
 # Per size "size lo hi": the 5th and 95th percentile over DRAWS resamples of median(on) - median(control),
 # each median the lower one of a resample (as summarise takes it) of that set's per-job ratios.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Installs what vccl needs to build and test on Debian 12 (or Ubuntu): compilers, autotools, UCX, hwloc,
-# ibverbs, Open MPI with devel headers, MPICH beside it (the PMPI interposer is built and tested for both), GoogleTest, pandoc, iproute2, python3 (the launch-script tests), and clang with libFuzzer for tests/fuzz. Needs root (or sudo).
+# ibverbs, Open MPI with devel headers, MPICH beside it (the PMPI interposer is built and tested for both), GoogleTest, pandoc, iproute2, python3 (the launch-script tests), clang with libFuzzer for tests/fuzz, libmicrohttpd (vccl-telemetry serve) and prometheus (the test that scrapes it). Needs root (or sudo).
 set -euo pipefail
 packages=(
   build-essential autoconf automake libtool pkg-config
@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   mpich libmpich-dev
   libgtest-dev
+  libmicrohttpd-dev prometheus
   pandoc iproute2 procps python3
   clang libclang-rt-dev
 )

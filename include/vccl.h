@@ -471,6 +471,34 @@ typedef struct {
 VCCL_EXPORT vcclResult_t vcclCommGetTelemetry(vcclComm_t comm, vcclTelemetryPeer* peers, int maxPeers, int* nPeers);
 
 /**
+ * One path with its latency and failover counts: vcclTelemetryPeer's fields first, then fields added later,
+ * in the order they were added. Callers pass sizeof(vcclTelemetryPath) as they compiled it to
+ * vcclCommGetTelemetryPaths, which fills that many bytes of each element: a program built against an
+ * older vccl.h keeps working with a newer library, and sizeof(vcclTelemetryPeer) is accepted too.
+ *
+ * Latencies are post-to-completion times of timed sends (every send from 4 MiB on, one collective in
+ * VCCL_TELEMETRY_SAMPLE below), from a histogram with power-of-two buckets from 1 us to 17 s: a percentile is
+ * exact to its bucket (within a factor of two), interpolated linearly inside it; 0 when no send was timed.
+ */
+typedef struct {
+    vcclTelemetryPeer base;         /**< as vcclCommGetTelemetry reports it */
+    uint64_t latencySamples;        /**< timed sends on this path */
+    uint64_t latencyP50Ns;          /**< median send latency, ns */
+    uint64_t latencyP99Ns;
+    uint64_t latencyP999Ns;         /**< 99.9th percentile */
+    uint64_t failovers;             /**< times traffic left this path because it failed (any cause) */
+    uint64_t failbacks;             /**< times traffic came back to this path (the primary) after it healed */
+} vcclTelemetryPath;
+
+/**
+ * As vcclCommGetTelemetry, with latency percentiles and failover counts per path. pathSize: the size of one
+ * element of paths as the caller compiled it (sizeof(vcclTelemetryPath)); at least sizeof(vcclTelemetryPeer),
+ * else vcclInvalidArgument. Bytes of an element beyond what this library knows are left untouched.
+ */
+VCCL_EXPORT vcclResult_t vcclCommGetTelemetryPaths(vcclComm_t comm, void* paths, size_t pathSize, int maxPaths,
+                                                   int* nPaths);
+
+/**
  * Pauses (pause != 0) or resumes the calling rank's recording of comm's transfers: while paused they are neither
  * counted nor timed (the counters keep what they had; path state changes are still recorded). Lets a program
  * leave a phase out of its figures, or measure what recording costs (vccl-perf --baseline telemetry-paused).

@@ -13,6 +13,7 @@
 #include "algo/staged_layout.h"
 #include "core/dtype.h"
 #include "core/log.h"
+#include "core/names.h"
 #include "core/status.h"
 #include "device/memory.h"
 #include "transport/staging/staged_queue.h"
@@ -34,12 +35,18 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
                coll_name(op.coll.coll), (unsigned long long)seq, op.coll.count, dtype_name(op.coll.dtype),
                algo->name);
     vcclResult_t status;
+    const uint8_t kind = uint8_t(1 + int(op.coll.coll));
     {
-        ScopedTransferTag telemetry_tag(comm->transport.get(), {uint8_t(1 + int(op.coll.coll)), seq});
+        ScopedTransferTag telemetry_tag(comm->transport.get(), {kind, seq});
         CollCtx ctx(comm->transport.get(), comm->rank, comm->nranks, coll_tag(seq), op.coll.dtype, op.coll.op,
                     comm->settings, &comm->aborted, &comm->scratch);
         ctx.set_hosts(&comm->hosts);
+        const uint64_t start = comm->telemetry ? comm->telemetry->now_ns() : 0;
         status = algo->run(ctx, op.coll);
+        if (comm->telemetry && status == vcclSuccess) {
+            comm->telemetry->on_collective(kind, uint64_t(op.coll.count) * dtype_size(op.coll.dtype),
+                                           comm->telemetry->now_ns() - start);
+        }
     }
     comm->scratch.reset();
     return status;

@@ -3,7 +3,8 @@
  * The telemetry ring's memory layout, shared by the library (writer) and vccl-telemetry (reader). One ring
  * per rank and communicator, in shared memory (/dev/shm/vccl-JOB-HASH-RANK) or private memory:
  *
- *   [Header, 1 KiB] [PathSlot x npaths, 128 B each] [RecordSlot x capacity, 64 B each]
+ *   [Header, 1 KiB] [PathSlot x npaths, 128 B each] [PathTotals x npaths, 320 B each]
+ *   [RecordSlot x capacity, 64 B each]
  *
  * One writer (the thread that drives the communicator's transport), any number of readers that attach and
  * detach at any time and never write. Every slot carries a sequence word: odd while the writer changes it,
@@ -15,6 +16,11 @@
  * `capacity` behind loses the oldest records (it can tell how many).
  *
  * Payload words are std::atomic<uint64_t> (lock-free, plain memory), accessed relaxed between the fences.
+ *
+ * PathTotals (the send latency histogram, failovers by cause) and the header's per-collective counters are
+ * counters that only grow, written by the one writer with relaxed stores and no sequence word: a reader sees
+ * each word either before or after an increment, which is all a scraper of counters needs, and the writer
+ * pays one load and one store per increment.
  */
 #ifndef VCCL_TELEMETRY_FORMAT_H_
 #define VCCL_TELEMETRY_FORMAT_H_
@@ -28,7 +34,9 @@ namespace vccl {
 namespace telemetry {
 
 constexpr uint64_t kMagic = 0x314c45544c434356ull; // "VCCLTEL1" little endian
-constexpr uint32_t kVersion = 2;    // 2: a third path per peer (kDevicePath)
+/* 2: a third path per peer (kDevicePath). 3: PathTotals after the path slots, per-collective counters in
+ * the header. Readers accept exactly kVersion: a ring of another layout is refused by name, never misread. */
+constexpr uint32_t kVersion = 3;
 constexpr int kMaxPathsPerPeer = 3; // primary and backup (the host transport), and the device path
 /* Path index of the transfers between GPUs of one host that never touch the host transport: copy-engine
  * transfers into a peer's mapped buffer, the staging FIFO, and the low-latency and chunked kernels
@@ -46,6 +54,8 @@ struct TransferTag {
     uint8_t coll = 0;
     uint64_t seq = 0; // the communicator's collective sequence number (0 for point-to-point)
 };
+
+constexpr int kCollKinds = 7; // TransferTag::coll values: p2p and the six collectives
 
 const char* coll_kind_name(uint8_t coll);      // "p2p", "allreduce", ...
 const char* path_state_name(uint32_t state);   // "up", "down", "standby", "unused"
@@ -89,6 +99,58 @@ struct PathStats {
 };
 static_assert(sizeof(PathStats) == 120, "PathStats is 15 words");
 
+/* Send latency (post to completion) buckets: bucket 0 holds latencies under 2^kLatencyShift ns (1.024 us),
+ * bucket i (1 .. kLatencyBuckets-2) those in [2^(kLatencyShift+i-1), 2^(kLatencyShift+i)) ns, the last one
+ * everything from 2^(kLatencyShift+kLatencyBuckets-2) ns (17.2 s) on. Powers of two: the bucket is a count of
+ * leading zeros, no division or table on the writer's path. Only sends are counted: a receive's post to
+ * completion also holds the time its peer took to post. */
+constexpr int kLatencyShift = 10;
+constexpr int kLatencyBuckets = 26;
+inline int latency_bucket(uint64_t ns) {
+    uint64_t v = ns >> kLatencyShift;
+    if (v == 0) return 0;
+    int b = 64 - __builtin_clzll(v);
+    return b < kLatencyBuckets - 1 ? b : kLatencyBuckets - 1;
+}
+/* Upper bound of bucket i in ns (exclusive); the last bucket has none (UINT64_MAX). */
+inline uint64_t latency_bucket_upper_ns(int i) {
+    return i >= kLatencyBuckets - 1 ? UINT64_MAX : uint64_t(1) << (kLatencyShift + i);
+}
+
+/* Why traffic left a path (failover_transport.h's causes, grouped). */
+enum class SwitchCause : uint8_t {
+    LinkDown = 0,    // the port or netdev went down (verbs or netlink event)
+    Timeout = 1,     // silence: acknowledgements, data or RESUME missing for the failover timeout
+    Error = 2,       // the transport reported an error on the path
+    Peer = 3,        // the peer switched (it saw the failure first)
+    Unreachable = 4, // every path to the peer failed
+    Other = 5,
+};
+constexpr int kSwitchCauses = 6;
+const char* switch_cause_name(int cause); // "link_down", "timeout", "error", "peer", "unreachable", "other"
+
+/* Per path totals since the ring was created (see above: counters, no sequence word). */
+struct alignas(64) PathTotals {
+    std::atomic<uint64_t> latency[kLatencyBuckets]; // timed sends per latency_bucket()
+    std::atomic<uint64_t> latency_sum_ns;           // their latencies summed
+    std::atomic<uint64_t> failovers[kSwitchCauses]; // traffic left this path, by SwitchCause
+    std::atomic<uint64_t> failbacks;                // traffic came back to this path (the primary) once healed
+    std::atomic<uint64_t> reserved[6];
+};
+static_assert(sizeof(PathTotals) == 320, "PathTotals is 40 words");
+
+/* Per collective kind (TransferTag::coll) on this rank: the host collectives the communicator ran. */
+struct CollTotals {
+    std::atomic<uint64_t> calls;
+    std::atomic<uint64_t> bytes;   // the caller's bytes: count * datatype size (send side)
+    std::atomic<uint64_t> time_ns; // from the start of the algorithm to its end on this rank
+};
+
+/* A counter's increment by its one writer: a relaxed load and store, no read-modify-write (no lock prefix). */
+inline void counter_add(std::atomic<uint64_t>& c, uint64_t v) {
+    c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed);
+}
+
 struct alignas(64) RecordSlot {
     std::atomic<uint64_t> seq;
     std::atomic<uint64_t> w[7];
@@ -119,15 +181,20 @@ struct Header {
     alignas(64) std::atomic<uint64_t> write_index; // records written so far
     std::atomic<uint64_t> heartbeat_ns;            // last writer activity (monotonic)
     std::atomic<uint32_t> closed;                  // 1 once the communicator is destroyed
+    alignas(64) CollTotals colls[kCollKinds];      // by TransferTag::coll
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits");
 
 inline size_t ring_bytes(uint32_t npaths, uint32_t capacity) {
-    return kHeaderBytes + size_t(npaths) * sizeof(PathSlot) + size_t(capacity) * sizeof(RecordSlot);
+    return kHeaderBytes + size_t(npaths) * (sizeof(PathSlot) + sizeof(PathTotals)) + size_t(capacity) * sizeof(RecordSlot);
 }
 inline PathSlot* path_slots(void* base) { return reinterpret_cast<PathSlot*>(static_cast<char*>(base) + kHeaderBytes); }
+inline PathTotals* path_totals(void* base, uint32_t npaths) {
+    return reinterpret_cast<PathTotals*>(static_cast<char*>(base) + kHeaderBytes + size_t(npaths) * sizeof(PathSlot));
+}
 inline RecordSlot* record_slots(void* base, uint32_t npaths) {
-    return reinterpret_cast<RecordSlot*>(static_cast<char*>(base) + kHeaderBytes + size_t(npaths) * sizeof(PathSlot));
+    return reinterpret_cast<RecordSlot*>(static_cast<char*>(base) + kHeaderBytes +
+                                         size_t(npaths) * (sizeof(PathSlot) + sizeof(PathTotals)));
 }
 
 /* Seqlock write and read of N payload words. */

@@ -33,6 +33,11 @@ const char* coll_kind_name(uint8_t coll) {
     return coll < sizeof(names) / sizeof(names[0]) ? names[coll] : "coll";
 }
 
+const char* switch_cause_name(int cause) {
+    static const char* const names[] = {"link_down", "timeout", "error", "peer", "unreachable", "other"};
+    return cause >= 0 && cause < kSwitchCauses ? names[cause] : "other";
+}
+
 const char* path_state_name(uint32_t state) {
     switch (PathState(state)) {
     case PathState::Up: return "up";
@@ -99,6 +104,7 @@ vcclResult_t RingWriter::create(const RingInfo& info, const std::string& shm_nam
     base_ = base; // zero filled by ftruncate / anonymous mapping
     header_ = static_cast<Header*>(base_);
     paths_ = path_slots(base_);
+    totals_ = path_totals(base_, npaths_);
     records_ = record_slots(base_, npaths_);
     path_seq_.assign(npaths_, 0);
 
@@ -141,12 +147,26 @@ bool RingReader::validate(size_t bytes, std::string* why) {
     if (reinterpret_cast<const std::atomic<uint64_t>*>(&h->magic)->load(std::memory_order_acquire) != kMagic) {
         return fail("not a vccl telemetry ring (bad magic, or still being created)");
     }
-    if (h->version != kVersion) return fail("unsupported telemetry ring version");
+    if (h->version != kVersion) {
+        char text[160];
+        snprintf(text, sizeof(text), "telemetry ring version %u %s than this reader's %u (use the vccl-telemetry of the "
+                 "library that wrote it)", h->version, h->version > kVersion ? "is newer" : "is older", kVersion);
+        if (why != nullptr) *why = text;
+        detach();
+        return false;
+    }
     if (h->record_bytes != sizeof(RecordSlot) || h->path_bytes != sizeof(PathSlot) || h->header_bytes != kHeaderBytes) {
         return fail("telemetry ring has unexpected record sizes");
     }
+    // The writer's invariants; a ring that breaks them is damaged, and reading it would index out of bounds
+    // (npaths) or divide by zero (capacity).
+    if (h->nranks < 1 || h->nranks > (1 << 20) || h->rank < 0 || h->rank >= h->nranks ||
+        h->npaths != uint32_t(h->nranks) * kMaxPathsPerPeer || h->capacity < 16 || h->capacity > (1u << 24)) {
+        return fail("telemetry ring header is inconsistent (damaged ring)");
+    }
     if (bytes < ring_bytes(h->npaths, h->capacity)) return fail("telemetry ring is truncated");
     paths_ = path_slots(const_cast<Header*>(h));
+    totals_ = path_totals(const_cast<Header*>(h), h->npaths);
     records_ = record_slots(const_cast<Header*>(h), h->npaths);
     return true;
 }
@@ -182,13 +202,50 @@ bool RingReader::attach_memory(const void* base, std::string* why) {
     return validate(ring_bytes(header_->npaths, header_->capacity), why);
 }
 
+PathTotalsCopy RingReader::totals(int peer, int path) const {
+    PathTotalsCopy c;
+    if (header_ == nullptr || peer < 0 || path < 0 || path >= kMaxPathsPerPeer) return c;
+    size_t slot = size_t(peer) * kMaxPathsPerPeer + size_t(path);
+    if (slot >= header_->npaths) return c;
+    const PathTotals& t = totals_[slot];
+    for (int i = 0; i < kLatencyBuckets; ++i) c.latency[i] = t.latency[i].load(std::memory_order_relaxed);
+    c.latency_sum_ns = t.latency_sum_ns.load(std::memory_order_relaxed);
+    for (int i = 0; i < kSwitchCauses; ++i) c.failovers[i] = t.failovers[i].load(std::memory_order_relaxed);
+    c.failbacks = t.failbacks.load(std::memory_order_relaxed);
+    return c;
+}
+
+CollTotalsCopy RingReader::coll_totals(int coll) const {
+    CollTotalsCopy c;
+    if (header_ == nullptr || coll < 0 || coll >= kCollKinds) return c;
+    const CollTotals& t = header_->colls[coll];
+    c.calls = t.calls.load(std::memory_order_relaxed);
+    c.bytes = t.bytes.load(std::memory_order_relaxed);
+    c.time_ns = t.time_ns.load(std::memory_order_relaxed);
+    return c;
+}
+
 void RingReader::detach() {
     if (map_ != nullptr) munmap(map_, map_bytes_);
     map_ = nullptr;
     map_bytes_ = 0;
     header_ = nullptr;
     paths_ = nullptr;
+    totals_ = nullptr;
     records_ = nullptr;
+}
+
+bool RingReader::path(uint32_t i, PathStats* out) const {
+    if (header_ == nullptr || i >= header_->npaths) return false;
+    PathStats s;
+    uint64_t got = 0;
+    for (int tries = 0; tries < 1000 && got == 0; ++tries) {
+        if (paths_[i].seq.load(std::memory_order_acquire) == 0) break; // never written
+        got = slot_read<15>(paths_[i].seq, paths_[i].w, &s);
+    }
+    if (got == 0 || s.used == 0) return false;
+    *out = s;
+    return true;
 }
 
 std::vector<PathStats> RingReader::paths() const {
@@ -196,12 +253,7 @@ std::vector<PathStats> RingReader::paths() const {
     if (header_ == nullptr) return out;
     for (uint32_t i = 0; i < header_->npaths; ++i) {
         PathStats s;
-        uint64_t got = 0;
-        for (int tries = 0; tries < 1000 && got == 0; ++tries) {
-            if (paths_[i].seq.load(std::memory_order_acquire) == 0) break; // never written
-            got = slot_read<15>(paths_[i].seq, paths_[i].w, &s);
-        }
-        if (got != 0 && s.used != 0) out.push_back(s);
+        if (path(i, &s)) out.push_back(s);
     }
     return out;
 }
@@ -212,6 +264,9 @@ std::vector<Record> RingReader::read(uint64_t* next, uint64_t* lost) const {
     uint64_t end = write_index();
     uint64_t cap = header_->capacity;
     uint64_t i = *next;
+    // Past the end: not this ring's position (a ring replaced by a younger one under the same name, or a
+    // damaged write index). Start again from the oldest record it still holds; end - i must not wrap.
+    if (i > end) i = end > cap ? end - cap : 0;
     if (end > cap && i < end - cap) {
         if (lost != nullptr) *lost += end - cap - i;
         i = end - cap;

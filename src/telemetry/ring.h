@@ -16,6 +16,28 @@
 namespace vccl {
 namespace telemetry {
 
+/* Plain copies of the counters of format.h's PathTotals and CollTotals. */
+struct PathTotalsCopy {
+    uint64_t latency[kLatencyBuckets] = {};
+    uint64_t latency_sum_ns = 0;
+    uint64_t failovers[kSwitchCauses] = {};
+    uint64_t failbacks = 0;
+    uint64_t latency_count() const {
+        uint64_t n = 0;
+        for (uint64_t c : latency) n += c;
+        return n;
+    }
+    void add(const PathTotalsCopy& o) {
+        for (int i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
+        latency_sum_ns += o.latency_sum_ns;
+        for (int i = 0; i < kSwitchCauses; ++i) failovers[i] += o.failovers[i];
+        failbacks += o.failbacks;
+    }
+};
+struct CollTotalsCopy {
+    uint64_t calls = 0, bytes = 0, time_ns = 0;
+};
+
 struct RingInfo {
     int rank = 0;
     int nranks = 1;
@@ -48,6 +70,9 @@ public:
         path_seq_[size_t(slot)] += 2;
         slot_write<15>(s.seq, s.w, &stats, path_seq_[size_t(slot)]);
     }
+    /* Path slot `slot`'s totals (send latency histogram, failovers); counters, see format.h. */
+    PathTotals* totals(size_t slot) const { return totals_ + slot; }
+    CollTotals* colls() const { return header_->colls; }
     void heartbeat(uint64_t now) { header_->heartbeat_ns.store(now, std::memory_order_relaxed); }
     void mark_closed() { header_->closed.store(1, std::memory_order_release); }
 
@@ -63,6 +88,7 @@ private:
     std::string shm_name_;
     Header* header_ = nullptr;
     PathSlot* paths_ = nullptr;
+    PathTotals* totals_ = nullptr;
     RecordSlot* records_ = nullptr;
     uint32_t capacity_ = 0;
     uint32_t npaths_ = 0;
@@ -79,8 +105,9 @@ public:
     RingReader(const RingReader&) = delete;
     RingReader& operator=(const RingReader&) = delete;
 
-    /* Maps a ring file read-only (e.g. /dev/shm/vccl-...); false with *why on failure (not a ring, wrong
-     * version, too small). */
+    /* Maps a ring file read-only (e.g. /dev/shm/vccl-...); false with *why on failure (not a ring, another
+     * version, too small, inconsistent sizes). Never reads past the file's size as it was when mapped (a
+     * file truncated later raises SIGBUS on access: vccl-telemetry serve guards its reads). */
     bool attach(const std::string& path, std::string* why);
     /* Reads a ring in this process's memory (no mapping). */
     bool attach_memory(const void* base, std::string* why);
@@ -91,6 +118,13 @@ public:
     uint64_t write_index() const { return header_->write_index.load(std::memory_order_acquire); }
     /* Every path slot that is in use, consistently copied. */
     std::vector<PathStats> paths() const;
+    /* Path slot `slot` (0 .. npaths-1) consistently copied; false when out of range, never written, not in
+     * use, or still changing after many tries. Allocates nothing. */
+    bool path(uint32_t slot, PathStats* out) const;
+    /* The totals of path `path` to `peer` (zero for indexes out of range). */
+    PathTotalsCopy totals(int peer, int path) const;
+    /* The counters of collective kind `coll` (TransferTag::coll; zero out of range). */
+    CollTotalsCopy coll_totals(int coll) const;
     /* Records from *next on (the first call may start at 0); returns them in order, advances *next, and
      * adds to *lost the records overwritten before they could be read. */
     std::vector<Record> read(uint64_t* next, uint64_t* lost) const;
@@ -101,6 +135,7 @@ private:
     size_t map_bytes_ = 0;
     const Header* header_ = nullptr;
     const PathSlot* paths_ = nullptr;
+    const PathTotals* totals_ = nullptr;
     const RecordSlot* records_ = nullptr;
 };
 

@@ -128,6 +128,7 @@ Telemetry::PathW* Telemetry::make_path(int peer, int path) {
     s.path = path;
     s.state = uint32_t(PathState::Up);
     s.used = 1;
+    paths_[slot]->totals = ring_.totals(slot);
     return paths_[slot].get();
 }
 
@@ -167,6 +168,11 @@ void Telemetry::complete_timed(PathW* p, Dir dir, uint64_t bytes, uint64_t post_
         w.add(post_ns, done, bytes);
         (dir == Dir::Send ? s.send_bw : s.recv_bw) = w.bandwidth();
         s.last_done_ns = std::max(s.last_done_ns, done);
+        if (dir == Dir::Send) {
+            const uint64_t latency = done > post_ns ? done - post_ns : 0;
+            counter_add(p->totals->latency[latency_bucket(latency)], 1);
+            counter_add(p->totals->latency_sum_ns, latency);
+        }
     }
     r.window_bw = dir == Dir::Send ? s.send_bw : s.recv_bw;
     r.outstanding = uint32_t(s.outstanding_reqs);
@@ -205,10 +211,41 @@ void Telemetry::path_event(int peer, int path, PathState state) {
               path_state_name(uint32_t(state)));
 }
 
+void Telemetry::path_switch(int peer, int from, int to, SwitchCause cause, bool failback) {
+    PathW* left = path_w(peer, from);
+    PathW* now_on = path_w(peer, to);
+    if (left == nullptr || now_on == nullptr) return;
+    // The counters first: a reader that sees the new state also sees the switch counted.
+    if (failback) {
+        counter_add(now_on->totals->failbacks, 1);
+    } else {
+        counter_add(left->totals->failovers[int(cause) < kSwitchCauses ? int(cause) : kSwitchCauses - 1], 1);
+    }
+    path_event(peer, from, to == 0 ? PathState::Standby : PathState::Down);
+    path_event(peer, to, PathState::Up);
+}
+
+void Telemetry::count_failover(int peer, int path, SwitchCause cause) {
+    PathW* p = path_w(peer, path);
+    if (p != nullptr) counter_add(p->totals->failovers[int(cause) < kSwitchCauses ? int(cause) : kSwitchCauses - 1], 1);
+}
+
 std::vector<PathStats> Telemetry::snapshot() const {
     RingReader reader;
     if (!reader.attach_memory(ring_.base(), nullptr)) return {};
     return reader.paths();
+}
+
+} // namespace telemetry
+} // namespace vccl
+
+namespace vccl {
+namespace telemetry {
+
+PathTotalsCopy Telemetry::totals(int peer, int path) const {
+    RingReader reader;
+    if (!reader.attach_memory(ring_.base(), nullptr)) return PathTotalsCopy();
+    return reader.totals(peer, path);
 }
 
 } // namespace telemetry

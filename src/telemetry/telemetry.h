@@ -104,6 +104,8 @@ public:
         }
         complete_timed(p, dir, bytes, post_ns, tag, ok, done_ns);
     }
+    /* vcclCommPauseTelemetry: collectives are not counted while paused (the transports stop recording). */
+    void pause_collectives(bool paused) { colls_paused_ = paused; }
     /* The writer's clock (post and completion stamps). */
     uint64_t now_ns() { return clock_.now_ns(); }
     /* The same by peer and path (a lookup each). */
@@ -118,6 +120,22 @@ public:
 
     /* A path changed state (failover and failback call this); also recorded in the ring. */
     void path_event(int peer, int path, PathState state);
+    /* Traffic to `peer` moved from path `from` to path `to`: the two state changes, and the left path's
+     * failover counter for `cause` or (failback) the returned-to path's failback counter. */
+    void path_switch(int peer, int from, int to, SwitchCause cause, bool failback);
+    /* Counts a failover with `cause` on the path without a state change (e.g. every path of an unreachable
+     * peer, whose state changes come with path_event). */
+    void count_failover(int peer, int path, SwitchCause cause);
+
+    /* A host collective of kind `coll` (TransferTag::coll) ended on this rank: `bytes` of the caller's data,
+     * `ns` from the algorithm's start. Writer side (the communicator's operation lock). */
+    void on_collective(uint8_t coll, uint64_t bytes, uint64_t ns) {
+        if (coll >= kCollKinds || colls_paused_) return;
+        CollTotals& c = ring_.colls()[coll];
+        counter_add(c.calls, 1);
+        counter_add(c.bytes, bytes);
+        counter_add(c.time_ns, ns);
+    }
 
     /* Writer thread, while it waits (the transports call it from their idle polls): publishes per-path
      * counters held back by the publication interval, so a transfer that never completes still shows as
@@ -134,6 +152,7 @@ public:
 
     /* Readers, any thread. */
     std::vector<PathStats> snapshot() const;
+    PathTotalsCopy totals(int peer, int path) const;
     const RingWriter& ring() const { return ring_; }
     /* /dev/shm path of the shared ring, empty when private. */
     std::string shm_path() const;
@@ -146,6 +165,7 @@ public:
         // What counting a transfer touches comes first and fills two cache lines: stats (120 bytes), then
         // the sampling counter and the held flag. Small collectives evict these lines between operations.
         PathStats stats;
+        PathTotals* totals = nullptr;   // the ring's counters of this path (latency histogram, failovers)
         uint32_t p2p_posts[2] = {0, 0}; // point-to-point posts per direction (Dir), for sampling
         bool held = false;         // changed since the last publication; listed in held_
         uint64_t published_ns = 0; // when stats last went to the ring
@@ -246,6 +266,7 @@ private:
     std::vector<size_t> held_; // slots whose latest counters are not published yet
     uint64_t held_published_ns_ = 0; // last publish_held_at
     uint64_t sample_mask_ = 0;       // options_.sample - 1 when that is a power of two above 1, else 0
+    bool colls_paused_ = false;      // under the operation lock, as on_collective
     void publish_held_at(uint64_t now);
 
     // Files (VCCL_TELEMETRY_DIR): written by the flusher thread and at destroy, under files_mutex_.
@@ -263,6 +284,12 @@ private:
 /* The hook for failover code: records a path state change when telemetry is on (t may be NULL). */
 inline void telemetry_path_event(Telemetry* t, int peer, int path, PathState state) {
     if (t != nullptr) t->path_event(peer, path, state);
+}
+inline void telemetry_path_switch(Telemetry* t, int peer, int from, int to, SwitchCause cause, bool failback) {
+    if (t != nullptr) t->path_switch(peer, from, to, cause, failback);
+}
+inline void telemetry_count_failover(Telemetry* t, int peer, int path, SwitchCause cause) {
+    if (t != nullptr) t->count_failover(peer, path, cause);
 }
 
 } // namespace telemetry

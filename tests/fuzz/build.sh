@@ -16,10 +16,12 @@ flags=(-std=c++17 -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -f
 libs=($(pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -lpthread)
 
 # The layers the targets reach: core, topology, bootstrap (TCP wire and unique id), the host algorithm registry
-# (the device registry, whose algorithms pull in the whole device path, is stood in for by stubs.cc).
+# (the device registry, whose algorithms pull in the whole device path, is stood in for by stubs.cc), and the
+# telemetry ring with vccl-telemetry's reader and exposition of it.
 sources=("$top"/src/core/*.cc "$top"/src/topo/*.cc "$top"/src/bootstrap/tcp/unique_id.cc
          "$top"/src/bootstrap/tcp/socket_util.cc "$top"/src/algo/registry.cc "$top"/src/algo/host/coll_ctx.cc
-         "$top"/src/algo/host/*/*.cc "$top"/tests/fuzz/stubs.cc)
+         "$top"/src/algo/host/*/*.cc "$top"/tests/fuzz/stubs.cc
+         "$top"/src/telemetry/ring.cc "$top"/src/tools/telemetry/rings.cc "$top"/src/tools/telemetry/metrics.cc)
 objs=()
 for s in "${sources[@]}"; do
     rel=${s#"$top"/}

@@ -8,9 +8,12 @@
  * duration of one rank's sends; the link shaping tests (tc on rails in network namespaces) are in tests/fault. The late rank is real: it sleeps before each collective.
  */
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -53,6 +56,12 @@ std::vector<vcclTelemetryPeer> get_telemetry(vcclComm_t comm, vcclResult_t* rc) 
     *rc = vcclCommGetTelemetry(comm, v.data(), n, &m);
     if (m < n) v.resize(size_t(m < 0 ? 0 : m));
     return v;
+}
+
+uint64_t mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
 }
 
 uint64_t sum_over_ranks(uint64_t x) {
@@ -122,6 +131,62 @@ TEST(Telemetry, ReportsBytesSentAndReceived) {
         EXPECT_ALL_RANKS(sent == want_sent && recvd == want_recv)
             << "sent " << sent << " (want " << want_sent << ") received " << recvd << " (want " << want_recv << ")";
     }
+    EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
+}
+
+/* vcclCommGetTelemetryPaths: latency percentiles bounded by the calls' own wall time, an element size of the
+ * old struct filled exactly (nothing written past it), sizes below it refused. */
+TEST(Telemetry, PathsGiveLatencyPercentilesAndKeepOldCallersWorking) {
+    vcclResult_t rc;
+    setenv("VCCL_TELEMETRY_SAMPLE", "1", 1); // every send timed: the histogram has them all
+    vccl::testing::reload_env();
+    vcclComm_t comm = make_comm(CommKind::Mpi, &rc);
+    unsetenv("VCCL_TELEMETRY_SAMPLE");
+    vccl::testing::reload_env();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const size_t count = 65536;
+    std::vector<float> in(count, 1.0f), out(count);
+    uint64_t longest_call_ns = 0;
+    for (int i = 0; i < 20; ++i) {
+        uint64_t t0 = mono_ns();
+        ASSERT_ALL_RANKS(vcclAllReduce(in.data(), out.data(), count, vcclFloat, vcclSum, comm, nullptr) == vcclSuccess);
+        longest_call_ns = std::max(longest_call_ns, mono_ns() - t0);
+    }
+    int n = -1;
+    ASSERT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, nullptr, sizeof(vcclTelemetryPath), 0, &n) == vcclSuccess && n > 0);
+    std::vector<vcclTelemetryPath> paths(static_cast<size_t>(n));
+    int m = -1;
+    ASSERT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, paths.data(), sizeof(vcclTelemetryPath), n, &m) == vcclSuccess &&
+                     m == n);
+    bool sane = true;
+    uint64_t samples = 0;
+    for (const vcclTelemetryPath& p : paths) {
+        if (p.base.bytesSent == 0) continue;
+        samples += p.latencySamples;
+        // Host memory, NULL stream: every send of a call is posted and completed within it. Interpolation
+        // inside a power-of-two bucket can place a percentile at most at twice the longest value.
+        if (p.latencySamples == 0 || p.latencyP50Ns == 0 || p.latencyP50Ns > p.latencyP99Ns ||
+            p.latencyP99Ns > p.latencyP999Ns || p.latencyP999Ns > 2 * longest_call_ns || p.failovers != 0 ||
+            p.failbacks != 0)
+            sane = false;
+    }
+    EXPECT_ALL_RANKS(sane) << "latency fields inconsistent (longest call " << longest_call_ns << " ns)";
+    EXPECT_ALL_RANKS(samples >= 20) << samples << " timed sends for 20 allreduces";
+    // An element the size of vcclTelemetryPeer, as a caller built against the old header passes it.
+    const size_t old = sizeof(vcclTelemetryPeer);
+    std::vector<unsigned char> raw(size_t(n) * old + 64, 0xab);
+    EXPECT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, raw.data(), old, n, &m) == vcclSuccess && m == n);
+    bool same = true;
+    for (int i = 0; i < n; ++i) {
+        vcclTelemetryPeer e;
+        memcpy(&e, raw.data() + size_t(i) * old, old);
+        if (e.peer != paths[size_t(i)].base.peer || e.bytesSent != paths[size_t(i)].base.bytesSent) same = false;
+    }
+    for (size_t k = size_t(n) * old; k < raw.size(); ++k) same = same && raw[k] == 0xab;
+    EXPECT_ALL_RANKS(same) << "old-size elements differ, or bytes past them were written";
+    EXPECT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, raw.data(), old - 1, n, &m) == vcclInvalidArgument);
+    EXPECT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, raw.data(), old, n, nullptr) == vcclInvalidArgument);
+    EXPECT_ALL_RANKS(vcclCommGetTelemetryPaths(comm, nullptr, old, 1, &m) == vcclInvalidArgument);
     EXPECT_ALL_RANKS(vcclCommDestroy(comm) == vcclSuccess);
 }
 

@@ -7,8 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <thread>
 
@@ -16,6 +18,7 @@
 
 #include "core/clock.h"
 #include "telemetry/fast_clock.h"
+#include "telemetry/latency.h"
 #include "telemetry/ring.h"
 #include "telemetry/telemetry.h"
 #include "telemetry/window.h"
@@ -489,6 +492,194 @@ TEST(Telemetry, RingAndFileNames) {
     EXPECT_EQ(job_name(), "my_job_1");
     unsetenv("VCCL_TELEMETRY_JOB");
     vccl::env::reload();
+}
+
+
+/* ---- ring version 3: send latency histogram, failovers by cause, per-collective counters ---- */
+
+TEST(TelemetryLatency, BucketBoundsArePowersOfTwo) {
+    EXPECT_EQ(latency_bucket(0), 0);
+    EXPECT_EQ(latency_bucket(1023), 0);
+    EXPECT_EQ(latency_bucket(1024), 1);
+    EXPECT_EQ(latency_bucket(2047), 1);
+    EXPECT_EQ(latency_bucket(2048), 2);
+    EXPECT_EQ(latency_bucket(1000000), 10);               // 1 ms: [2^19, 2^20) ns
+    EXPECT_EQ(latency_bucket((uint64_t(1) << 34) - 1), 24); // just under 17.2 s
+    EXPECT_EQ(latency_bucket(uint64_t(1) << 34), kLatencyBuckets - 1);
+    EXPECT_EQ(latency_bucket(UINT64_MAX), kLatencyBuckets - 1);
+    for (int b = 0; b < kLatencyBuckets - 1; ++b) {
+        EXPECT_EQ(latency_bucket(latency_bucket_upper_ns(b) - 1), b);
+        EXPECT_EQ(latency_bucket(latency_bucket_upper_ns(b)), b + 1);
+    }
+}
+
+TEST(TelemetryLatency, QuantilesAgreeWithSortedValuesToTheirBucket) {
+    // Latencies from 500 ns to ~50 ms, log-uniform, from a fixed generator; the reference is the sorted list.
+    std::vector<uint64_t> values;
+    uint64_t x = 12345;
+    for (int i = 0; i < 10007; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        double u = double(x >> 11) / double(1ull << 53);
+        values.push_back(uint64_t(500.0 * std::pow(10.0, 5.0 * u)));
+    }
+    uint64_t buckets[kLatencyBuckets] = {};
+    for (uint64_t v : values) buckets[latency_bucket(v)]++;
+    std::sort(values.begin(), values.end());
+    for (double q : {0.5, 0.9, 0.99, 0.999}) {
+        uint64_t exact = values[size_t(std::ceil(q * double(values.size()))) - 1];
+        uint64_t est = latency_quantile_ns(buckets, q);
+        int b = latency_bucket(exact);
+        uint64_t lo = b == 0 ? 0 : latency_bucket_upper_ns(b - 1), hi = latency_bucket_upper_ns(b);
+        EXPECT_GE(est, lo) << "q " << q << " exact " << exact;
+        EXPECT_LE(est, hi) << "q " << q << " exact " << exact;
+    }
+    uint64_t empty[kLatencyBuckets] = {};
+    EXPECT_EQ(latency_quantile_ns(empty, 0.5), 0u);
+    // One value in one bucket: the median interpolates to the bucket's middle.
+    uint64_t one[kLatencyBuckets] = {};
+    one[3] = 2; // [4096, 8192)
+    EXPECT_EQ(latency_quantile_ns(one, 0.5), 6144u);
+    EXPECT_EQ(latency_quantile_ns(one, 1.0), 8192u);
+}
+
+TEST(Telemetry, TimedSendsFillTheLatencyHistogram) {
+    Options o = private_options(2, 0x1a7);
+    o.sample = 1;
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    Telemetry::PathW* p = t->path(1, 0);
+    ASSERT_NE(p, nullptr);
+    TransferTag tag{1, 0};
+    // Known latencies: 3 of 1.5 us, 2 of 100 us, 1 of 2 s; post times in the past, completion now.
+    const uint64_t lat[] = {1500, 1500, 1500, 100000, 100000, 2000000000ull};
+    uint64_t sum = 0;
+    for (uint64_t l : lat) {
+        t->on_post(p, Dir::Send, 4096, &tag);
+        uint64_t now = t->now_ns();
+        t->on_complete(p, Dir::Send, 4096, now - l, tag, true, now);
+        sum += l;
+        tag.seq++;
+    }
+    // Receives and failed sends are not in the histogram.
+    t->on_post(p, Dir::Recv, 64, &tag);
+    t->on_complete(p, Dir::Recv, 64, t->now_ns() - 5000, tag, true, t->now_ns());
+    t->on_post(p, Dir::Send, 64, &tag);
+    t->on_complete(p, Dir::Send, 64, t->now_ns() - 5000, tag, false, t->now_ns());
+    PathTotalsCopy c = t->totals(1, 0);
+    EXPECT_EQ(c.latency_count(), 6u);
+    EXPECT_EQ(c.latency[latency_bucket(1500)], 3u);
+    EXPECT_EQ(c.latency[latency_bucket(100000)], 2u);
+    EXPECT_EQ(c.latency[latency_bucket(2000000000ull)], 1u);
+    EXPECT_EQ(c.latency_sum_ns, sum);
+    EXPECT_EQ(t->totals(0, 0).latency_count(), 0u);
+    EXPECT_EQ(t->totals(7, 0).latency_count(), 0u); // out of range: zero, no crash
+}
+
+TEST(Telemetry, SwitchesCountFailoversByCauseAndFailbacks) {
+    Options o = private_options(3, 0xfa11);
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    t->path_switch(2, 0, 1, SwitchCause::LinkDown, false);
+    t->path_switch(2, 1, 0, SwitchCause::Other, true);
+    t->path_switch(2, 0, 1, SwitchCause::Timeout, false);
+    t->path_switch(2, 0, 1, SwitchCause::Timeout, false);
+    t->count_failover(1, 0, SwitchCause::Unreachable);
+    t->path_switch(9, 0, 1, SwitchCause::LinkDown, false); // no such peer: ignored
+    PathTotalsCopy primary = t->totals(2, 0), backup = t->totals(2, 1);
+    EXPECT_EQ(primary.failovers[int(SwitchCause::LinkDown)], 1u);
+    EXPECT_EQ(primary.failovers[int(SwitchCause::Timeout)], 2u);
+    EXPECT_EQ(primary.failbacks, 1u);
+    EXPECT_EQ(backup.failovers[int(SwitchCause::Other)], 0u); // a failback is not a failover of the path left
+    EXPECT_EQ(backup.failbacks, 0u);
+    EXPECT_EQ(t->totals(1, 0).failovers[int(SwitchCause::Unreachable)], 1u);
+    std::vector<PathStats> paths = t->snapshot();
+    bool saw_backup_up = false;
+    for (const PathStats& s : paths) {
+        if (s.peer == 2 && s.path == 1) saw_backup_up = s.state == uint32_t(PathState::Up);
+    }
+    EXPECT_TRUE(saw_backup_up);
+    EXPECT_STREQ(switch_cause_name(int(SwitchCause::LinkDown)), "link_down");
+    EXPECT_STREQ(switch_cause_name(99), "other");
+}
+
+TEST(Telemetry, CollectivesAreCountedUnlessPaused) {
+    Options o = private_options(2, 0xc011);
+    std::unique_ptr<Telemetry> t;
+    ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
+    t->on_collective(1, 4096, 1000);
+    t->on_collective(1, 8, 500);
+    t->on_collective(4, 100, 7);
+    t->pause_collectives(true);
+    t->on_collective(1, 1 << 20, 1);
+    t->pause_collectives(false);
+    t->on_collective(kCollKinds, 1, 1); // out of range: ignored
+    RingReader reader;
+    ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
+    CollTotalsCopy ar = reader.coll_totals(1), ag = reader.coll_totals(4), none = reader.coll_totals(2);
+    EXPECT_EQ(ar.calls, 2u);
+    EXPECT_EQ(ar.bytes, 4104u);
+    EXPECT_EQ(ar.time_ns, 1500u);
+    EXPECT_EQ(ag.calls, 1u);
+    EXPECT_EQ(ag.bytes, 100u);
+    EXPECT_EQ(none.calls, 0u);
+    EXPECT_EQ(reader.coll_totals(-1).calls, 0u);
+}
+
+TEST(TelemetryRing, APositionPastTheEndReadsTheRingFromItsOldestRecord) {
+    // Found by fuzz_telemetry_ring: a position past the write index (a ring replaced by a younger one under the
+    // same name) made end - position wrap and reserve() throw.
+    RingWriter w;
+    RingInfo info;
+    info.capacity = 16;
+    ASSERT_EQ(w.create(info, ""), vcclSuccess);
+    for (int i = 0; i < 20; ++i) {
+        Record r;
+        memset(&r, 0, sizeof(r));
+        r.bytes = uint64_t(i);
+        w.append(r);
+    }
+    RingReader reader;
+    ASSERT_TRUE(reader.attach_memory(w.base(), nullptr));
+    uint64_t next = 1000, lost = 0;
+    std::vector<Record> got = reader.read(&next, &lost);
+    ASSERT_EQ(got.size(), 16u);
+    EXPECT_EQ(got.front().bytes, 4u);
+    EXPECT_EQ(got.back().bytes, 19u);
+    EXPECT_EQ(next, 20u);
+    next = UINT64_MAX;
+    EXPECT_EQ(reader.read(&next, &lost).size(), 16u);
+}
+
+TEST(TelemetryRing, OtherVersionsAndDamagedHeadersAreRefusedByName) {
+    RingWriter w;
+    RingInfo info;
+    info.nranks = 4;
+    info.capacity = 16;
+    ASSERT_EQ(w.create(info, ""), vcclSuccess);
+    const size_t bytes = ring_bytes(w.npaths(), 16);
+    std::vector<char> copy(static_cast<const char*>(w.base()), static_cast<const char*>(w.base()) + bytes);
+    Header* h = reinterpret_cast<Header*>(copy.data());
+    RingReader reader;
+    std::string why;
+    ASSERT_TRUE(reader.attach_memory(copy.data(), &why)) << why;
+    h->version = kVersion + 1;
+    EXPECT_FALSE(reader.attach_memory(copy.data(), &why));
+    EXPECT_NE(why.find("is newer"), std::string::npos) << why;
+    h->version = kVersion - 1;
+    EXPECT_FALSE(reader.attach_memory(copy.data(), &why));
+    EXPECT_NE(why.find("is older"), std::string::npos) << why;
+    h->version = kVersion;
+    h->npaths = 1u << 30; // would index far past the mapping
+    EXPECT_FALSE(reader.attach_memory(copy.data(), &why));
+    EXPECT_NE(why.find("inconsistent"), std::string::npos) << why;
+    h->npaths = w.npaths();
+    h->capacity = 0; // would divide by zero
+    EXPECT_FALSE(reader.attach_memory(copy.data(), &why));
+    h->capacity = 16;
+    h->rank = 4;
+    EXPECT_FALSE(reader.attach_memory(copy.data(), &why));
+    h->rank = 0;
+    EXPECT_TRUE(reader.attach_memory(copy.data(), &why)) << why;
 }
 
 } // namespace

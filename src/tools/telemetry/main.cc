@@ -19,11 +19,13 @@ void usage(FILE* out) {
             "       vccl-telemetry report [--fraction F] [--late-us US] [--json] FILE...\n"
             "       vccl-telemetry plot [-o OUT.svg] [--title TEXT] FILE...\n"
             "       vccl-telemetry clean [--dry-run] [--dir DIR]\n"
+            "       vccl-telemetry serve [--listen ADDR:PORT] [--job NAME] [--dir DIR] [--max-peers N] [--print]\n"
             "\n"
             "top     live per-link view of every vccl telemetry ring of this user in /dev/shm\n"
             "report  per-link and per-rank summary of VCCL_TELEMETRY_DIR files; flags slow links and late ranks\n"
             "plot    bandwidth over time per path, as SVG\n"
             "clean   remove the rings of processes that died without destroying their communicators\n"
+            "serve   Prometheus metrics of the rings over HTTP (/metrics; --print: once to stdout)\n"
             "See vccl-telemetry(1).\n");
 }
 
@@ -155,6 +157,7 @@ int main(int argc, char** argv) {
     if (cmd == "report") return vtel::cmd_report(argc - 1, argv + 1);
     if (cmd == "plot") return vtel::cmd_plot(argc - 1, argv + 1);
     if (cmd == "clean") return vtel::cmd_clean(argc - 1, argv + 1);
+    if (cmd == "serve") return vtel::cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "vccl-telemetry: unknown command '%s'\n", cmd.c_str());
     vtel::usage(stderr);
     return 2;

@@ -43,7 +43,18 @@ struct Link {
     int64_t busy_ns = 0;
     double bw = 0;
     bool slow = false;
+    // Post-to-completion latency of the link's successful transfers, ns, nearest rank (0: none).
+    int64_t p50 = 0, p99 = 0, p999 = 0;
 };
+
+/* The q-quantile of sorted values by nearest rank: the smallest value with at least q of them at or below it. */
+int64_t nearest_rank(const std::vector<int64_t>& sorted, double q) {
+    if (sorted.empty()) return 0;
+    size_t k = size_t(q * double(sorted.size()) + 0.999999999);
+    if (k < 1) k = 1;
+    if (k > sorted.size()) k = sorted.size();
+    return sorted[k - 1];
+}
 
 struct RankSum {
     uint64_t sent = 0, received = 0, transfers = 0, failures = 0, events = 0;
@@ -188,12 +199,14 @@ void build_links(Analysis* an) {
         std::vector<const Row*>& v = kv.second;
         std::sort(v.begin(), v.end(), [](const Row* a, const Row* b) { return a->done_ns < b->done_ns; });
         int64_t last_done = INT64_MIN;
+        std::vector<int64_t> latency;
         for (const Row* r : v) {
             l.transfers++;
             if (r->status != 0) {
                 l.failures++;
                 continue;
             }
+            latency.push_back(r->done_ns > r->post_ns ? r->done_ns - r->post_ns : 0);
             int64_t start = r->post_ns;
             auto partner = an->partner_post.find(r);
             if (partner != an->partner_post.end()) {
@@ -211,6 +224,10 @@ void build_links(Analysis* an) {
             l.bytes += r->bytes;
         }
         l.bw = l.busy_ns > 0 ? double(l.bytes) * 1e9 / double(l.busy_ns) : 0;
+        std::sort(latency.begin(), latency.end());
+        l.p50 = nearest_rank(latency, 0.5);
+        l.p99 = nearest_rank(latency, 0.99);
+        l.p999 = nearest_rank(latency, 0.999);
         an->links.push_back(l);
     }
 }
@@ -252,9 +269,10 @@ void print_json(const ReportOptions& o, const Analysis& an) {
     for (size_t i = 0; i < an.links.size(); ++i) {
         const Link& l = an.links[i];
         printf("%s\n {\"comm\":%s,\"rank\":%d,\"peer\":%d,\"path\":%d,\"dir\":\"%s\",\"transfers\":%" PRIu64
-               ",\"failures\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"busy_ns\":%" PRId64 ",\"bw\":%.0f,\"slow\":%s}",
+               ",\"failures\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"busy_ns\":%" PRId64 ",\"bw\":%.0f,\"slow\":%s,"
+               "\"latency_p50_ns\":%" PRId64 ",\"latency_p99_ns\":%" PRId64 ",\"latency_p999_ns\":%" PRId64 "}",
                i ? "," : "", json_str(l.comm).c_str(), l.rank, l.peer, l.path, l.send ? "send" : "recv",
-               l.transfers, l.failures, l.bytes, l.busy_ns, l.bw, l.slow ? "true" : "false");
+               l.transfers, l.failures, l.bytes, l.busy_ns, l.bw, l.slow ? "true" : "false", l.p50, l.p99, l.p999);
     }
     printf("],\n\"ranks\":[");
     bool first = true;
@@ -279,13 +297,16 @@ void print_text(const ReportOptions& o, const Analysis& an) {
     printf("Links (%zu): bandwidth = bytes / busy time; SLOW below %.2f x the median of the host transport's links "
            "(%.3f GB/s); device-path links (path 2, median %.3f GB/s) are lower bounds, never flagged\n",
            links.size(), fraction, med_of_kind[0] / 1e9, med_of_kind[1] / 1e9);
-    printf("%-18s %5s %5s %4s %4s %9s %8s %12s %10s %10s  %s\n", "COMM", "RANK", "PEER", "PATH", "DIR", "TRANSFERS",
-           "FAILED", "BYTES", "BUSY ms", "GB/s", "");
+    printf("%-18s %5s %5s %4s %4s %9s %8s %12s %10s %10s %9s %9s %9s  %s\n", "COMM", "RANK", "PEER", "PATH", "DIR",
+           "TRANSFERS", "FAILED", "BYTES", "BUSY ms", "GB/s", "p50 us", "p99 us", "p99.9 us", "");
     for (const Link& l : links) {
-        printf("%-18s %5d %5d %4d %4s %9" PRIu64 " %8" PRIu64 " %12s %10.3f %10.3f  %s\n", l.comm.c_str(), l.rank,
-               l.peer, l.path, l.send ? "send" : "recv", l.transfers, l.failures, human_bytes(double(l.bytes)).c_str(),
-               double(l.busy_ns) / 1e6, l.bw / 1e9, l.slow ? "SLOW" : "");
+        printf("%-18s %5d %5d %4d %4s %9" PRIu64 " %8" PRIu64 " %12s %10.3f %10.3f %9.1f %9.1f %9.1f  %s\n",
+               l.comm.c_str(), l.rank, l.peer, l.path, l.send ? "send" : "recv", l.transfers, l.failures,
+               human_bytes(double(l.bytes)).c_str(), double(l.busy_ns) / 1e6, l.bw / 1e9, double(l.p50) / 1e3,
+               double(l.p99) / 1e3, double(l.p999) / 1e3, l.slow ? "SLOW" : "");
     }
+    printf("(latency: post to completion of each timed transfer, percentiles by nearest rank; a receive's includes "
+           "the time its sender took to post)\n");
     printf("\nRanks (%zu): lateness = arrival at a collective minus the median arrival; LATE above %.0f us\n",
            ranks.size(), late_us);
     printf("%5s %12s %12s %9s %8s %6s %6s %12s %12s  %s\n", "RANK", "SENT", "RECEIVED", "TRANSFERS", "FAILED", "EVENTS",

@@ -5,11 +5,16 @@
 #ifndef VCCL_TOOLS_TELEMETRY_RINGS_H_
 #define VCCL_TOOLS_TELEMETRY_RINGS_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "telemetry/format.h"
+#include "telemetry/ring.h"
 
 namespace vtel {
 
@@ -21,13 +26,49 @@ struct RingView {
     int rank = 0, nranks = 0, pid = 0;
     bool closed = false, alive = true;
     uint64_t records = 0;
+    uint64_t capacity = 0;
     uint64_t heartbeat_ns = 0;
-    std::vector<vccl::telemetry::PathStats> paths;
+    std::vector<vccl::telemetry::PathStats> paths;           // in use, by slot: peer and path from the slot
+    std::vector<vccl::telemetry::PathTotalsCopy> totals;     // paths[i]'s totals
+    vccl::telemetry::CollTotalsCopy colls[vccl::telemetry::kCollKinds];
 };
 
-/* Every ring file in dir owned by this user, sorted by communicator and rank; files that are not (yet)
- * rings are skipped quietly. A missing directory gives no rings. */
-std::vector<RingView> scan_rings(const std::string& dir);
+/* A vccl-* file in the directory that could not be read as a ring, and why. */
+struct RingProblem {
+    std::string file;
+    std::string reason;
+};
+
+/* Every ring file in dir owned by this user, sorted by communicator and rank. Files that are not rings
+ * are skipped; with `problems`, each is listed there with the reason (else quietly). A missing directory
+ * gives no rings. */
+std::vector<RingView> scan_rings(const std::string& dir, std::vector<RingProblem>* problems = nullptr);
+
+/* The rings of a directory kept mapped between scans (vccl-telemetry serve): a scan maps only files it has
+ * not seen (or that were replaced: another inode or size) and unmaps those that are gone. Unmapping is what a
+ * scan of many rings spent its time on (each munmap of a shared mapping costs a TLB shootdown), so a
+ * scraper that comes back every second should not pay it again for rings that are still there. */
+class RingCache {
+public:
+    std::vector<RingView> scan(const std::string& dir, std::vector<RingProblem>* problems = nullptr);
+    size_t mapped() const { return entries_.size(); }
+
+private:
+    struct Entry {
+        std::unique_ptr<vccl::telemetry::RingReader> reader;
+        dev_t dev = 0;
+        ino_t ino = 0;
+        off_t size = 0;
+        bool seen = false;
+    };
+    std::map<std::string, Entry> entries_;
+};
+
+/* One ring file: false with *why when it is not a readable ring. Owner and type are the caller's check. */
+bool read_ring_file(const std::string& path, RingView* out, std::string* why);
+/* Copies an attached ring into *out. A file truncated under the mapping (a ring replaced or damaged while
+ * read) faults on access: that fault is caught here and gives false with *why, not a crash. */
+bool read_attached(const vccl::telemetry::RingReader& reader, RingView* out, std::string* why);
 
 /* "live", "closed" (communicator destroyed) or "dead" (writer process gone). */
 const char* ring_status(const RingView& v);

@@ -32,6 +32,7 @@ int cmd_top(int argc, char** argv);
 int cmd_report(int argc, char** argv);
 int cmd_plot(int argc, char** argv);
 int cmd_clean(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 } // namespace vtel
 

@@ -8,6 +8,22 @@ namespace failover {
 
 /* ---- switching ---- */
 
+namespace {
+
+/* The telemetry group of a switch's cause text (the texts are made in this folder: keep the two in step). */
+telemetry::SwitchCause switch_cause_of(const std::string& cause) {
+    auto has = [&](const char* s) { return cause.find(s) != std::string::npos; };
+    if (cause.compare(0, 5, "link ") == 0) return telemetry::SwitchCause::LinkDown;
+    if (cause.compare(0, 8, "the peer") == 0) return telemetry::SwitchCause::Peer;
+    if (has("acknowledgement") || has("no data arriving") || has("unanswered") || has("did not end")) {
+        return telemetry::SwitchCause::Timeout;
+    }
+    if (has(": ") || has("failed")) return telemetry::SwitchCause::Error; // "poll_sends: <transport error>"
+    return telemetry::SwitchCause::Other;
+}
+
+} // namespace
+
 void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback) {
     PeerState& p = (*peers_[size_t(peer)]);
     int old = p.active;
@@ -21,9 +37,7 @@ void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const st
     p.good_probes = 0;
     VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: leaving path %d (%s) for path %d (%s): %s", rank_, peer, old,
               device(old), path, device(path), cause.c_str());
-    telemetry_path_event(telemetry_, peer, old,
-                         path == 0 ? telemetry::PathState::Standby : telemetry::PathState::Down);
-    telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Up);
+    telemetry_path_switch(telemetry_, peer, old, path, switch_cause_of(cause), failback);
     if (old == 0 && path != 0) {
         p.primary_lost_ns = now_ns();
         if (p.hold_shift < kMaxHoldShift) p.hold_shift++;
@@ -205,6 +219,7 @@ void FailoverTransport::fail_peer(int peer, const std::string& why) {
     p.failed = vcclRemoteError;
     p.failed_text = "rank " + std::to_string(peer) + " is unreachable on every path: " + why;
     VCCL_WARN(kLogNet, "failover: %s", p.failed_text.c_str());
+    telemetry_count_failover(telemetry_, peer, p.active, telemetry::SwitchCause::Unreachable); // nowhere to go
     for (int path = 0; path < kPaths; ++path) telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Down);
     // Close the peer's paths before its operations are reported failed: receives UCX has already matched
     // cannot be cancelled, and an open path would let them write into buffers the caller may free or reuse
