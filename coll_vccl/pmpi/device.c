@@ -8,9 +8,10 @@
  * dlpi_adds, one callback), so the check costs next to nothing until libcuda appears.
  *
  * Device ranges are cached by allocation (CU_POINTER_ATTRIBUTE_RANGE_START_ADDR/RANGE_SIZE, which
- * cudaPointerGetAttributes does not give). Host answers are not cached: a host address could later be device
- * memory, and a device pointer taken for host memory would crash an MPI library that cannot read it; a stale
- * device entry is harmless, as vccl and cuMemcpy read host memory too.
+ * cudaPointerGetAttributes does not give). The break heap and the caller's stack are host memory without a
+ * query (surely_host). Other host answers are not cached: a host address could later be device memory, and
+ * a device pointer taken for host memory would crash an MPI library that cannot read it; a stale device
+ * entry is harmless, as vccl and cuMemcpy read host memory too.
  */
 #define _GNU_SOURCE
 #include "pmpi.h"
@@ -19,6 +20,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The few driver API definitions used here (values from cuda.h). */
 typedef int CUresult;
@@ -113,9 +115,39 @@ static void range_add(uintptr_t start, size_t size) {
     pthread_mutex_unlock(&ranges.lock);
 }
 
+/* ---- memory the driver can never map device memory into ---- */
+/* The program break heap (glibc's main arena) above where it ended when this library was loaded: the break
+ * only grows into address space no mapping holds, so nothing else lives there, CUDA's memory included. The
+ * calling thread's own stack: a buffer on it lives no longer than the thread. Buffers in either are host
+ * memory without a driver query, which covers most small MPI calls (scalars on the stack, small malloc'd
+ * buffers); anything else (mmap'd, other threads' arenas, pinned memory) still gets the query. */
+static uintptr_t heap_floor;
+__attribute__((constructor)) static void note_heap_floor(void) { heap_floor = (uintptr_t)sbrk(0); }
+
+static int surely_host(uintptr_t p) {
+    uintptr_t brk_now = (uintptr_t)sbrk(0);
+    if (heap_floor != 0 && heap_floor != (uintptr_t)-1 && p >= heap_floor && p < brk_now) return 1;
+    static __thread uintptr_t stack_lo, stack_hi;
+    if (stack_hi == 0) {
+        pthread_attr_t attr;
+        void* addr = NULL;
+        size_t size = 0;
+        stack_hi = 1; /* no range known: never matches */
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size != 0) {
+                stack_lo = (uintptr_t)addr;
+                stack_hi = (uintptr_t)addr + size;
+            }
+            pthread_attr_destroy(&attr);
+        }
+    }
+    return p >= stack_lo && p < stack_hi;
+}
+
 static int is_device_memory(const void* ptr) {
     if (!cuda_usable()) return 0;
     uintptr_t p = (uintptr_t)ptr;
+    if (surely_host(p)) return 0;
     if (range_hit(p)) return 1;
     unsigned int type = 0, managed = 0;
     CUdeviceptr start = 0;
