@@ -20,7 +20,7 @@ unit_all="tests/unit/test_core tests/unit/test_reduce tests/unit/test_algo tests
 case $kind in
 asan)
     sanitizers=address,undefined
-    mpi_tests=${ASAN_MPI_TESTS:-"tests/mpi/np2_collectives.sh tests/mpi/np3_collectives.sh tests/mpi/np2_p2p.sh tests/mpi/np3_p2p.sh tests/mpi/np2_comm.sh tests/mpi/np2_bad_input.sh"}
+    mpi_tests=${ASAN_MPI_TESTS:-"tests/mpi/np2_collectives.sh tests/mpi/np2_p2p.sh tests/mpi/np3_p2p.sh tests/mpi/np2_comm.sh tests/mpi/np2_bad_input.sh"}
     unit_tests=$unit_all
     asan_base=abort_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1
     # LeakSanitizer on for the unit tests. Not under mpirun: at exit its tracer crashes in Open MPI processes
