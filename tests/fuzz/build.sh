@@ -20,7 +20,9 @@ libs=($(pkg-config --libs hwloc 2>/dev/null || echo -lhwloc) -lpthread)
 # telemetry ring with vccl-telemetry's reader and exposition of it.
 sources=("$top"/src/core/*.cc "$top"/src/topo/*.cc "$top"/src/bootstrap/tcp/unique_id.cc
          "$top"/src/bootstrap/tcp/socket_util.cc "$top"/src/algo/registry.cc "$top"/src/algo/host/coll_ctx.cc
-         "$top"/src/algo/host/*/*.cc "$top"/tests/fuzz/stubs.cc
+         "$top"/src/algo/host/*/*.cc "$top"/src/algo/host_groups.cc "$top"/src/algo/twolevel/*.cc
+         "$top"/src/algo/twolevel/*/*.cc
+         "$top"/tests/fuzz/stubs.cc
          "$top"/src/telemetry/ring.cc "$top"/src/tools/telemetry/rings.cc "$top"/src/tools/telemetry/metrics.cc)
 objs=()
 for s in "${sources[@]}"; do
