@@ -122,7 +122,8 @@ typedef struct {
     unsigned int magic; /**< VCCL_CONFIG_MAGIC */
     unsigned int version; /**< VCCL_VERSION_CODE the caller compiled against */
     int blocking;       /**< 1 (default): init returns when the communicator is ready. 0 is accepted and
-                             behaves like 1 in this version. */
+                             behaves like 1 here (libvccl-nccl's NCCL API does create nonblocking
+                             communicators: see vccl-nccl(7)). */
     int maxCtas;        /**< upper bound on CUDA thread blocks used by reduction kernels */
     const char* netName; /**< network devices for this communicator (overrides VCCL_NET_DEVICES) */
     const char* commName; /**< a name shown in logs and telemetry */

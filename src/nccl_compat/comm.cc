@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: communicators. Each ncclComm_t wraps a vccl communicator and remembers the CUDA device
- * that was current at init (ncclCommCuDevice). ncclConfig_t maps onto vcclConfig_t: blocking, maxCTAs,
- * netName and commName carry over; NCCL's tuning hints (CTA counts, CGA size, traffic class, collnet,
+ * that was current at init (ncclCommCuDevice). ncclConfig_t maps onto vcclConfig_t: maxCTAs, netName and
+ * commName carry over; blocking = 0 makes the creation nonblocking (nonblocking.cc); NCCL's tuning hints (CTA counts, CGA size, traffic class, collnet,
  * resource sharing) are accepted and ignored with an INFO line; fields of a newer NCCL than 2.28 must hold
  * their defaults.
  */
+#include <condition_variable>
 #include <cstddef>
 #include <cstring>
 #include <string>
@@ -25,6 +26,7 @@ namespace nccl_compat {
 namespace {
 
 std::mutex g_registry_mutex;
+std::condition_variable g_registry_changed; // a creation ended or a wrapper's busy count went down
 std::unordered_set<const ncclComm*>& registry() {
     static auto* live = new std::unordered_set<const ncclComm*>(); // never destroyed: usable from atexit
     return *live;
@@ -143,6 +145,12 @@ ncclResult_t init_rank(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
             return vcclCommInitRankConfig(out, nranks, vid, rank, owned.get());
         }, true, comm);
     }
+    if (use_config && vconfig.blocking == 0) {
+        OwnedConfig owned(&vconfig);
+        return start_nonblocking_creation(fn, dev, [=](vcclComm_t* out) mutable {
+            return vcclCommInitRankConfig(out, nranks, vid, rank, owned.get());
+        }, true, nullptr, true, comm);
+    }
     vcclComm_t vc = nullptr;
     r = to_nccl(vcclCommInitRankConfig(&vc, nranks, vid, rank, use_config ? &vconfig : nullptr));
     if (r != ncclSuccess) return r;
@@ -165,11 +173,18 @@ vcclComm_t live_vccl_comm(const ncclComm* comm) {
 
 /* The wrapper's fields are read under the registry lock: another thread's ncclCommAbort or ncclCommDestroy
  * (a watchdog) may free the wrapper as soon as the lock is let go. */
-ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev, ncclResult_t* creation) {
+ncclResult_t find(const ncclComm* comm, const char* fn, bool wait_idle, vcclComm_t* vc, int* cuda_dev,
+                  ncclResult_t* creation, bool* nonblocking) {
     if (comm == nullptr) return fail(ncclInvalidArgument, "%s: comm is NULL", fn);
     ncclResult_t state = ncclSuccess;
+    bool async = false;
     {
-        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        std::unique_lock<std::mutex> lock(g_registry_mutex);
+        if (wait_idle) {
+            // A nonblocking split of comm is using it on another thread: wait for it (bounded by vccl's
+            // bootstrap timeouts), then look again (the wrapper may have gone meanwhile).
+            g_registry_changed.wait(lock, [&] { return registry().count(comm) == 0 || comm->deriving == 0; });
+        }
         if (registry().count(comm) == 0) {
             return fail(ncclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or never created)", fn,
                         static_cast<const void*>(comm));
@@ -177,9 +192,17 @@ ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* c
         *vc = comm->vc;
         if (cuda_dev != nullptr) *cuda_dev = comm->cuda_dev;
         state = comm->creation;
+        async = comm->async_creation;
         if (creation != nullptr) *creation = state;
+        if (nonblocking != nullptr) *nonblocking = comm->nonblocking;
     }
     if (*vc != nullptr || creation != nullptr) return ncclSuccess;
+    if (state == ncclInProgress && async) {
+        return fail(ncclInvalidUsage,
+                    "%s: comm %p is nonblocking and still being created: call ncclCommGetAsyncError until it no "
+                    "longer answers ncclInProgress",
+                    fn, static_cast<const void*>(comm));
+    }
     if (state == ncclInProgress) {
         return fail(ncclInvalidUsage,
                     "%s: comm %p was created inside ncclGroupStart/ncclGroupEnd and is usable only after ncclGroupEnd",
@@ -189,7 +212,30 @@ ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* c
                 static_cast<const void*>(comm), ncclGetErrorString(state));
 }
 
-ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
+ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev, ncclResult_t* creation) {
+    return find(comm, fn, true, vc, cuda_dev, creation, nullptr);
+}
+
+ncclResult_t peek(const ncclComm* comm, const char* fn, vcclComm_t* vc, ncclResult_t* creation, bool* nonblocking) {
+    return find(comm, fn, false, vc, nullptr, creation, nonblocking);
+}
+
+void note_deriving(ncclComm* parent, int delta) {
+    {
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        parent->deriving += delta;
+    }
+    g_registry_changed.notify_all();
+}
+
+void wait_async_creation(const ncclComm* comm) {
+    std::unique_lock<std::mutex> lock(g_registry_mutex);
+    g_registry_changed.wait(lock, [&] {
+        return registry().count(comm) == 0 || !comm->async_creation || comm->creation != ncclInProgress;
+    });
+}
+
+ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out, bool nonblocking) {
     auto* c = new (std::nothrow) ncclComm();
     if (c == nullptr) {
         vcclCommDestroy(vc);
@@ -197,6 +243,7 @@ ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
     }
     c->vc = vc;
     c->cuda_dev = cuda_dev;
+    c->nonblocking = nonblocking;
     {
         std::lock_guard<std::mutex> lock(g_registry_mutex);
         registry().insert(c);
@@ -205,11 +252,13 @@ ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out) {
     return ncclSuccess;
 }
 
-ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out) {
+ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out, bool nonblocking, bool async_creation) {
     auto* c = new (std::nothrow) ncclComm();
     if (c == nullptr) return fail(ncclSystemError, "out of memory creating a communicator");
     c->cuda_dev = cuda_dev;
     c->creation = ncclInProgress;
+    c->nonblocking = nonblocking;
+    c->async_creation = async_creation;
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     registry().insert(c);
     *out = c;
@@ -217,9 +266,12 @@ ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out) {
 }
 
 void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r) {
-    std::lock_guard<std::mutex> lock(g_registry_mutex);
-    comm->vc = r == ncclSuccess ? vc : nullptr;
-    comm->creation = r;
+    {
+        std::lock_guard<std::mutex> lock(g_registry_mutex);
+        comm->vc = r == ncclSuccess ? vc : nullptr;
+        comm->creation = r;
+    }
+    g_registry_changed.notify_all();
 }
 
 void unwrap(ncclComm* comm) {
@@ -271,6 +323,18 @@ ncclResult_t derive_comm(ncclComm_t comm, const char* fn, ncclComm_t* newcomm, n
         return defer_creation(fn, cuda_dev, [=](vcclComm_t* child) mutable {
             return make(vc, owned.get(), child);
         }, !no_child, newcomm);
+    }
+    // As NCCL: a child made without a config takes its parent's (blocking or not).
+    bool parent_nonblocking = false;
+    ncclResult_t ignored;
+    r = peek(comm, fn, &vc, &ignored, &parent_nonblocking);
+    if (r != ncclSuccess) return r;
+    const bool nonblocking = use_config ? vconfig.blocking == 0 : parent_nonblocking;
+    if (nonblocking) {
+        OwnedConfig owned(use_config ? &vconfig : nullptr);
+        return start_nonblocking_creation(fn, cuda_dev, [=](vcclComm_t* child) mutable {
+            return make(vc, owned.get(), child);
+        }, !no_child, comm, true, newcomm);
     }
     vcclComm_t child = nullptr;
     r = to_nccl(make(vc, use_config ? &vconfig : nullptr, &child));
@@ -378,6 +442,13 @@ ncclResult_t release(ncclComm_t comm, const char* fn, bool abort) {
     ncclResult_t creation = ncclSuccess;
     ncclResult_t r = lookup(comm, fn, &vc, nullptr, &creation);
     if (r != ncclSuccess) return r;
+    if (creation == ncclInProgress && comm->async_creation) {
+        // A nonblocking creation cannot be called off half way: let it end (bounded by the bootstrap's
+        // timeouts), then release what it made.
+        wait_async_creation(comm);
+        r = lookup(comm, fn, &vc, nullptr, &creation);
+        if (r != ncclSuccess) return r;
+    }
     if (creation == ncclInProgress) {
         return fail(ncclInvalidUsage, "%s: comm %p is still being created (call ncclGroupEnd first)", fn,
                     static_cast<const void*>(comm));
@@ -458,6 +529,12 @@ VNCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUni
             return vcclCommGrow(nullptr, nRanks, id.given ? &id.id : nullptr, rank, out, owned.get());
         }, true, newcomm);
     }
+    if (use_config && vconfig.blocking == 0) {
+        OwnedConfig owned(&vconfig);
+        return start_nonblocking_creation(fn, dev, [=](vcclComm_t* out) mutable {
+            return vcclCommGrow(nullptr, nRanks, id.given ? &id.id : nullptr, rank, out, owned.get());
+        }, true, nullptr, true, newcomm);
+    }
     vcclComm_t vc = nullptr;
     r = to_nccl(vcclCommGrow(nullptr, nRanks, id.given ? &id.id : nullptr, rank, &vc, use_config ? &vconfig : nullptr));
     if (r != ncclSuccess) return r;
@@ -485,10 +562,10 @@ static_assert(VCCL_SHRINK_DEFAULT == 0x00 && VCCL_SHRINK_ABORT == 0x01,
 VNCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
     vcclComm_t vc = nullptr;
     ncclResult_t creation = ncclSuccess;
-    ncclResult_t r = lookup(comm, "ncclCommGetAsyncError", &vc, nullptr, &creation);
+    ncclResult_t r = peek(comm, "ncclCommGetAsyncError", &vc, &creation);
     if (r != ncclSuccess) return r;
     if (asyncError == nullptr) return fail(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-    if (vc == nullptr) { // created in a group: in progress until it ends, then the creation's error
+    if (vc == nullptr) { // created in a group or nonblocking: in progress until it ends, then the creation's error
         *asyncError = creation;
         return ncclSuccess;
     }

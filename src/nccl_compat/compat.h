@@ -24,7 +24,11 @@ struct ncclComm {
     uint64_t magic = kMagic;
     vcclComm_t vc = nullptr; /* NULL while its creation waits for ncclGroupEnd, or when that creation failed */
     int cuda_dev = -1;
-    ncclResult_t creation = ncclSuccess; /* ncclInProgress until the group ends; then the creation's result */
+    ncclResult_t creation = ncclSuccess; /* ncclInProgress until the group ends or the nonblocking creation
+                                            finishes; then the creation's result */
+    bool nonblocking = false;  /* created with ncclConfig_t.blocking = 0: its own children are created so too */
+    bool async_creation = false; /* its creation runs on a thread of its own (not at ncclGroupEnd) */
+    int deriving = 0;          /* nonblocking splits/shrinks of this communicator still running */
     static constexpr uint64_t kMagic = 0x6e63636c636f6d6dull; /* "ncclcomm" */
 };
 
@@ -49,12 +53,18 @@ vcclComm_t live_vccl_comm(const ncclComm* comm);
  * whose creation is pending or failed is accepted too (*vc = NULL, *creation says which). */
 ncclResult_t lookup(const ncclComm* comm, const char* fn, vcclComm_t* vc, int* cuda_dev = nullptr,
                     ncclResult_t* creation = nullptr);
+/* lookup() first waits until no nonblocking split/shrink/grow of comm is running; peek() does not (for
+ * ncclCommGetAsyncError, which must answer at once). *nonblocking gets the wrapper's flag. */
+ncclResult_t peek(const ncclComm* comm, const char* fn, vcclComm_t* vc, ncclResult_t* creation,
+                  bool* nonblocking = nullptr);
+/* Counts a nonblocking creation from parent as running (+1) or ended (-1); waiters are woken. */
+void note_deriving(ncclComm* parent, int delta);
 
 /* Wraps a new vccl communicator (registered as live); on failure destroys vc. */
-ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out);
+ncclResult_t wrap(vcclComm_t vc, int cuda_dev, ncclComm_t* out, bool nonblocking = false);
 
 /* A wrapper with no communicator yet (creation ncclInProgress), for a creation deferred to ncclGroupEnd. */
-ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out);
+ncclResult_t wrap_pending(int cuda_dev, ncclComm_t* out, bool nonblocking = false, bool async_creation = false);
 /* Ends a deferred creation: the wrapper gets vc (r == ncclSuccess) or keeps none and remembers r. */
 void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r);
 
@@ -65,6 +75,16 @@ void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r);
 using Creation = std::function<vcclResult_t(vcclComm_t*)>;
 bool in_group();
 ncclResult_t defer_creation(const char* fn, int cuda_dev, Creation make, bool want_wrapper, ncclComm_t* out);
+
+/* Nonblocking creation (ncclConfig_t.blocking = 0, outside a group): make() runs on a thread of its own with
+ * cuda_dev current and the call returns ncclInProgress at once; ncclCommGetAsyncError on *out answers
+ * ncclInProgress until it ends, then its result. `parent` (a split, shrink or grow) is kept busy meanwhile:
+ * other calls on it wait for the creation to end (vccl's communicators are not used by two threads at once).
+ * want_wrapper false (NCCL_SPLIT_NOCOLOR): runs before returning, *out = NULL. */
+ncclResult_t start_nonblocking_creation(const char* fn, int cuda_dev, Creation make, bool want_wrapper,
+                                        ncclComm* parent, bool nonblocking, ncclComm_t* out);
+/* Blocks until comm's nonblocking creation (if any) has ended; bounded by vccl's bootstrap timeouts. */
+void wait_async_creation(const ncclComm* comm);
 
 /* Removes comm from the registry and frees it (the vccl communicator is the caller's business). */
 void unwrap(ncclComm* comm);

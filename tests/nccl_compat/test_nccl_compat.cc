@@ -244,6 +244,7 @@ using SingleRank = Loaded;
 using BadInput = Loaded;
 using MultiRank = Loaded;
 using Group = Loaded;
+using Nonblocking = Loaded;
 
 TEST(LibraryFile, SonameIsLibnccl2) { EXPECT_EQ(read_soname(lib_path()), "libnccl.so.2") << lib_path(); }
 
@@ -483,7 +484,6 @@ TEST_F(SingleRank, ConfigAndSplit) {
     ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
     o::ncclConfig_t cfg;
     init_config(&cfg);
-    cfg.blocking = 0;       // non-blocking init is accepted (and completes before returning)
     cfg.splitShare = 1;     // a hint: ignored
     cfg.cgaClusterSize = 4; // a hint: ignored
     cfg.commName = "nccl-compat-test";
@@ -721,6 +721,120 @@ TEST_F(Group, CreationThatFailsAtGroupEnd) {
     EXPECT_EQ(api.CommCount(c, &n), o::ncclSuccess);
     EXPECT_EQ(n, 1);
     EXPECT_EQ(api.CommAbort(c), o::ncclSuccess);
+}
+
+/* Polls ncclCommGetAsyncError until the communicator's state is no longer ncclInProgress (10 s at most). */
+Res wait_ready(Comm c) {
+    Res async = o::ncclInProgress;
+    for (int i = 0; i < 10000 && async == o::ncclInProgress; ++i) {
+        if (api.CommGetAsyncError(c, &async) != o::ncclSuccess) return o::ncclInternalError;
+        if (async == o::ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return async;
+}
+
+/* Nonblocking communicators (config.blocking = 0): one thread creates both ranks, which works only if the
+ * first creation returns before it is done. Rank 0's creation cannot finish before rank 1's starts, so its
+ * state is ncclInProgress then, for certain. */
+TEST_F(Nonblocking, InitSplitAndCollectives) {
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    o::ncclConfig_t cfg;
+    init_config(&cfg);
+    cfg.blocking = 0;
+    Comm c[2] = {nullptr, nullptr};
+    ASSERT_EQ(api.CommInitRankConfig(&c[0], 2, id, 0, &cfg), o::ncclInProgress);
+    ASSERT_NE(c[0], nullptr);
+    Res async = o::ncclSuccess;
+    EXPECT_EQ(api.CommGetAsyncError(c[0], &async), o::ncclSuccess);
+    EXPECT_EQ(async, o::ncclInProgress);
+    int n = -1;
+    EXPECT_EQ(api.CommCount(c[0], &n), o::ncclInvalidUsage) << "not usable while being created";
+    EXPECT_NE(std::string(api.GetLastError(nullptr)).find("ncclCommGetAsyncError"), std::string::npos)
+        << api.GetLastError(nullptr);
+    ASSERT_EQ(api.CommInitRankConfig(&c[1], 2, id, 1, &cfg), o::ncclInProgress);
+    ASSERT_EQ(wait_ready(c[0]), o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_EQ(wait_ready(c[1]), o::ncclSuccess) << api.GetLastError(nullptr);
+    for (int r = 0; r < 2; ++r) {
+        int count = -1, rank = -1;
+        EXPECT_EQ(api.CommCount(c[r], &count), o::ncclSuccess);
+        EXPECT_EQ(api.CommUserRank(c[r], &rank), o::ncclSuccess);
+        EXPECT_EQ(count, 2);
+        EXPECT_EQ(rank, r);
+    }
+    // A collective on the two ranks from two threads, against a sum computed here.
+    const size_t count = 257;
+    std::vector<int64_t> in[2], out[2];
+    for (int r = 0; r < 2; ++r) {
+        in[r].resize(count);
+        out[r].assign(count, -1);
+        for (size_t i = 0; i < count; ++i) in[r][i] = int64_t(i) * (r + 3) - 7;
+    }
+    Res res[2] = {o::ncclInternalError, o::ncclInternalError};
+    std::thread t1([&] {
+        res[1] = api.AllReduce(in[1].data(), out[1].data(), count, o::ncclInt64, o::ncclSum, c[1], nullptr);
+    });
+    res[0] = api.AllReduce(in[0].data(), out[0].data(), count, o::ncclInt64, o::ncclSum, c[0], nullptr);
+    t1.join();
+    ASSERT_EQ(res[0], o::ncclSuccess);
+    ASSERT_EQ(res[1], o::ncclSuccess);
+    for (int r = 0; r < 2; ++r)
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[r][i], in[0][i] + in[1][i]) << "rank " << r << " at " << i;
+
+    // A split without a config inherits nonblocking: both ranks' splits return at once.
+    Comm s[2] = {nullptr, nullptr};
+    ASSERT_EQ(api.CommSplit(c[0], 0, 1, &s[0], nullptr), o::ncclInProgress);
+    ASSERT_NE(s[0], nullptr);
+    EXPECT_EQ(api.CommGetAsyncError(s[0], &async), o::ncclSuccess);
+    EXPECT_EQ(async, o::ncclInProgress) << "rank 1 has not split yet";
+    ASSERT_EQ(api.CommSplit(c[1], 0, 0, &s[1], nullptr), o::ncclInProgress);
+    ASSERT_EQ(wait_ready(s[0]), o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_EQ(wait_ready(s[1]), o::ncclSuccess) << api.GetLastError(nullptr);
+    int rank0 = -1, rank1 = -1;
+    EXPECT_EQ(api.CommUserRank(s[0], &rank0), o::ncclSuccess);
+    EXPECT_EQ(api.CommUserRank(s[1], &rank1), o::ncclSuccess);
+    EXPECT_EQ(rank0, 1) << "key 1 puts rank 0 second";
+    EXPECT_EQ(rank1, 0);
+    // A blocking config makes a blocking child of a nonblocking parent.
+    o::ncclConfig_t blocking;
+    init_config(&blocking);
+    blocking.blocking = 1;
+    Comm b[2] = {nullptr, nullptr};
+    Res bres = o::ncclInternalError;
+    std::thread t2([&] { bres = api.CommSplit(c[1], 5, 0, &b[1], &blocking); });
+    EXPECT_EQ(api.CommSplit(c[0], 5, 0, &b[0], &blocking), o::ncclSuccess);
+    t2.join();
+    EXPECT_EQ(bres, o::ncclSuccess);
+    for (Comm x : {s[0], s[1], b[0], b[1], c[0], c[1]}) EXPECT_EQ(api.CommDestroy(x), o::ncclSuccess);
+}
+
+/* A nonblocking creation that fails: the state turns from ncclInProgress into the error, the handle refuses
+ * use and can be destroyed; destroying one still being created waits for it instead of leaking it. */
+TEST_F(Nonblocking, FailedCreationAndEarlyDestroy) {
+    o::ncclUniqueId garbage;
+    memset(&garbage, 0, sizeof garbage); // no root listens behind it
+    o::ncclConfig_t cfg;
+    init_config(&cfg);
+    cfg.blocking = 0;
+    Comm c = nullptr;
+    ASSERT_EQ(api.CommInitRankConfig(&c, 1, garbage, 0, &cfg), o::ncclInProgress);
+    Res state = wait_ready(c);
+    EXPECT_NE(state, o::ncclSuccess);
+    EXPECT_NE(state, o::ncclInProgress);
+    int n = 0;
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+    EXPECT_EQ(api.CommCount(c, &n), o::ncclInvalidUsage) << "released";
+
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    Comm d = nullptr;
+    ASSERT_EQ(api.CommInitRankConfig(&d, 1, id, 0, &cfg), o::ncclInProgress);
+    EXPECT_EQ(api.CommDestroy(d), o::ncclSuccess) << "waits for the creation, then destroys it";
+    Comm e = nullptr;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRankConfig(&e, 1, id, 0, &cfg), o::ncclInProgress);
+    EXPECT_EQ(api.CommAbort(e), o::ncclSuccess);
 }
 
 /* ---- 2 ranks under mpirun (np2_nccl_compat.sh) ---- */
