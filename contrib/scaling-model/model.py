@@ -438,11 +438,15 @@ def read_reference(path):
     return points
 
 
-def svg_plot(series, refs, title, xlabel, ylabel, xs):
-    w, h, left, right, top, bottom = 760, 460, 70, 230, 40, 50
+def _esc(text):
+    return str(text).replace('&', '&amp;').replace('<', '&lt;').replace('>', '&gt;').replace('"', '&quot;')
+
+
+def svg_plot(series, refs, title, xlabel, ylabel, xs, notes=()):
+    w, h, left, right, top, bottom = 880, 460 + 16 * len(notes), 70, 230, 40, 50 + 16 * len(notes)
     pw, ph = w - left - right, h - top - bottom
     ymax = max([y for _, _, pts in series for _, y in pts] + [r[2] for r in refs] + [1.0])
-    step = 10 ** math.floor(math.log10(ymax))
+    step = 10 ** (math.floor(math.log10(ymax)) - 1)
     for m in (1, 2, 5, 10):
         if ymax / (m * step) <= 6:
             step *= m
@@ -463,7 +467,9 @@ def svg_plot(series, refs, title, xlabel, ylabel, xs):
         out.append('<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#ddd"/>' % (px(x), px(x), top, top + ph))
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (px(x), top + ph + 16, x))
     out.append('<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="black"/>' % (left, top, pw, ph))
-    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (left + pw // 2, h - 12, xlabel))
+    out.append('<text x="%d" y="%d" text-anchor="middle">%s</text>' % (left + pw // 2, top + ph + 34, xlabel))
+    for i, note in enumerate(notes):
+        out.append('<text x="%d" y="%d" font-size="11">%s</text>' % (left, top + ph + 56 + 16 * i, _esc(note)))
     out.append('<text transform="translate(18,%d) rotate(-90)" text-anchor="middle">%s</text>' % (
         top + ph // 2, ylabel))
     ly = top + 10
@@ -479,8 +485,8 @@ def svg_plot(series, refs, title, xlabel, ylabel, xs):
         ly += 18
     for i, (hosts, _, bw, label, src) in enumerate(refs):
         out.append('<rect x="%.1f" y="%.1f" width="7" height="7" fill="black"><title>%s: %s</title></rect>' % (
-            px(hosts) - 3.5, py(bw) - 3.5, label, src))
-        out.append('<text x="%d" y="%d">[%d] %s</text>' % (left + pw + 12, ly + 4, i + 1, label[:28]))
+            px(hosts) - 3.5, py(bw) - 3.5, _esc(label), _esc(src)))
+        out.append('<text x="%d" y="%d">[%d] %s</text>' % (left + pw + 12, ly + 4, i + 1, _esc(label[:28])))
         ly += 18
     out.append('</svg>')
     return '\n'.join(out) + '\n'
@@ -500,7 +506,14 @@ def cmd_plot(args):
         series.append(('%s%s' % (algo, ', 1 rail down' if failed else ''), style, pts))
     title = 'AllReduce %s, %d GPUs per host: predicted busbw (rail %.0f GB/s, intra %.0f GB/s)' % (
         fmt_size(s), g, p['rail_bw'] / 1e9, p['intra_bw'] / 1e9)
-    svg = svg_plot(series, refs, title, 'hosts', 'busbw GB/s', xs)
+    notes = ['model.py plot%s; parameters: README.md. Flat with one rail down equals flat: its ring uses one rail'
+             ' per host.' % (' --reference ' + args.reference.split('/')[-1] if args.reference else '')]
+    if refs:
+        notes.append('Black squares: published NCCL figures [n], sources in the reference file.')
+    else:
+        notes.append('No published NCCL AllReduce busbw at 64-1,024 hosts with numbers was found to plot beside it '
+                     '(README.md, "Published figures").')
+    svg = svg_plot(series, refs, title, 'hosts', 'busbw GB/s', xs, notes)
     with open(args.out, 'w') as f:
         f.write(svg)
     print('wrote %s' % args.out)
