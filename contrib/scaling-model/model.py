@@ -425,7 +425,11 @@ def cmd_predict(args):
 def read_reference(path):
     """CSV lines: hosts,gpus_per_host,busbw_GBps,label,source-url (# comments). Published figures only."""
     points = []
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        sys.exit('model.py: cannot read %s: %s' % (path, e))
+    with f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line or line.startswith('#'):

@@ -150,6 +150,8 @@ with tempfile.TemporaryDirectory() as tmp:
         f.write('{not json')
     rc, out, err = run('predict', '--params', bad)
     check(rc != 0 and 'cannot read' in err and 'Traceback' not in err, 'a file that is not JSON is a clear error')
+rc, out, err = run('plot', '--out', os.devnull, '--reference', os.path.join(SRC, 'no-such-file.csv'))
+check(rc != 0 and 'cannot read' in err and 'Traceback' not in err, 'a missing reference file is a clear error')
 rc, out, err = run('predict', '--size', '0')
 check(rc != 0 and 'size' in err and 'Traceback' not in err, 'size 0 is a clear error')
 rc, out, err = run('predict', '--hosts', '0')
