@@ -54,7 +54,7 @@ DEFAULTS = {
 # The emulated hosts of contrib/bench-hosts.sh (2 hosts x 2 ranks, veth rails under tc tbf, TCP over loopback
 # inside a host, all on 2 shared CPU cores), as `model.py fit` derives them from the 1 Gbit/s table below:
 # rail_bw from the flat rows (network-bound), intra_bw, reduce_bw and copy_bw from the two-level rows,
-# the latencies from the small allreduce rows. rail_bw is then 0.9 of the tbf rate (TCP/IP framing).
+# the latencies from the small allreduce rows. rail_bw comes out at 0.89 of the tbf rate.
 EMULATED_1G = {
     'gpus': 2, 'intra_bw': 462.6e6, 'intra_lat': 245.5e-6, 'rail_bw': 111.3e6, 'rail_lat': 245.5e-6,
     'reduce_bw': 611e6, 'copy_bw': 2.764e9, 'small_bytes': 64 * KiB,
