@@ -9,6 +9,9 @@
  *  - a failback into a rail that then drops everything: stalled for the whole fault;
  *  - a send left on a closed path failing after that path was reconnected marked it lost for good (and so
  *    did a control receive there ended by the close).
+ * Spray mode (VCCL_MULTIPATH=spray) over paths with a rate each: the chunks split by measured speed, small
+ * messages kept on the active path, a path lost in the middle of messages (no message lost, duplicated or
+ * wrong), a lost path rejoining, a path at 1/10 speed kept in the spray set.
  * The transport's private state is read to set up timing and check the outcome, hence the define below.
  */
 #include <gtest/gtest.h>

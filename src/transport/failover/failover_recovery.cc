@@ -541,8 +541,9 @@ void FailoverTransport::try_rejoin(int peer, uint64_t now) {
         p.spray_live[other] = true;
         p.good_probes = 0;
         p.failback_nonce = 0;
+        uint64_t outstanding = p.rate[other].outstanding;
         p.rate[other] = PathRate(); // measured afresh
-        p.rate[other].outstanding = 0;
+        p.rate[other].outstanding = outstanding;
         VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: path %d (%s) rejoins the spray set (%d probes answered)",
                   rank_, peer, other, device(other), kFailbackProbes);
         telemetry_path_event(telemetry_, peer, other, telemetry::PathState::Up);

@@ -134,10 +134,11 @@ vcclResult_t FailoverTransport::post_message(int peer, OutMsg* m) {
  * over the path's measured speed. A path not measured yet counts as fast as the other (or 1 GB/s). */
 void FailoverTransport::plan_spray(int peer, OutMsg* m) {
     PeerState& p = *peers_[size_t(peer)];
-    double known = std::max(p.rate[0].bps, p.rate[1].bps);
+    auto speed = [&](int i) { return p.rate[i].peer_bps > 0 ? p.rate[i].peer_bps : p.rate[i].bps; };
+    double known = std::max(speed(0), speed(1));
     double bps[kPaths], load[kPaths];
     for (int i = 0; i < kPaths; ++i) {
-        bps[i] = p.rate[i].bps > 0 ? p.rate[i].bps : (known > 0 ? known : 1e9);
+        bps[i] = speed(i) > 0 ? speed(i) : (known > 0 ? known : 1e9);
         load[i] = double(p.rate[i].outstanding);
     }
     int a = p.active, o = 1 - p.active;
@@ -349,6 +350,7 @@ void FailoverTransport::envelope_arrived(int peer, uint32_t id, const char* data
     auto m = std::make_unique<InMsg>();
     m->id = id;
     m->env = env;
+    m->arrived_ns = now_ns();
     if (env.nchunks == 0) m->inline_data.assign(data + sizeof(env), data + len);
     // The chunks' paths: the sender's split, else the active path at match time (kPaths).
     m->chunk_path.assign(env.nchunks, uint8_t(kPaths));
@@ -462,6 +464,11 @@ void FailoverTransport::poll_chunks(int peer) {
             }
             m->last_progress_ns = now_ns();
             p.last_rx_ns[cp] = m->last_progress_ns;
+            // Arrival speed per path: this message's bytes there over the time from when they could begin
+            // to arrive (its envelope, or the path's previous chunk) to the last one.
+            if (m->path_bytes[cp] == 0) m->path_start[cp] = std::max(m->arrived_ns, p.rate[cp].rx_last_done);
+            m->path_bytes[cp] += len;
+            m->path_last[cp] = p.rate[cp].rx_last_done = m->last_progress_ns;
         }
         for (size_t d = 0; d < m->draining.size();) {
             InMsg::Draining& dr = m->draining[d];
@@ -480,6 +487,15 @@ void FailoverTransport::poll_chunks(int peer) {
         bool idle = m->draining.empty();
         for (TransportRequest* r : m->reqs) idle = idle && r == nullptr;
         if (m->received == m->env.nchunks && idle) complete.push_back(m);
+    }
+    for (InMsg* m : complete) {
+        for (int path = 0; path < kPaths; ++path) {
+            uint64_t dt = m->path_last[path] - std::min(m->path_last[path], m->path_start[path]);
+            if (m->path_bytes[path] < kMinChunkBytes || dt < 1000000) continue;
+            double sample = double(m->path_bytes[path]) * 1e9 / double(dt);
+            double& bps = p.rate[path].rx_bps;
+            bps = bps > 0 ? 0.7 * bps + 0.3 * sample : sample;
+        }
     }
     for (InMsg* m : complete) finish_in(peer, m, vcclSuccess, nullptr);
 }
@@ -574,6 +590,10 @@ void FailoverTransport::flush_acks(int peer) {
         memset(&c, 0, kControlHeader);
         c.type = uint32_t(ControlType::kAck);
         c.upto = p.next_env_id;
+        for (int path = 0; path < kPaths; ++path) {
+            uint64_t kib = uint64_t(std::min(p.rate[path].rx_bps / 1024.0, 4e9));
+            c.nonce |= kib << (32 * path);
+        }
         size_t n = std::min<size_t>(p.ack_done.size() - at, 2 * kControlItems);
         for (size_t i = 0; i < n; ++i) c.ids[i] = p.ack_done[at + i];
         c.count = uint32_t(n);
@@ -595,6 +615,10 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
         }
         for (auto& mp : p.out) {
             if (mp->posted && id_below(mp->id, c.upto)) mp->env_acked = true;
+        }
+        for (int i = 0; i < kPaths; ++i) {
+            uint64_t kib = (c.nonce >> (32 * i)) & 0xffffffffu;
+            if (kib != 0) p.rate[i].peer_bps = double(kib) * 1024.0;
         }
         for (size_t i = 0; i < n; ++i) complete_out(peer, c.ids[i]);
         break;

@@ -145,6 +145,8 @@ struct InMsg {
     std::vector<TransportRequest*> reqs; // chunk receives on chunk_path[c], null once received
     std::vector<uint8_t> chunk_path;     // from the envelope's split (spray) or the active path
     uint64_t chunks_posted_ns = 0;       // when the chunk receives were last (re)posted
+    uint64_t arrived_ns = 0;             // the envelope arrived (the peer has begun sending the chunks)
+    uint64_t path_start[kPaths] = {0, 0}, path_last[kPaths] = {0, 0}, path_bytes[kPaths] = {0, 0};
     std::vector<uint8_t> got;
     std::vector<uint64_t> post_ns;
     uint32_t received = 0; // chunks with got[c] set
@@ -182,6 +184,11 @@ struct PathRate {
     uint64_t outstanding = 0;  // chunk bytes posted and not yet completed
     uint64_t win_start = 0;    // the current measuring window began (a completion, or a post onto an idle path)
     uint64_t win_bytes = 0;    // bytes completed in it
+    double peer_bps = 0;       // the receiver's measurement (kAck), preferred: send completions over TCP come
+                               // early while the socket buffers fill, arrivals do not
+    // Receiving side: what arrives from the peer on this path, reported back in acknowledgements.
+    double rx_bps = 0;
+    uint64_t rx_last_done = 0; // last chunk completed here
 };
 
 struct PeerState {

@@ -51,7 +51,8 @@ inline size_t split_bytes(uint32_t nchunks) { return (size_t(nchunks) + 7) / 8; 
 constexpr uint32_t kEnvelopeMagic = 0x76656e76; // "venv"
 
 enum class ControlType : uint32_t {
-    kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver
+    kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver; `nonce`: the receiver's
+                    // measured arrival speed per path, KiB/s, path 0 in the low 32 bits (0: not measured)
     kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven);
                     // `nonce` bits: kResumeWantsAnswer, kResumeFailback
     kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path;
