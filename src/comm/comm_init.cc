@@ -128,6 +128,14 @@ vcclResult_t failover_options(const std::string& backup, FailoverOptions* fo, bo
                               "VCCL_FAILOVER_TIMEOUT_MS, VCCL_FAILBACK_INTERVAL_MS and VCCL_PEER_TIMEOUT_MS must be "
                               "positive");
     }
+    std::string multipath = env::get_str(env::kMultipath);
+    if (multipath == "spray") {
+        fo->spray = true;
+    } else if (multipath == "standby" || multipath.empty()) {
+        fo->spray = false;
+    } else {
+        return set_last_error(vcclInvalidArgument, "VCCL_MULTIPATH='%s': expected standby or spray", multipath.c_str());
+    }
     if (mode == "off" || mode == "0") {
         *use = false;
     } else if (mode == "on" || mode == "1") {

@@ -44,6 +44,10 @@ VCCL_ENV_DEF(kBackupNetDevices, "VCCL_BACKUP_NET_DEVICES", Str, "",
 VCCL_ENV_DEF(kFailover, "VCCL_FAILOVER", Str, "auto",
              "Primary/backup path failover: auto (peers on other hosts, when a backup device is known), on (every "
              "peer, also ranks sharing a host name, e.g. in network namespaces), off")
+VCCL_ENV_DEF(kMultipath, "VCCL_MULTIPATH", Str, "standby",
+             "How a failover connection uses its two paths: standby (data on the active path, the other one a hot "
+             "standby) or spray (the chunks of messages over 1 MiB spread over every healthy path by measured "
+             "speed; small messages stay on one path). Set it alike on every rank")
 VCCL_ENV_DEF(kFailoverTimeoutMs, "VCCL_FAILOVER_TIMEOUT_MS", Int, "250",
              "Silence on the active path (no acknowledgement, no data) before the backup is probed; the path is "
              "left only if the peer answers on the backup")

@@ -133,6 +133,7 @@ struct FailoverOptions {
     int failback_ms = 500;      // VCCL_FAILBACK_INTERVAL_MS
     bool failback = true;       // VCCL_FAILBACK: return to the primary once it works again
     int peer_timeout_ms = 10000; // VCCL_PEER_TIMEOUT_MS
+    bool spray = false;         // VCCL_MULTIPATH=spray: chunks over every healthy path, not primary + standby
 };
 
 /* Creates the primary (`options.net_devices`) and backup paths and the failover layer over them

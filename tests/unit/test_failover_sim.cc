@@ -9,6 +9,9 @@
  *  - a failback into a rail that then drops everything: stalled for the whole fault;
  *  - a send left on a closed path failing after that path was reconnected marked it lost for good (and so
  *    did a control receive there ended by the close).
+ * Spray mode (VCCL_MULTIPATH=spray) over paths with a rate each: the chunks split by measured speed, small
+ * messages kept on the active path, a path lost in the middle of messages (no message lost, duplicated or
+ * wrong), a lost path rejoining, a path at 1/10 speed kept in the spray set.
  * The transport's private state is read to set up timing and check the outcome, hence the define below.
  */
 #include <gtest/gtest.h>
@@ -67,6 +70,11 @@ struct Net {
     // ends them. Harsher than UCX for small messages (UCX matches an eager message of one fragment, such as a
     // control message, only once it is whole), so the transport meets every receive kind ended by a close.
     bool matched_receives = true;
+    // Spray cases: a path's speed (bytes per second, 0: unlimited), each direction its own queue, and the data
+    // bytes handed to each path.
+    double rate[2] = {0, 0};
+    uint64_t busy_until[2][2] = {{0, 0}, {0, 0}}; // [path][from]
+    uint64_t data_bytes[2] = {0, 0};
     void pump(uint64_t now);
 };
 Net net; // one network per test (reset by Pair)
@@ -88,7 +96,15 @@ struct FakePath final : Transport {
         auto* r = new FReq();
         r->peer = peer;
         r->state = FReq::kPending; // completes at delivery
-        Msg m{rank, peer, path, tag, std::vector<char>((const char*)buf, (const char*)buf + bytes), now_ns() + 20000, r};
+        uint64_t at = now_ns() + 20000;
+        if (net.rate[path] > 0) {
+            at = std::max(at, net.busy_until[path][rank]) + uint64_t(double(bytes) * 1e9 / net.rate[path]);
+            net.busy_until[path][rank] = at;
+        }
+        if ((tag >> (failover::kIdBits + failover::kChunkBits)) == uint64_t(failover::Kind::kData)) {
+            net.data_bytes[path] += bytes;
+        }
+        Msg m{rank, peer, path, tag, std::vector<char>((const char*)buf, (const char*)buf + bytes), at, r};
         net.wire.push_back(std::move(m));
         *out = r;
         return vcclSuccess;
@@ -224,9 +240,14 @@ void Net::pump(uint64_t now) {
                 if (m.sreq) m.sreq->state = FReq::kDone;
                 ends[m.to][p]->deliver(m);
             }
-    while (!wire.empty() && wire.front().at <= now) {
-        Msg m = std::move(wire.front());
-        wire.pop_front();
+    // In order per path and sender (times only grow there); a slow path does not hold up the other one.
+    for (auto it = wire.begin(); it != wire.end();) {
+        if (it->at > now) {
+            ++it;
+            continue;
+        }
+        Msg m = std::move(*it);
+        it = wire.erase(it);
         if (hole[m.path][m.from] || !held[m.path][m.from].empty() || (hold_if && hold_if(m))) {
             // TCP: held, delivered after the repair
             if (matched_receives) ends[m.to][m.path]->mark_matched(m);
@@ -258,11 +279,12 @@ double thread_cpu_s() {
 
 class Pair {
 public:
-    explicit Pair(bool failback, int peer_timeout_ms = 3000) {
+    explicit Pair(bool failback, int peer_timeout_ms = 3000, bool spray = false) {
         net = Net();
         FailoverOptions fo;
         fo.failback = failback;
         fo.peer_timeout_ms = peer_timeout_ms;
+        fo.spray = spray;
         TransportOptions to;
         for (int r = 0; r < 2; ++r) {
             auto p0 = std::make_unique<FakePath>(r, 0);
@@ -275,8 +297,7 @@ public:
     }
     failover::PeerState& state(int rank) { return *ft[rank]->peers_[size_t(1 - rank)]; }
 
-    Outcome run(double seconds, const std::function<void(double)>& fault) {
-        const size_t kBytes = 3u << 20;
+    Outcome run(double seconds, const std::function<void(double)>& fault, size_t kBytes = 3u << 20) {
         std::vector<char> sbuf[2], rbuf[2];
         for (int r = 0; r < 2; ++r) {
             sbuf[r].resize(kBytes);
@@ -499,6 +520,211 @@ TEST(FailoverSim, FailedPeerWritesNothingAfterTheError) {
         pair.ft[1]->progress();
     }
     pair.ft[1]->release(sreq);
+}
+
+/* ---- spray (VCCL_MULTIPATH=spray) ---- */
+
+/* Rank 0 streams `count` messages of `bytes` to rank 1, up to `window` in flight, each filled from its
+ * sequence number; rank 1 checks every one against that pattern (a lost, duplicated or misplaced chunk or
+ * message shows as wrong bytes or a count off). `fault(t)` changes the network at time t (seconds). */
+struct Stream {
+    int done = 0, wrong = 0;
+    double seconds = 0;
+    std::string failed;
+};
+
+Stream stream(Pair& pair, int count, size_t bytes, int window, double limit_s,
+              const std::function<void(double)>& fault = [](double) {}) {
+    Stream o;
+    struct Slot {
+        std::vector<char> sbuf, rbuf;
+        TransportRequest *s = nullptr, *r = nullptr;
+        int seq = -1;
+    };
+    std::vector<Slot> slots(static_cast<size_t>(window));
+    auto fill = [&](std::vector<char>& b, int seq) {
+        for (size_t i = 0; i < b.size(); i += 64) b[i] = char((seq * 131 + int(i / 64) * 7) & 0xff);
+    };
+    int posted = 0;
+    auto post = [&](Slot& sl) -> bool {
+        sl.sbuf.assign(bytes, 0);
+        sl.rbuf.assign(bytes, 0x55);
+        sl.seq = posted++;
+        fill(sl.sbuf, sl.seq);
+        if (pair.ft[1]->irecv(0, 3, sl.rbuf.data(), bytes, MemType::Host, &sl.r) != vcclSuccess ||
+            pair.ft[0]->isend(1, 3, sl.sbuf.data(), bytes, MemType::Host, false, &sl.s) != vcclSuccess) {
+            o.failed = std::string("post: ") + last_error_message();
+            return false;
+        }
+        return true;
+    };
+    uint64_t t0 = now_ns();
+    auto elapsed = [&] { return double(now_ns() - t0) / 1e9; };
+    for (Slot& sl : slots) {
+        if (posted < count && !post(sl)) return o;
+    }
+    size_t next = 0; // receives complete in posting order (one tag)
+    while (o.done < count && elapsed() < limit_s) {
+        fault(elapsed());
+        net.pump(now_ns());
+        pair.ft[0]->progress();
+        pair.ft[1]->progress();
+        Slot& sl = slots[next];
+        vcclResult_t rs = pair.ft[1]->test(sl.r), ss = pair.ft[0]->test(sl.s);
+        if ((rs != vcclSuccess && rs != vcclInProgress) || (ss != vcclSuccess && ss != vcclInProgress)) {
+            o.failed = "message " + std::to_string(sl.seq) + " failed: " + last_error_message();
+            return o;
+        }
+        if (rs != vcclSuccess || ss != vcclSuccess) continue;
+        std::vector<char> want(bytes, 0);
+        fill(want, sl.seq);
+        if (memcmp(want.data(), sl.rbuf.data(), bytes) != 0) o.wrong++;
+        pair.ft[0]->release(sl.s);
+        pair.ft[1]->release(sl.r);
+        o.done++;
+        if (posted < count && !post(sl)) return o;
+        next = (next + 1) % slots.size();
+    }
+    o.seconds = elapsed();
+    return o;
+}
+
+/* Two paths, one 4x faster: the chunks are split by measured speed (about 1/5 on the slow path), both paths
+ * stay in the spray set, and every message arrives intact. Equal paths share about evenly. */
+TEST(FailoverSim, SpraySplitsBySpeed) {
+    for (double slow : {0.25, 1.0}) {
+        Pair pair(true, 3000, true);
+        net.rate[0] = 50e6; // slow enough that the copies of this process do not set the pace
+        net.rate[1] = 50e6 * slow;
+        Stream o = stream(pair, 40, 4u << 20, 4, 20.0);
+        EXPECT_EQ(o.failed, "");
+        EXPECT_EQ(o.wrong, 0);
+        EXPECT_EQ(o.done, 40);
+        double share = double(net.data_bytes[1]) / double(net.data_bytes[0] + net.data_bytes[1]);
+        double want = slow / (1 + slow);
+        EXPECT_NEAR(share, want, 0.1) << "path 1 speed x" << slow << ": share " << share << ", want " << want;
+        EXPECT_EQ(pair.state(0).epoch, 0u) << "a path was switched off";
+        EXPECT_TRUE(pair.state(0).spray_live[1]);
+        // Faster than the fast path alone (the paths add up); equal paths by at least half the second one's part.
+        double alone_s = 40.0 * (4u << 20) / 50e6;
+        EXPECT_LT(o.seconds, slow >= 1 ? alone_s / 1.5 : alone_s) << "took " << o.seconds << " s, the fast path alone "
+                                                        << alone_s << " s";
+    }
+}
+
+/* Small messages (inline, or one chunk) are not sprayed: everything stays on the active path. */
+TEST(FailoverSim, SpraySmallMessagesStayOnTheActivePath) {
+    Pair pair(true, 3000, true);
+    Stream a = stream(pair, 50, 64u << 10, 4, 10.0);
+    Stream b = stream(pair, 20, 1u << 20, 2, 10.0);
+    EXPECT_EQ(a.failed + b.failed, "");
+    EXPECT_EQ(a.wrong + b.wrong, 0);
+    EXPECT_EQ(net.data_bytes[1], 0u);
+    EXPECT_GT(net.data_bytes[0], 0u);
+}
+
+/* A path lost in the middle of messages, by an endpoint error (path 1, not the active one) or silently (the
+ * active path's rail drops everything): no message lost, none delivered twice or wrong, the stall short, the
+ * lost path out of the spray set. */
+TEST(FailoverSim, SprayPathLostMidMessage) {
+    for (int silent = 0; silent < 2; ++silent) {
+        Pair pair(false, 3000, true);
+        net.rate[0] = net.rate[1] = 200e6;
+        int lost = silent ? 0 : 1;
+        bool on = false;
+        Stream o = stream(pair, 60, 8u << 20, 4, 30.0, [&](double t) {
+            if (!on && t > 0.5) {
+                on = true;
+                if (silent) {
+                    net.hole[0][0] = net.hole[0][1] = true; // the active path: a switch
+                } else {
+                    net.ends[0][1]->failure = net.ends[1][1]->failure = true; // the other path: a respray
+                }
+            }
+            if (on) {
+                pair.state(0).next_reconnect_ns = pair.state(1).next_reconnect_ns = now_ns() + 1000000000ull;
+            }
+        });
+        EXPECT_TRUE(on);
+        EXPECT_EQ(o.failed, "") << "lost path " << lost;
+        EXPECT_EQ(o.wrong, 0) << "lost path " << lost;
+        EXPECT_EQ(o.done, 60) << "lost path " << lost;
+        for (int r = 0; r < 2; ++r) {
+            EXPECT_FALSE(pair.state(r).spray_live[lost]) << "rank " << r << " still sprays on lost path " << lost;
+            EXPECT_EQ(pair.state(r).active, silent ? 1 : 0) << "rank " << r;
+        }
+        // 60 x 8 MiB at 200 MB/s on the one path left is 2.5 s; the fault costs about the failover timeout.
+        EXPECT_LT(o.seconds, 6.0) << "lost path " << lost;
+    }
+}
+
+/* A lost path comes back: it is reconnected, probed, and rejoins the spray set after the hold; chunks use it
+ * again. */
+TEST(FailoverSim, SprayLostPathRejoins) {
+    Pair pair(false, 3000, true);
+    net.rate[0] = net.rate[1] = 200e6;
+    bool on = false, off = false;
+    uint64_t bytes1_at_repair = 0;
+    Stream o = stream(pair, 150, 8u << 20, 4, 30.0, [&](double t) {
+        if (!on && t > 0.5) {
+            on = true;
+            net.ends[0][1]->failure = net.ends[1][1]->failure = true;
+        }
+        if (on && !off && t > 1.0) {
+            off = true; // reconnect() repairs the endpoints
+            bytes1_at_repair = net.data_bytes[1];
+        }
+        if (on && !off) pair.state(0).next_reconnect_ns = pair.state(1).next_reconnect_ns = now_ns() + 1000000000ull;
+    });
+    EXPECT_TRUE(off);
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_EQ(o.done, 150);
+    EXPECT_TRUE(pair.state(0).spray_live[1]) << "path 1 did not rejoin the spray set";
+    EXPECT_GT(net.data_bytes[1] - bytes1_at_repair, uint64_t(50) << 20) << "no chunks on path 1 after it rejoined";
+}
+
+/* A path at 1/10 of the other's speed, alive: it gets about 1/11 of the chunks and is never switched off. */
+TEST(FailoverSim, SpraySlowPathIsNotSwitchedOff) {
+    Pair pair(true, 3000, true);
+    net.rate[0] = 400e6;
+    net.rate[1] = 40e6;
+    Stream o = stream(pair, 60, 16u << 20, 2, 30.0);
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_EQ(o.done, 60);
+    for (int r = 0; r < 2; ++r) {
+        EXPECT_EQ(pair.state(r).epoch, 0u) << "rank " << r << " switched";
+        EXPECT_TRUE(pair.state(r).spray_live[1]);
+    }
+    double share = double(net.data_bytes[1]) / double(net.data_bytes[0] + net.data_bytes[1]);
+    EXPECT_GT(share, 0.03);
+    EXPECT_LT(share, 0.16);
+}
+
+/* The bidirectional fault scenarios of standby mode, sprayed: the primary's endpoints fail, then path 1
+ * drops everything for a while; traffic goes on, nothing wrong. */
+TEST(FailoverSim, SprayBothWaysThroughFaults) {
+    Pair pair(true, 3000, true);
+    bool a = false, b = false, c = false;
+    Outcome o = pair.run(4.0, [&](double t) {
+        if (!a && t > 0.5) {
+            a = true;
+            net.ends[0][0]->failure = net.ends[1][0]->failure = true;
+        }
+        if (!b && t > 2.0) {
+            b = true;
+            net.hole[1][0] = net.hole[1][1] = true;
+        }
+        if (!c && t > 2.3) {
+            c = true;
+            net.hole[1][0] = net.hole[1][1] = false;
+        }
+    }, 8u << 20);
+    EXPECT_EQ(o.failed, "");
+    EXPECT_EQ(o.wrong, 0);
+    EXPECT_GT(o.iterations, 10);
+    EXPECT_LT(o.longest_stall, 1.5) << "traffic stalled (last completion at " << o.last_done << " s)";
 }
 
 } // namespace

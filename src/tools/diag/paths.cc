@@ -41,7 +41,7 @@ std::vector<std::string> path_findings(const vtel::RingView& ring) {
 void check_paths(const std::string& dir, Section* out) {
     out->name = "paths";
     std::vector<vtel::RingView> rings = vtel::scan_rings(dir);
-    char line[256];
+    char line[384];
     std::string t = "paths: " + std::to_string(rings.size()) + " telemetry ring(s) in " + dir + "\n";
     if (rings.empty()) t += "  note: no vccl job of this user is running on this node (nothing to check)\n";
     std::string j = "{\"dir\":" + json_str(dir) + ",\"rings\":[";
@@ -50,8 +50,8 @@ void check_paths(const std::string& dir, Section* out) {
         snprintf(line, sizeof(line), "  %s: rank %d of %d, %s, pid %d, %s\n", r.file.c_str(), r.rank, r.nranks,
                  r.comm_name.c_str(), r.pid, vtel::ring_status(r));
         t += line;
-        snprintf(line, sizeof(line), "    %5s %4s %-7s %7s %10s %10s %6s %10s\n", "PEER", "PATH", "STATE", "EVENTS",
-                 "TX GB/s", "RX GB/s", "OUTST", "OUT BYTES");
+        snprintf(line, sizeof(line), "    %5s %4s %-7s %7s %10s %10s %6s %10s %6s\n", "PEER", "PATH", "STATE", "EVENTS",
+                 "TX GB/s", "RX GB/s", "OUTST", "OUT BYTES", "SHARE");
         t += line;
         j += std::string(i ? "," : "") + "{\"ring\":" + json_str(r.file) + ",\"job\":" + json_str(r.job) +
              ",\"host\":" + json_str(r.host) + ",\"rank\":" + std::to_string(r.rank) + ",\"nranks\":" +
@@ -60,14 +60,16 @@ void check_paths(const std::string& dir, Section* out) {
         for (size_t k = 0; k < r.paths.size(); ++k) {
             const PathStats& p = r.paths[k];
             const char* state = vccl::telemetry::path_state_name(p.state);
-            snprintf(line, sizeof(line), "    %5d %4d %-7s %7" PRIu64 " %10.3f %10.3f %6" PRIu64 " %10s\n", p.peer,
+            double share = vtel::path_share(r, p);
+            snprintf(line, sizeof(line), "    %5d %4d %-7s %7" PRIu64 " %10.3f %10.3f %6" PRIu64 " %10s %6s\n", p.peer,
                      p.path, state, p.events, p.send_bw / 1e9, p.recv_bw / 1e9, p.outstanding_reqs,
-                     vtel::human_bytes(double(p.outstanding_bytes)).c_str());
+                     vtel::human_bytes(double(p.outstanding_bytes)).c_str(), vtel::share_text(share).c_str());
             t += line;
             snprintf(line, sizeof(line), "%s{\"peer\":%d,\"path\":%d,\"state\":\"%s\",\"events\":%" PRIu64
                      ",\"send_bw\":%.0f,\"recv_bw\":%.0f,\"outstanding_reqs\":%" PRIu64 ",\"outstanding_bytes\":%"
-                     PRIu64 "}", k ? "," : "", p.peer, p.path, state, p.events, p.send_bw, p.recv_bw,
-                     p.outstanding_reqs, p.outstanding_bytes);
+                     PRIu64 ",\"bytes_sent\":%" PRIu64 ",\"bytes_recv\":%" PRIu64 ",\"share\":%.4f}", k ? "," : "",
+                     p.peer, p.path, state, p.events, p.send_bw, p.recv_bw, p.outstanding_reqs, p.outstanding_bytes,
+                     p.bytes_sent, p.bytes_recv, share);
             j += line;
         }
         j += "]}";

@@ -185,6 +185,21 @@ std::string json_str(const std::string& s) {
     return out + "\"";
 }
 
+double path_share(const RingView& v, const vccl::telemetry::PathStats& p) {
+    double total = 0;
+    for (const vccl::telemetry::PathStats& q : v.paths) {
+        if (q.peer == p.peer) total += double(q.bytes_sent) + double(q.bytes_recv);
+    }
+    return total > 0 ? (double(p.bytes_sent) + double(p.bytes_recv)) / total : -1.0;
+}
+
+std::string share_text(double share) {
+    if (share < 0) return "-";
+    char buf[16];
+    snprintf(buf, sizeof(buf), "%.1f%%", share * 100.0);
+    return buf;
+}
+
 std::string human_bytes(double b) {
     const char* units[] = {"B", "KB", "MB", "GB", "TB"};
     int u = 0;

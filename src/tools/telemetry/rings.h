@@ -78,6 +78,13 @@ std::string json_str(const std::string& s);
 /* "12.34 MB" (powers of 1000). */
 std::string human_bytes(double bytes);
 
+/* The path's part of its connection's traffic: bytes sent and received on it over those of every path of the
+ * ring to the same peer, 0 to 1; negative when the connection carried nothing yet. With VCCL_MULTIPATH=spray
+ * both paths of a healthy connection carry chunks, each in proportion to its measured speed. */
+double path_share(const RingView& v, const vccl::telemetry::PathStats& p);
+/* path_share as "63.2%", or "-". */
+std::string share_text(double share);
+
 } // namespace vtel
 
 #endif

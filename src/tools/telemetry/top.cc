@@ -21,8 +21,8 @@ namespace {
 void print_text(const std::vector<RingView>& rings, const std::string& dir) {
     uint64_t now = vccl::now_ns();
     printf("vccl-telemetry top: %zu ring(s) in %s\n", rings.size(), dir.c_str());
-    printf("%-44s %5s %5s %4s %-7s %10s %10s %6s %10s %10s %10s %9s\n", "RING", "RANK", "PEER", "PATH", "STATE",
-           "TX GB/s", "RX GB/s", "OUTST", "OUT BYTES", "SENT", "RECEIVED", "LAST ms");
+    printf("%-44s %5s %5s %4s %-7s %10s %10s %6s %10s %10s %10s %6s %9s\n", "RING", "RANK", "PEER", "PATH", "STATE",
+           "TX GB/s", "RX GB/s", "OUTST", "OUT BYTES", "SENT", "RECEIVED", "SHARE", "LAST ms");
     for (const RingView& v : rings) {
         printf("%-44s %5d %5s %4s %-7s   [%s, %d ranks, pid %d, %" PRIu64 " records, %s]\n", v.file.c_str(), v.rank,
                "-", "-", "-", v.comm_name.c_str(), v.nranks, v.pid, v.records, ring_status(v));
@@ -31,10 +31,11 @@ void print_text(const std::vector<RingView>& rings, const std::string& dir) {
             char last[32];
             if (last_ms < 0) snprintf(last, sizeof(last), "-");
             else snprintf(last, sizeof(last), "%.1f", last_ms);
-            printf("%-44s %5d %5d %4d %-7s %10.3f %10.3f %6" PRIu64 " %10s %10s %10s %9s\n", "", v.rank, p.peer, p.path,
-                   vccl::telemetry::path_state_name(p.state), p.send_bw / 1e9, p.recv_bw / 1e9, p.outstanding_reqs,
-                   human_bytes(double(p.outstanding_bytes)).c_str(), human_bytes(double(p.bytes_sent)).c_str(),
-                   human_bytes(double(p.bytes_recv)).c_str(), last);
+            printf("%-44s %5d %5d %4d %-7s %10.3f %10.3f %6" PRIu64 " %10s %10s %10s %6s %9s\n", "", v.rank, p.peer,
+                   p.path, vccl::telemetry::path_state_name(p.state), p.send_bw / 1e9, p.recv_bw / 1e9,
+                   p.outstanding_reqs, human_bytes(double(p.outstanding_bytes)).c_str(),
+                   human_bytes(double(p.bytes_sent)).c_str(), human_bytes(double(p.bytes_recv)).c_str(),
+                   share_text(path_share(v, p)).c_str(), last);
         }
     }
     size_t dead = 0;
@@ -55,9 +56,10 @@ void print_json(const std::vector<RingView>& rings) {
             const PathStats& p = v.paths[j];
             printf("%s{\"peer\":%d,\"path\":%d,\"state\":\"%s\",\"send_bw\":%.0f,\"recv_bw\":%.0f,"
                    "\"outstanding_reqs\":%" PRIu64 ",\"outstanding_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
-                   ",\"bytes_recv\":%" PRIu64 ",\"completions\":%" PRIu64 ",\"failures\":%" PRIu64 "}",
+                   ",\"bytes_recv\":%" PRIu64 ",\"share\":%.4f,\"completions\":%" PRIu64 ",\"failures\":%" PRIu64
+                   "}",
                    j ? "," : "", p.peer, p.path, vccl::telemetry::path_state_name(p.state), p.send_bw, p.recv_bw,
-                   p.outstanding_reqs, p.outstanding_bytes, p.bytes_sent, p.bytes_recv,
+                   p.outstanding_reqs, p.outstanding_bytes, p.bytes_sent, p.bytes_recv, path_share(v, p),
                    p.send_completions + p.recv_completions, p.failures);
         }
         printf("]}");

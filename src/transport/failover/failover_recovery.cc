@@ -24,47 +24,84 @@ telemetry::SwitchCause switch_cause_of(const std::string& cause) {
 
 } // namespace
 
+/* A switch to `path`. Spray: `path` may be the active path itself (a respray): the other path was lost, the
+ * active one stays, and only the chunks move (the same RESUME exchange, marked kResumeSpray). */
 void FailoverTransport::switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback) {
     PeerState& p = (*peers_[size_t(peer)]);
     int old = p.active;
+    bool respray = path == old;
+    int lost = respray ? 1 - old : old;
     p.active = path;
     p.epoch = epoch;
     p.switch_started_ns = now_ns();
     p.switch_cause = cause;
     p.switch_failback = failback;
+    p.switch_spray = respray;
     p.stall_since = 0;
     p.probe_path = -1;
     p.good_probes = 0;
-    VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: leaving path %d (%s) for path %d (%s): %s", rank_, peer, old,
-              device(old), path, device(path), cause.c_str());
-    telemetry_path_switch(telemetry_, peer, old, path, switch_cause_of(cause), failback);
-    if (old == 0 && path != 0) {
+    if (respray) {
+        VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: path %d (%s) lost, its chunks move to path %d (%s): %s",
+                  rank_, peer, lost, device(lost), path, device(path), cause.c_str());
+        telemetry_count_failover(telemetry_, peer, lost, switch_cause_of(cause));
+        telemetry_path_event(telemetry_, peer, lost, telemetry::PathState::Down);
+    } else {
+        VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: leaving path %d (%s) for path %d (%s): %s", rank_, peer,
+                  old, device(old), path, device(path), cause.c_str());
+        telemetry_path_switch(telemetry_, peer, old, path, switch_cause_of(cause), failback);
+        if (fo_.spray && !failback) telemetry_path_event(telemetry_, peer, old, telemetry::PathState::Down);
+    }
+    if (!fo_.spray && old == 0 && path != 0) {
         p.primary_lost_ns = now_ns();
         if (p.hold_shift < kMaxHoldShift) p.hold_shift++;
     }
-    // Receiver side: every receive moves to the new path.
-    for (auto& kv : p.env_slots) {
-        if (kv.second->req == nullptr) continue;
-        paths_[kv.second->path]->cancel(kv.second->req);
-        p.slot_drain.emplace_back(kv.first, std::move(kv.second));
+    if (fo_.spray && !failback) {
+        // Out of the spray set until it rejoins (try_rejoin); its chunk sends are given up here (the RESUME
+        // exchange resends them), so that their failures at the close below do not count as a new loss.
+        p.spray_live[lost] = false;
+        p.spray_lost_ns[lost] = now_ns();
+        if (p.hold_shift < kMaxHoldShift) p.hold_shift++;
+        for (auto& mp : p.out) {
+            OutMsg* m = mp.get();
+            for (size_t i = 0; i < m->reqs.size(); ++i) {
+                if (m->reqs[i] == nullptr || out_path(m, i) != lost) continue;
+                if (i > 0) rate_done(peer, lost, out_len(m, i), false);
+                paths_[lost]->release(m->reqs[i]);
+                m->reqs[i] = nullptr;
+            }
+        }
     }
-    p.env_slots.clear();
+    // Receiver side: every receive moves to the new path.
+    if (!respray) {
+        for (auto& kv : p.env_slots) {
+            if (kv.second->req == nullptr) continue;
+            paths_[kv.second->path]->cancel(kv.second->req);
+            p.slot_drain.emplace_back(kv.first, std::move(kv.second));
+        }
+        p.env_slots.clear();
+    }
     // Leaving a failed path: close it, so that receives UCX had already matched there end now instead of
     // writing into buffers later, or never ending (the peer closed its side, and the rail may drop the news).
     // Also when only the peer saw the failure. A healthy path left by failback drains by itself.
     if (!failback) {
-        reset_connections(peer, old);
-        paths_[old]->disconnect(peer);
-        p.path_lost[old] = true;
+        reset_connections(peer, lost);
+        paths_[lost]->disconnect(peer);
+        p.path_lost[lost] = true;
     }
-    p.next_post_env = p.next_env_id;
-    post_envelopes(peer);
+    if (!respray) {
+        p.next_post_env = p.next_env_id;
+        post_envelopes(peer);
+    }
     for (auto& kv : p.in) {
         InMsg* m = kv.second.get();
-        if (!m->matched) continue;
+        if (!m->matched) {
+            // The peer resends it in full on the active path (its RESUME point is 0), whatever its split said.
+            std::fill(m->chunk_path.begin(), m->chunk_path.end(), uint8_t(kPaths));
+            continue;
+        }
         uint32_t first = 0;
         while (first < m->env.nchunks && m->got[first]) ++first;
-        post_chunks(peer, m, first);
+        post_chunks(peer, m, first, true);
     }
     // Sender side: nothing new goes out until the peer says where to resume.
     p.awaiting_resume = true;
@@ -109,7 +146,8 @@ void FailoverTransport::send_resume(int peer) {
         if (n < kControlItems) c.points[n++] = ResumePoint{m->id, first};
     }
     c.count = n;
-    c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0);
+    c.nonce = (p.awaiting_resume ? kResumeWantsAnswer : 0) | (p.switch_failback ? kResumeFailback : 0) |
+              (p.switch_spray ? kResumeSpray : 0);
     p.resume_sent_epoch = p.epoch;
     if (p.awaiting_resume) p.resume_sends++;
     VCCL_INFO(kLogNet, "failover: rank %d -> %d: RESUME epoch %u on path %d (%u message(s) to resume, envelopes below %u "
@@ -133,8 +171,11 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
         if (peer > rank_) return;
         switch_path(peer, path, c.epoch, "the peer chose this path", failback);
     } else if (c.epoch > p.epoch) {
-        if (path != p.active) switch_path(peer, path, c.epoch, failback ? "the peer failed back" : "the peer switched",
-                                          failback);
+        if (path != p.active) {
+            switch_path(peer, path, c.epoch, failback ? "the peer failed back" : "the peer switched", failback);
+        } else if (fo_.spray && (c.nonce & kResumeSpray) != 0) {
+            switch_path(peer, path, c.epoch, "the peer lost path " + std::to_string(1 - path));
+        }
         p.epoch = c.epoch;
         p.switch_failback = failback; // this epoch's RESUMEs from here describe the peer's switch
     } else if (c.epoch <= p.last_resume_in && p.last_resume_in != 0) {
@@ -167,12 +208,14 @@ void FailoverTransport::apply_resume(int peer, const Control& c) {
             for (uint32_t ch = pt->second; ch < m->nchunks; ++ch) {
                 size_t off = size_t(ch) * m->chunk_bytes;
                 size_t len = std::min<size_t>(m->chunk_bytes, m->bytes - off);
+                m->chunk_path[ch] = uint8_t(p.active);
                 record_post(peer, m->path, telemetry::Dir::Send, len, &m->post_ns[1 + ch]);
                 if (t->isend(peer, wire_tag(Kind::kData, m->id, ch), m->buf + off, len, m->mem, false,
                              &m->reqs[1 + ch]) != vcclSuccess) {
                     path_lost(peer, p.active, std::string("apply_resume: ") + last_error_message());
                     return;
                 }
+                rate_post(peer, p.active, len);
             }
         } else if (before_upto) {
             completed.push_back(m->id);
@@ -201,10 +244,27 @@ void FailoverTransport::path_lost(int peer, int path, const std::string& cause) 
         if (path != p.active) telemetry_path_event(telemetry_, peer, path, telemetry::PathState::Down);
     }
     if (path == p.active && p.lost_cause.empty()) p.lost_cause = cause;
+    // Spray: the other path in service (in the spray set, or carrying chunks) was lost: settle() resprays.
+    if (fo_.spray && path != p.active && p.spray_lost_cause.empty() && (p.spray_live[path] || carries(peer, path))) {
+        p.spray_lost_cause = cause;
+    }
 }
 
 void FailoverTransport::settle(int peer) {
     PeerState& p = *peers_[size_t(peer)];
+    if (!p.spray_lost_cause.empty() && p.lost_cause.empty()) {
+        std::string cause;
+        cause.swap(p.spray_lost_cause);
+        int other = 1 - p.active;
+        bool forced = p.spray_forced;
+        p.spray_forced = false;
+        if (p.failed == vcclSuccess && (p.path_lost[other] || forced) &&
+            (p.spray_live[other] || carries(peer, other) || forced)) {
+            switch_path(peer, p.active, p.epoch + 1, cause);
+        }
+        return;
+    }
+    p.spray_lost_cause.clear(); // the active path is lost too: the switch below closes the other one's use
     if (p.lost_cause.empty()) return;
     std::string cause;
     cause.swap(p.lost_cause);
@@ -236,9 +296,9 @@ void FailoverTransport::fail_peer(int peer, const std::string& why) {
     p.out.clear();
     for (auto& kv : p.in) {
         InMsg* m = kv.second.get();
-        for (TransportRequest*& r : m->reqs) {
-            if (r != nullptr) paths_[m->path]->release(r);
-            r = nullptr;
+        for (size_t c = 0; c < m->reqs.size(); ++c) {
+            if (m->reqs[c] != nullptr) paths_[m->chunk_path[c]]->release(m->reqs[c]);
+            m->reqs[c] = nullptr;
         }
         for (InMsg::Draining& d : m->draining) paths_[d.path]->release(d.req);
         m->draining.clear();
@@ -397,11 +457,107 @@ void FailoverTransport::check_health(int peer, uint64_t now) {
     if (!check_paths(peer, now)) return;
     if (!check_silence(peer, now)) return;
     close_stuck_drains(peer, now);
-    if (p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
+    if (!fo_.spray && p.active == 0 && p.hold_shift > 0 && now - p.primary_lost_ns > 60 * ms_to_ns(fo_.failback_ms)) {
         p.hold_shift = 0; // a long healthy stretch forgets earlier flapping
     }
+    if (fo_.spray && p.hold_shift > 0 && p.spray_live[0] && p.spray_live[1] &&
+        now - std::max(p.spray_lost_ns[0], p.spray_lost_ns[1]) > 60 * ms_to_ns(fo_.failback_ms)) {
+        p.hold_shift = 0;
+    }
     reconnect_paths(peer, now);
-    try_failback(peer, now);
+    if (fo_.spray) {
+        check_spray_silence(peer, now);
+        settle(peer);
+        try_rejoin(peer, now);
+    } else {
+        try_failback(peer, now);
+    }
+}
+
+/* Spray: chunks wait on the other path and nothing has arrived there for VCCL_FAILOVER_TIMEOUT_MS. A slow path
+ * still delivers (each chunk within the timeout, as it gets fewer of them); a silent one is lost, once the
+ * active path shows the peer is alive (anything received there within the timeout, else it is probed). */
+void FailoverTransport::check_spray_silence(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    // Twice the timeout: a rate-limited rail that drops packets (tbf) can leave TCP in a retransmission timeout
+    // (200 ms at least) while it still works; only a path that stays silent longer is taken out.
+    const uint64_t timeout = 2 * ms_to_ns(fo_.timeout_ms);
+    int other = 1 - p.active;
+    if (p.awaiting_resume || !p.lost_cause.empty() || p.path_lost[other]) return;
+    uint64_t ref = std::max(p.last_rx_ns[other], p.switch_started_ns);
+    size_t waiting = 0;
+    for (auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        if (!m->matched) continue;
+        for (size_t c = 0; c < m->reqs.size(); ++c) {
+            if (m->reqs[c] == nullptr || m->chunk_path[c] != other) continue;
+            waiting++;
+            ref = std::max(ref, m->chunks_posted_ns);
+            break;
+        }
+    }
+    if (waiting == 0 || now <= ref || now - ref <= timeout) return;
+    uint64_t heard = p.last_rx_ns[p.active];
+    if (heard > now || now - heard > timeout) {
+        if (now - p.spray_probe_ns > timeout / 2) { // anything received on the active path counts, the reply too
+            p.spray_probe_ns = now;
+            Control c;
+            memset(&c, 0, kControlHeader);
+            c.type = uint32_t(ControlType::kProbe);
+            c.nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 61);
+            c.path = uint32_t(p.active);
+            send_control(peer, p.active, c, kControlHeader);
+        }
+        return;
+    }
+    VCCL_INFO(kLogNet, "failover: rank %d -> %d: %zu message(s) wait for chunks on path %d, nothing received there for "
+              "%.1f ms while path %d delivers", rank_, peer, waiting, other, double(now - ref) / 1e6, p.active);
+    path_lost(peer, other, "no data arriving on path " + std::to_string(other) + " for " +
+                               std::to_string(2 * fo_.timeout_ms) + " ms while path " + std::to_string(p.active) +
+                               " delivers");
+}
+
+/* Spray: a lost path that was reconnected rejoins the spray set after kFailbackProbes probes in a row, each
+ * answered before the next, and the failback hold (doubled for each loss, as for failback). Each rank decides
+ * for the chunks it sends; the receiver follows the envelopes. */
+void FailoverTransport::try_rejoin(int peer, uint64_t now) {
+    PeerState& p = (*peers_[size_t(peer)]);
+    if (now < p.next_failback_ns) return;
+    p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
+    int other = 1 - p.active;
+    if (p.spray_live[other] || p.awaiting_resume || !links_.up(other) || p.path_lost[other] ||
+        paths_[other]->peer_status(peer) != vcclSuccess) {
+        p.good_probes = 0;
+        p.failback_nonce = 0;
+        return;
+    }
+    if (p.failback_nonce != 0 && p.failback_answered) {
+        p.good_probes++;
+    } else if (p.failback_nonce != 0) {
+        p.good_probes = 0;
+    }
+    uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
+    if (p.good_probes >= kFailbackProbes && now - p.spray_lost_ns[other] >= hold) {
+        p.spray_live[other] = true;
+        p.good_probes = 0;
+        p.failback_nonce = 0;
+        uint64_t outstanding = p.rate[other].outstanding;
+        p.rate[other] = PathRate(); // measured afresh
+        p.rate[other].outstanding = outstanding;
+        VCCL_WARN(kLogNet, "failover: rank %d <-> rank %d: path %d (%s) rejoins the spray set (%d probes answered)",
+                  rank_, peer, other, device(other), kFailbackProbes);
+        telemetry_path_event(telemetry_, peer, other, telemetry::PathState::Up);
+        return;
+    }
+    p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
+    p.failback_path = other;
+    p.failback_answered = false;
+    Control c;
+    memset(&c, 0, kControlHeader);
+    c.type = uint32_t(ControlType::kProbe);
+    c.nonce = p.failback_nonce;
+    c.path = uint32_t(p.active);
+    send_control(peer, other, c, kControlHeader);
 }
 
 /* Paths that came back become candidates again; with no usable path the peer gets VCCL_PEER_TIMEOUT_MS. False when
@@ -413,6 +569,10 @@ bool FailoverTransport::check_paths(int peer, uint64_t now) {
         if (!links_.up(path) && path == p.active) path_lost(peer, path, "link " + links_.device(path) + " is down");
         if (paths_[path]->peer_status(peer) != vcclSuccess && path == p.active) {
             path_lost(peer, path, "connection failed");
+        }
+        if (fo_.spray && path != p.active && (p.spray_live[path] || carries(peer, path))) {
+            if (!links_.up(path)) path_lost(peer, path, "link " + links_.device(path) + " is down");
+            else if (paths_[path]->peer_status(peer) != vcclSuccess) path_lost(peer, path, "connection failed");
         }
     }
     settle(peer);
@@ -452,6 +612,16 @@ bool FailoverTransport::check_silence(int peer, uint64_t now) {
     for (auto& kv : p.in) {
         const InMsg* m = kv.second.get();
         if (!m->matched || m->received >= m->env.nchunks) continue;
+        if (fo_.spray) {
+            // Waiting only for chunks on the other path: check_spray_silence's case.
+            bool on_active = false, pending = false;
+            for (size_t c = 0; c < m->reqs.size(); ++c) {
+                if (m->reqs[c] == nullptr) continue;
+                pending = true;
+                on_active = on_active || m->chunk_path[c] == p.active;
+            }
+            if (pending && !on_active) continue;
+        }
         stalled++;
         in_ref = std::max(in_ref, m->last_progress_ns); // a receive posted late gets its own timeout
     }
@@ -600,6 +770,7 @@ void FailoverTransport::try_failback(int peer, uint64_t now) {
         return;
     }
     p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
+    p.failback_path = 0;
     p.failback_answered = false;
     Control c;
     memset(&c, 0, kControlHeader);

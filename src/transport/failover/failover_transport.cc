@@ -16,9 +16,10 @@ vcclResult_t FailoverTransport::start() {
         post_envelopes(r);
         p.last_ack_ns = now_ns();
         telemetry_path_event(telemetry_, r, 0, telemetry::PathState::Up);
-        telemetry_path_event(telemetry_, r, 1, telemetry::PathState::Standby);
+        telemetry_path_event(telemetry_, r, 1, fo_.spray ? telemetry::PathState::Up : telemetry::PathState::Standby);
     }
-    VCCL_INFO(kLogNet, "failover: rank %d: primary %s, backup %s, link monitor on %s/%s", rank_, device(0), device(1),
+    VCCL_INFO(kLogNet, "failover: rank %d: %s mode, primary %s, backup %s, link monitor on %s/%s", rank_,
+              fo_.spray ? "spray" : "standby", device(0), device(1),
               links_.device(0).empty() ? "-" : links_.device(0).c_str(),
               links_.device(1).empty() ? "-" : links_.device(1).c_str());
     return vcclSuccess;
@@ -40,6 +41,7 @@ vcclResult_t FailoverTransport::isend(int peer, uint64_t tag, const void* buf, s
     if (p.failed != vcclSuccess) return set_last_error(p.failed, "%s", p.failed_text.c_str());
     auto m = std::make_unique<OutMsg>();
     m->id = p.next_send_id++ & kIdMask;
+    m->peer = peer;
     m->buf = static_cast<const char*>(buf);
     m->bytes = bytes;
     m->mem = mem;
@@ -85,28 +87,122 @@ vcclResult_t FailoverTransport::post_message(int peer, OutMsg* m) {
     m->sent_ns = now_ns();
     m->reqs.assign(1 + m->nchunks, nullptr);
     m->post_ns.assign(1 + m->nchunks, 0);
-    Transport* t = paths_[path].get();
+    m->chunk_path.assign(m->nchunks, uint8_t(path));
+    if (m->nchunks > 0) {
+        // Spray: the split is chosen now and written after the envelope (a message posted again after a
+        // switch gets a new one, over the paths usable then).
+        Envelope env;
+        memcpy(&env, m->envelope.data(), sizeof(env));
+        m->envelope.resize(sizeof(Envelope));
+        env.flags = 0;
+        if (m->nchunks > 1 && spray_usable(peer, 1 - path)) {
+            plan_spray(peer, m);
+            env.flags = kEnvelopeSplit;
+            m->envelope.resize(sizeof(Envelope) + split_bytes(m->nchunks), 0);
+            for (uint32_t c = 0; c < m->nchunks; ++c) {
+                if (m->chunk_path[c] == 1) m->envelope[sizeof(Envelope) + c / 8] |= char(1u << (c % 8));
+            }
+        }
+        memcpy(m->envelope.data(), &env, sizeof(env));
+    }
     record_post(peer, path, telemetry::Dir::Send, m->envelope.size(), &m->post_ns[0]);
-    vcclResult_t st = t->isend(peer, wire_tag(Kind::kEnvelope, m->id, 0), m->envelope.data(), m->envelope.size(),
-                               MemType::Host, false, &m->reqs[0]);
+    vcclResult_t st = paths_[path]->isend(peer, wire_tag(Kind::kEnvelope, m->id, 0), m->envelope.data(),
+                                          m->envelope.size(), MemType::Host, false, &m->reqs[0]);
+    int failed_path = path;
     for (uint32_t c = 0; st == vcclSuccess && c < m->nchunks; ++c) {
         size_t off = size_t(c) * m->chunk_bytes;
         size_t len = std::min<size_t>(m->chunk_bytes, m->bytes - off);
-        record_post(peer, path, telemetry::Dir::Send, len, &m->post_ns[1 + c]);
-        st = t->isend(peer, wire_tag(Kind::kData, m->id, c), m->buf + off, len, m->mem, false, &m->reqs[1 + c]);
+        int cp = m->chunk_path[c];
+        record_post(peer, cp, telemetry::Dir::Send, len, &m->post_ns[1 + c]);
+        st = paths_[cp]->isend(peer, wire_tag(Kind::kData, m->id, c), m->buf + off, len, m->mem, false,
+                               &m->reqs[1 + c]);
+        if (st == vcclSuccess) rate_post(peer, cp, len);
+        failed_path = cp;
     }
     if (st != vcclSuccess) {
         // The path refused the post (its connection is gone): the health check moves the peer to the
-        // other path, and the RESUME exchange sends this message again.
-        path_lost(peer, path, std::string("posting failed: ") + std::string("post_message: ") + last_error_message());
+        // other path (spray: takes the path out of the spray set), and the RESUME exchange sends the rest.
+        path_lost(peer, failed_path, std::string("posting failed: ") + std::string("post_message: ") +
+                                         last_error_message());
     }
     return vcclSuccess;
 }
 
-void FailoverTransport::release_sends(OutMsg* m) {
-    for (TransportRequest*& r : m->reqs) {
-        if (r != nullptr) paths_[m->path]->release(r);
-        r = nullptr;
+/* ---- spray ---- */
+
+/* Each chunk to the path where it would be done first: the bytes outstanding there (earlier chunks included)
+ * over the path's measured speed. A path not measured yet counts as fast as the other (or 1 GB/s). */
+void FailoverTransport::plan_spray(int peer, OutMsg* m) {
+    PeerState& p = *peers_[size_t(peer)];
+    auto speed = [&](int i) { return p.rate[i].peer_bps > 0 ? p.rate[i].peer_bps : p.rate[i].bps; };
+    double known = std::max(speed(0), speed(1));
+    double bps[kPaths], load[kPaths];
+    for (int i = 0; i < kPaths; ++i) {
+        bps[i] = speed(i) > 0 ? speed(i) : (known > 0 ? known : 1e9);
+        load[i] = double(p.rate[i].outstanding);
+    }
+    int a = p.active, o = 1 - p.active;
+    for (uint32_t c = 0; c < m->nchunks; ++c) {
+        double len = double(std::min<size_t>(m->chunk_bytes, m->bytes - size_t(c) * m->chunk_bytes));
+        int best = (load[o] + len) / bps[o] < (load[a] + len) / bps[a] ? o : a;
+        load[best] += len;
+        m->chunk_path[c] = uint8_t(best);
+    }
+}
+
+void FailoverTransport::rate_post(int peer, int path, uint64_t bytes) {
+    PathRate& r = (*peers_[size_t(peer)]).rate[path];
+    if (r.outstanding == 0) {
+        r.win_start = now_ns();
+        r.win_bytes = 0;
+    }
+    r.outstanding += bytes;
+}
+
+/* A chunk send ended (`completed`) or was given up. The speed is sampled over busy time: bytes completed since
+ * the window began, at least 20 ms (a burst of completions at once says nothing), or until the path is idle. */
+void FailoverTransport::rate_done(int peer, int path, uint64_t bytes, bool completed) {
+    PathRate& r = (*peers_[size_t(peer)]).rate[path];
+    r.outstanding -= std::min(r.outstanding, bytes);
+    if (!completed) return;
+    uint64_t now = now_ns();
+    r.win_bytes += bytes;
+    uint64_t elapsed = now > r.win_start ? now - r.win_start : 0;
+    if (elapsed >= 20000000ull || (r.outstanding == 0 && elapsed >= 1000000ull)) {
+        double sample = double(r.win_bytes) * 1e9 / double(elapsed);
+        r.bps = r.bps > 0 ? 0.7 * r.bps + 0.3 * sample : sample;
+        r.win_start = now;
+        r.win_bytes = 0;
+    }
+}
+
+bool FailoverTransport::carries(int peer, int path) const {
+    const PeerState& p = *peers_[size_t(peer)];
+    for (const auto& mp : p.out) {
+        for (size_t i = 1; i < mp->reqs.size(); ++i) {
+            if (mp->reqs[i] != nullptr && mp->chunk_path[i - 1] == path) return true;
+        }
+    }
+    for (const auto& kv : p.in) {
+        const InMsg* m = kv.second.get();
+        for (size_t c = 0; c < m->reqs.size(); ++c) {
+            if (m->reqs[c] != nullptr && m->chunk_path[c] == path) return true;
+        }
+    }
+    return false;
+}
+
+void FailoverTransport::release_sends(OutMsg* m, bool delivered) {
+    for (size_t i = 0; i < m->reqs.size(); ++i) {
+        if (m->reqs[i] == nullptr) continue;
+        // The receiver acknowledged the whole message: a send not polled yet is done (recorded and measured
+        // now; the acknowledgement often comes before the last chunks' completions are polled).
+        if (delivered) {
+            record_done(m->peer, out_path(m, i), telemetry::Dir::Send, out_len(m, i), m->post_ns[i], m->ttag, true);
+        }
+        if (i > 0) rate_done(m->peer, out_path(m, i), out_len(m, i), delivered);
+        paths_[out_path(m, i)]->release(m->reqs[i]);
+        m->reqs[i] = nullptr;
     }
 }
 
@@ -118,18 +214,19 @@ void FailoverTransport::poll_sends(int peer) {
         for (size_t i = 0; i < m->reqs.size(); ++i) {
             TransportRequest* r = m->reqs[i];
             if (r == nullptr) continue;
-            vcclResult_t st = paths_[m->path]->test(r);
+            int path = out_path(m, i);
+            vcclResult_t st = paths_[path]->test(r);
             if (st == vcclInProgress) continue;
-            size_t len = i == 0 ? m->envelope.size()
-                                : std::min<size_t>(m->chunk_bytes, m->bytes - (i - 1) * m->chunk_bytes);
-            record_done(peer, m->path, telemetry::Dir::Send, len, m->post_ns[i], m->ttag, st == vcclSuccess);
-            paths_[m->path]->release(r);
+            size_t len = out_len(m, i);
+            record_done(peer, path, telemetry::Dir::Send, len, m->post_ns[i], m->ttag, st == vcclSuccess);
+            if (i > 0) rate_done(peer, path, len, st == vcclSuccess);
+            paths_[path]->release(r);
             m->reqs[i] = nullptr;
             // A send left on a path traffic has moved from fails when that path is closed; the path may be
-            // reconnected by now, and its own state (peer_status) tells whether it works. Only the active
-            // path's failures say something about the path in use.
-            if (st != vcclSuccess && m->path == p.active) {
-                path_lost(peer, m->path, std::string("poll_sends: ") + last_error_message());
+            // reconnected by now, and its own state (peer_status) tells whether it works. Only the failures
+            // of the paths in use (the active one; spray: the spray set) say something about them.
+            if (st != vcclSuccess && (path == p.active || (fo_.spray && p.spray_live[path]))) {
+                path_lost(peer, path, std::string("poll_sends: ") + last_error_message());
             }
         }
     }
@@ -141,7 +238,7 @@ void FailoverTransport::complete_out(int peer, uint32_t id) {
         OutMsg* m = it->get();
         if (m->id != id) continue;
         if (!m->posted) return; // an acknowledgement of a message not sent yet: a stale or forged one
-        release_sends(m);
+        release_sends(m, true);
         complete_app(m->app, vcclSuccess, "");
         p.out.erase(it);
         break;
@@ -248,10 +345,18 @@ void FailoverTransport::envelope_arrived(int peer, uint32_t id, const char* data
     if (env.magic != kEnvelopeMagic || env.id != id || p.in.count(id) != 0) return;
     if (((id - p.next_env_id) & kIdMask) >= 4 * kSendWindow) return; // a resent copy of a finished message
     if (env.nchunks == 0 && len != sizeof(env) + env.bytes) return;
+    bool split = (env.flags & kEnvelopeSplit) != 0 && env.nchunks > 0;
+    if (split && len < sizeof(env) + split_bytes(env.nchunks)) return;
     auto m = std::make_unique<InMsg>();
     m->id = id;
     m->env = env;
+    m->arrived_ns = now_ns();
     if (env.nchunks == 0) m->inline_data.assign(data + sizeof(env), data + len);
+    // The chunks' paths: the sender's split, else the active path at match time (kPaths).
+    m->chunk_path.assign(env.nchunks, uint8_t(kPaths));
+    for (uint32_t c = 0; split && c < env.nchunks; ++c) {
+        m->chunk_path[c] = uint8_t((uint8_t(data[sizeof(env) + c / 8]) >> (c % 8)) & 1);
+    }
     p.in[id] = std::move(m);
     // Match in id order: the caller's (peer, tag) order is the sender's posting order.
     for (;;) {
@@ -293,28 +398,41 @@ void FailoverTransport::match(int peer, InMsg* m, const PostedRecv& r) {
     m->reqs.assign(m->env.nchunks, nullptr);
     m->got.assign(m->env.nchunks, 0);
     m->post_ns.assign(m->env.nchunks, 0);
-    post_chunks(peer, m, 0);
+    post_chunks(peer, m, 0, false);
 }
 
-void FailoverTransport::post_chunks(int peer, InMsg* m, uint32_t from) {
+/* Posts the chunk receives from `from` on. `move` (a switch): every receive still posted is cancelled and
+ * all of them go to the active path, where the peer resends from `from`. Otherwise each chunk goes to the path
+ * the sender's split names, or the active path where the envelope names none or a path unusable here (a
+ * message the peer sent before it learnt of the loss: the RESUME exchange has it sent again in full). */
+void FailoverTransport::post_chunks(int peer, InMsg* m, uint32_t from, bool move) {
     PeerState& p = *peers_[size_t(peer)];
-    for (uint32_t c = 0; c < m->env.nchunks; ++c) {
+    for (uint32_t c = 0; move && c < m->env.nchunks; ++c) {
         if (m->reqs[c] == nullptr) continue;
-        paths_[m->path]->cancel(m->reqs[c]);
-        m->draining.push_back({m->path, c, m->reqs[c]});
+        paths_[m->chunk_path[c]]->cancel(m->reqs[c]);
+        m->draining.push_back({int(m->chunk_path[c]), c, m->reqs[c]});
         m->reqs[c] = nullptr;
     }
-    m->path = p.active;
-    m->last_progress_ns = now_ns();
+    m->last_progress_ns = m->chunks_posted_ns = now_ns();
     for (uint32_t c = from; c < m->env.nchunks; ++c) {
         // Chunks from `from` on are all (re)sent by the peer, also those that already arrived: receive
         // them again into the same bytes rather than leave duplicates unmatched.
         size_t off = size_t(c) * m->env.chunk_bytes;
         size_t len = std::min<size_t>(m->env.chunk_bytes, m->env.bytes - off);
-        record_post(peer, m->path, telemetry::Dir::Recv, len, &m->post_ns[c]);
-        if (paths_[m->path]->irecv(peer, wire_tag(Kind::kData, m->id, c), m->recv.buf + off, len, m->recv.mem,
-                                   &m->reqs[c]) != vcclSuccess) {
-            path_lost(peer, m->path, std::string("post_chunks: ") + last_error_message());
+        int cp = m->chunk_path[c];
+        if (!move && cp < kPaths && cp != p.active && !usable(peer, cp) && p.failed == vcclSuccess &&
+            now_ns() - p.switch_started_ns > 2 * ms_to_ns(fo_.timeout_ms) && p.spray_lost_cause.empty()) {
+            // Not a message sent before the peer learnt of our last switch (that one it sends again in full):
+            // the peer sprays on a path this side cannot use. A respray tells it and has the chunks resent.
+            p.spray_lost_cause = "the peer sends chunks on path " + std::to_string(cp) + ", unusable here";
+            p.spray_forced = true;
+        }
+        if (move || cp >= kPaths || !usable(peer, cp)) cp = p.active;
+        m->chunk_path[c] = uint8_t(cp);
+        record_post(peer, cp, telemetry::Dir::Recv, len, &m->post_ns[c]);
+        if (paths_[cp]->irecv(peer, wire_tag(Kind::kData, m->id, c), m->recv.buf + off, len, m->recv.mem,
+                              &m->reqs[c]) != vcclSuccess) {
+            path_lost(peer, cp, std::string("post_chunks: ") + last_error_message());
             return;
         }
     }
@@ -329,14 +447,15 @@ void FailoverTransport::poll_chunks(int peer) {
         for (uint32_t c = 0; c < m->reqs.size(); ++c) {
             TransportRequest* r = m->reqs[c];
             if (r == nullptr) continue;
-            vcclResult_t st = paths_[m->path]->test(r);
+            int cp = m->chunk_path[c];
+            vcclResult_t st = paths_[cp]->test(r);
             if (st == vcclInProgress) continue;
             size_t len = std::min<size_t>(m->env.chunk_bytes, m->env.bytes - size_t(c) * m->env.chunk_bytes);
-            record_done(peer, m->path, telemetry::Dir::Recv, len, m->post_ns[c], m->recv.ttag, st == vcclSuccess);
-            paths_[m->path]->release(r);
+            record_done(peer, cp, telemetry::Dir::Recv, len, m->post_ns[c], m->recv.ttag, st == vcclSuccess);
+            paths_[cp]->release(r);
             m->reqs[c] = nullptr;
             if (st != vcclSuccess) {
-                path_lost(peer, m->path, std::string("poll_chunks: ") + last_error_message());
+                path_lost(peer, cp, std::string("poll_chunks: ") + last_error_message());
                 return;
             }
             if (!m->got[c]) {
@@ -344,7 +463,12 @@ void FailoverTransport::poll_chunks(int peer) {
                 m->received++;
             }
             m->last_progress_ns = now_ns();
-            p.last_rx_ns[m->path] = m->last_progress_ns;
+            p.last_rx_ns[cp] = m->last_progress_ns;
+            // Arrival speed per path: this message's bytes there over the time from when they could begin
+            // to arrive (its envelope, or the path's previous chunk) to the last one.
+            if (m->path_bytes[cp] == 0) m->path_start[cp] = std::max(m->arrived_ns, p.rate[cp].rx_last_done);
+            m->path_bytes[cp] += len;
+            m->path_last[cp] = p.rate[cp].rx_last_done = m->last_progress_ns;
         }
         for (size_t d = 0; d < m->draining.size();) {
             InMsg::Draining& dr = m->draining[d];
@@ -364,14 +488,23 @@ void FailoverTransport::poll_chunks(int peer) {
         for (TransportRequest* r : m->reqs) idle = idle && r == nullptr;
         if (m->received == m->env.nchunks && idle) complete.push_back(m);
     }
+    for (InMsg* m : complete) {
+        for (int path = 0; path < kPaths; ++path) {
+            uint64_t dt = m->path_last[path] - std::min(m->path_last[path], m->path_start[path]);
+            if (m->path_bytes[path] < kMinChunkBytes || dt < 1000000) continue;
+            double sample = double(m->path_bytes[path]) * 1e9 / double(dt);
+            double& bps = p.rate[path].rx_bps;
+            bps = bps > 0 ? 0.7 * bps + 0.3 * sample : sample;
+        }
+    }
     for (InMsg* m : complete) finish_in(peer, m, vcclSuccess, nullptr);
 }
 
 void FailoverTransport::finish_in(int peer, InMsg* m, vcclResult_t status, const char* why) {
     PeerState& p = (*peers_[size_t(peer)]);
-    for (TransportRequest*& r : m->reqs) {
-        if (r != nullptr) paths_[m->path]->release(r);
-        r = nullptr;
+    for (size_t c = 0; c < m->reqs.size(); ++c) {
+        if (m->reqs[c] != nullptr) paths_[m->chunk_path[c]]->release(m->reqs[c]);
+        m->reqs[c] = nullptr;
     }
     complete_app(m->recv.app, status, why != nullptr ? why : "");
     if (status != vcclSuccess) set_last_error(status, "%s", why);
@@ -457,6 +590,10 @@ void FailoverTransport::flush_acks(int peer) {
         memset(&c, 0, kControlHeader);
         c.type = uint32_t(ControlType::kAck);
         c.upto = p.next_env_id;
+        for (int path = 0; path < kPaths; ++path) {
+            uint64_t kib = uint64_t(std::min(p.rate[path].rx_bps / 1024.0, 4e9));
+            c.nonce |= kib << (32 * path);
+        }
         size_t n = std::min<size_t>(p.ack_done.size() - at, 2 * kControlItems);
         for (size_t i = 0; i < n; ++i) c.ids[i] = p.ack_done[at + i];
         c.count = uint32_t(n);
@@ -478,6 +615,10 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
         }
         for (auto& mp : p.out) {
             if (mp->posted && id_below(mp->id, c.upto)) mp->env_acked = true;
+        }
+        for (int i = 0; i < kPaths; ++i) {
+            uint64_t kib = (c.nonce >> (32 * i)) & 0xffffffffu;
+            if (kib != 0) p.rate[i].peer_bps = double(kib) * 1024.0;
         }
         for (size_t i = 0; i < n; ++i) complete_out(peer, c.ids[i]);
         break;
@@ -508,7 +649,7 @@ void FailoverTransport::on_control(int peer, int path, const Control& c, size_t 
             p.probe_peer_idle_ms = c.upto;
             p.probe_ask_completed = p.probe_asks && c.count == 1;
         }
-        if (c.nonce == p.failback_nonce && path == 0) p.failback_answered = true;
+        if (c.nonce == p.failback_nonce && path == p.failback_path) p.failback_answered = true;
         break;
     }
 }
@@ -551,6 +692,9 @@ void FailoverTransport::progress() {
         poll_chunks(r);
         if (links_changed && !links_.up(p.active)) {
             path_lost(r, p.active, "link " + links_.device(p.active) + " went down");
+        }
+        if (links_changed && fo_.spray && !links_.up(1 - p.active)) {
+            path_lost(r, 1 - p.active, "link " + links_.device(1 - p.active) + " went down");
         }
         settle(r);
         flush_acks(r);
@@ -601,9 +745,9 @@ void FailoverTransport::release(TransportRequest* base) {
         for (auto it = p.in.begin(); it != p.in.end(); ++it) {
             InMsg* m = it->second.get();
             if (!m->matched || m->recv.app != app) continue;
-            for (TransportRequest*& r : m->reqs) {
-                if (r != nullptr) paths_[m->path]->release(r);
-                r = nullptr;
+            for (size_t c = 0; c < m->reqs.size(); ++c) {
+                if (m->reqs[c] != nullptr) paths_[m->chunk_path[c]]->release(m->reqs[c]);
+                m->reqs[c] = nullptr;
             }
             p.in.erase(it);
             break;
@@ -624,8 +768,8 @@ vcclResult_t FailoverTransport::close(Deadline deadline) {
             if (kv.second->req != nullptr) paths_[kv.second->path]->release(kv.second->req);
         }
         for (auto& kv : p.in) {
-            for (TransportRequest* q : kv.second->reqs) {
-                if (q != nullptr) paths_[kv.second->path]->release(q);
+            for (size_t c = 0; c < kv.second->reqs.size(); ++c) {
+                if (kv.second->reqs[c] != nullptr) paths_[kv.second->chunk_path[c]]->release(kv.second->reqs[c]);
             }
             for (InMsg::Draining& d : kv.second->draining) paths_[d.path]->release(d.req);
             kv.second->draining.clear();

@@ -37,6 +37,20 @@
  * vcclRemoteError.
  *
  * Peers outside failover (ranks on this host, unless VCCL_FAILOVER=on) use the primary path directly.
+ *
+ * Spray (VCCL_MULTIPATH=spray): the chunks of a message of more than one chunk go over every path in the
+ * sender's spray set (the active path, plus the other one while it is healthy), each chunk to the path
+ * where it would finish first given that path's measured speed (EWMA of send completions, bytes over busy
+ * time) and the bytes already outstanding on it; a slow path thus gets proportionally fewer chunks. The
+ * envelope carries the split (one bit per chunk, wire.h) and the receiver posts each chunk receive on the
+ * path named there. Envelopes, inline messages, single-chunk messages and control traffic stay on the active
+ * path, so small messages travel exactly as in standby mode. Losing the other path (an error, its link
+ * going down, or nothing arriving on it while the active path delivers) is a switch onto the same active
+ * path: the side that sees it closes the lost path, reposts from each message's first missing chunk on the
+ * active path and sends a RESUME marked kResumeSpray; the peer does the same and resends from those points,
+ * as for any switch. Losing the active path is an ordinary switch. A lost path, primary or backup, is
+ * reconnected as usual and rejoins the spray set after kFailbackProbes answered probes and the failback hold
+ * (each rank decides for the chunks it sends); the active path does not move back.
  */
 #ifndef VCCL_TRANSPORT_FAILOVER_FAILOVER_TRANSPORT_H_
 #define VCCL_TRANSPORT_FAILOVER_FAILOVER_TRANSPORT_H_
@@ -94,6 +108,7 @@ struct AppRequest final : TransportRequest {
 
 struct OutMsg {
     uint32_t id = 0;
+    int peer = -1;
     const char* buf = nullptr;
     size_t bytes = 0;
     MemType mem = MemType::Host;
@@ -102,7 +117,8 @@ struct OutMsg {
     std::vector<char> envelope; // Envelope + inline data
     bool posted = false;
     int path = -1;
-    std::vector<TransportRequest*> reqs; // inner sends on `path`: [0] envelope, [1 + c] chunk c
+    std::vector<TransportRequest*> reqs; // inner sends: [0] envelope on `path`, [1 + c] chunk c on chunk_path[c]
+    std::vector<uint8_t> chunk_path;     // the path of each chunk (spray: the split the envelope names)
     std::vector<uint64_t> post_ns;       // telemetry per chunk
     bool env_acked = false;
     uint64_t sent_ns = 0;
@@ -126,8 +142,11 @@ struct InMsg {
     PostedRecv recv{};
     bool matched = false;
     bool seen = false; // taken in id order: matched, or queued as unexpected
-    int path = -1;
-    std::vector<TransportRequest*> reqs; // chunk receives on `path`, null once received
+    std::vector<TransportRequest*> reqs; // chunk receives on chunk_path[c], null once received
+    std::vector<uint8_t> chunk_path;     // from the envelope's split (spray) or the active path
+    uint64_t chunks_posted_ns = 0;       // when the chunk receives were last (re)posted
+    uint64_t arrived_ns = 0;             // the envelope arrived (the peer has begun sending the chunks)
+    uint64_t path_start[kPaths] = {0, 0}, path_last[kPaths] = {0, 0}, path_bytes[kPaths] = {0, 0};
     std::vector<uint8_t> got;
     std::vector<uint64_t> post_ns;
     uint32_t received = 0; // chunks with got[c] set
@@ -159,6 +178,19 @@ struct ControlSend {
     int path = 0;
 };
 
+/* Measured speed of one path towards one peer (the sender's side, for spraying). */
+struct PathRate {
+    double bps = 0;            // EWMA of bytes per second while busy; 0: not measured yet
+    uint64_t outstanding = 0;  // chunk bytes posted and not yet completed
+    uint64_t win_start = 0;    // the current measuring window began (a completion, or a post onto an idle path)
+    uint64_t win_bytes = 0;    // bytes completed in it
+    double peer_bps = 0;       // the receiver's measurement (kAck), preferred: send completions over TCP come
+                               // early while the socket buffers fill, arrivals do not
+    // Receiving side: what arrives from the peer on this path, reported back in acknowledgements.
+    double rx_bps = 0;
+    uint64_t rx_last_done = 0; // last chunk completed here
+};
+
 struct PeerState {
     bool failover = false;
     int active = 0;
@@ -171,6 +203,8 @@ struct PeerState {
     uint64_t switch_started_ns = 0;
     std::string switch_cause;
     bool switch_failback = false;   // the last switch was a failback (its RESUMEs say so)
+    bool switch_spray = false;      // the last switch kept the active path: the other one was lost (spray)
+    uint64_t spray_probe_ns = 0;    // the active path was last probed for the spray silence check
     // Sending side.
     uint32_t next_send_id = 0;
     std::deque<std::unique_ptr<OutMsg>> out; // by id, until acknowledged
@@ -211,6 +245,13 @@ struct PeerState {
     uint64_t failback_nonce = 0;
     bool failback_answered = false;
     uint64_t next_reconnect_ns = 0;
+    int failback_path = 0;       // the path failback (standby) or rejoin (spray) probes
+    // Spray.
+    bool spray_live[kPaths] = {true, true}; // in the spray set (this rank's chunks may go there)
+    std::string spray_lost_cause;           // the other path was lost while in service: settle() resprays
+    bool spray_forced = false;              // ... or the peer sends chunks on a path unusable here
+    uint64_t spray_lost_ns[kPaths] = {0, 0};
+    PathRate rate[kPaths];
     vcclResult_t failed = vcclSuccess;
     std::string failed_text;
 };
@@ -257,7 +298,8 @@ public:
             const PeerState& p = *pp;
             if (!p.failover || p.failed != vcclSuccess) continue;
             if (!p.out.empty() || !p.in.empty() || !p.posted.empty() || !p.unexpected.empty() || !p.slot_drain.empty() ||
-                !p.ack_done.empty() || p.ack_upto_dirty || p.awaiting_resume || (p.active != 0 && fo_.failback) ||
+                !p.ack_done.empty() || p.ack_upto_dirty || p.awaiting_resume ||
+                (!fo_.spray && p.active != 0 && fo_.failback) || (fo_.spray && !p.spray_live[1 - p.active]) ||
                 p.path_lost[0] || p.path_lost[1] || p.stall_since != 0 || p.probe_path >= 0) {
                 return true;
             }
@@ -275,7 +317,7 @@ private:
 
     // Sending.
     vcclResult_t post_message(int peer, OutMsg* m);
-    void release_sends(OutMsg* m);
+    void release_sends(OutMsg* m, bool delivered = false);
     void poll_sends(int peer);
     void complete_out(int peer, uint32_t id);
     // Receiving.
@@ -283,7 +325,7 @@ private:
     void poll_envelopes(int peer);
     void envelope_arrived(int peer, uint32_t id, const char* data, size_t len);
     void match(int peer, InMsg* m, const PostedRecv& r);
-    void post_chunks(int peer, InMsg* m, uint32_t from);
+    void post_chunks(int peer, InMsg* m, uint32_t from, bool move);
     void poll_chunks(int peer);
     void finish_in(int peer, InMsg* m, vcclResult_t status, const char* why);
     // Control.
@@ -301,6 +343,20 @@ private:
     /* Failback to the primary (the lower rank of the pair decides, after probes in a row and a hold time). */
     void try_failback(int peer, uint64_t now);
     void switch_path(int peer, int path, uint32_t epoch, const std::string& cause, bool failback = false);
+    // Spray.
+    bool spray_usable(int peer, int path) {
+        return fo_.spray && (*peers_[size_t(peer)]).spray_live[path] && usable(peer, path);
+    }
+    bool carries(int peer, int path) const; // chunk requests of this peer outstanding on `path`
+    void plan_spray(int peer, OutMsg* m);
+    void rate_post(int peer, int path, uint64_t bytes);
+    void rate_done(int peer, int path, uint64_t bytes, bool completed);
+    int out_path(const OutMsg* m, size_t i) const { return i == 0 ? m->path : int(m->chunk_path[i - 1]); }
+    size_t out_len(const OutMsg* m, size_t i) const {
+        return i == 0 ? m->envelope.size() : std::min<size_t>(m->chunk_bytes, m->bytes - (i - 1) * m->chunk_bytes);
+    }
+    void check_spray_silence(int peer, uint64_t now);
+    void try_rejoin(int peer, uint64_t now);
     void send_resume(int peer);
     void apply_resume(int peer, const Control& c);
     void path_lost(int peer, int path, const std::string& cause);

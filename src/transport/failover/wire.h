@@ -42,12 +42,17 @@ struct Envelope {
     uint64_t bytes;    // message length
     uint64_t chunk_bytes;
     uint32_t nchunks;  // 0: the data (if any) follows the envelope inline
-    uint32_t reserved;
+    uint32_t flags;    // kEnvelopeSplit: the chunks' paths follow the envelope
 };
+/* Spray: one bit per chunk follows the envelope (chunk c's bit is bit c % 8 of byte c / 8): set, chunk c
+ * travels on path 1, clear, on path 0. The receiver posts each chunk's receive on that path. */
+constexpr uint32_t kEnvelopeSplit = 1;
+inline size_t split_bytes(uint32_t nchunks) { return (size_t(nchunks) + 7) / 8; }
 constexpr uint32_t kEnvelopeMagic = 0x76656e76; // "venv"
 
 enum class ControlType : uint32_t {
-    kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver
+    kAck = 1,       // envelopes below `upto` arrived; `ids` completed at the receiver; `nonce`: the receiver's
+                    // measured arrival speed per path, KiB/s, path 0 in the low 32 bits (0: not measured)
     kResume = 2,    // "I moved to `path` at `epoch`; resend to me from these points" (receiver driven);
                     // `nonce` bits: kResumeWantsAnswer, kResumeFailback
     kProbe = 3,     // is this path alive? (answered on the same path); `path`: the prober's active path;
@@ -81,6 +86,7 @@ constexpr uint32_t kControlMagic = 0x7663746c; // "vctl"
 constexpr uint32_t kNeverReceived = 0xffffffffu;
 constexpr uint64_t kResumeWantsAnswer = 1; // the sender still waits for the receiver's RESUME
 constexpr uint64_t kResumeFailback = 2;    // a voluntary move back to the primary: the path left still works
+constexpr uint64_t kResumeSpray = 4;       // spray: the path stays, the other one was lost (close it, resend there)
 constexpr size_t kControlHeader = offsetof(Control, ids);
 
 } // namespace failover
