@@ -275,6 +275,7 @@ void complete_pending(ncclComm* comm, vcclComm_t vc, ncclResult_t r) {
 }
 
 void unwrap(ncclComm* comm) {
+    drop_windows(comm);
     {
         std::lock_guard<std::mutex> lock(g_registry_mutex);
         registry().erase(comm);

@@ -86,6 +86,9 @@ ncclResult_t start_nonblocking_creation(const char* fn, int cuda_dev, Creation m
 /* Blocks until comm's nonblocking creation (if any) has ended; bounded by vccl's bootstrap timeouts. */
 void wait_async_creation(const ncclComm* comm);
 
+/* Forgets the windows of comm (their registrations end with its vccl communicator). */
+void drop_windows(const ncclComm* comm);
+
 /* Removes comm from the registry and frees it (the vccl communicator is the caller's business). */
 void unwrap(ncclComm* comm);
 

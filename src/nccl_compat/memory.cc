@@ -2,7 +2,7 @@
 /*
  * libvccl-nccl: memory. ncclMemAlloc/ncclMemFree and ncclCommRegister/ncclCommDeregister are vccl's
  * (vcclMemAlloc: CUDA IPC exportable device memory in whole 2 MiB blocks; registration caches a buffer's
- * export for direct transfers). ncclCommWindowRegister (symmetric memory) is not supported.
+ * export for direct transfers). Windows (ncclCommWindowRegister) are in windows.cc.
  */
 #include "nccl_compat/compat.h"
 
@@ -39,15 +39,6 @@ VNCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle)
     vcclResult_t v = vcclCommDeregister(vc, handle);
     if (v != vcclSuccess) return fail(to_nccl(v), "%s", vcclGetLastError(vc));
     return ncclSuccess;
-}
-
-VNCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
-          int winFlags) {
-    return unsupported("ncclCommWindowRegister", "no symmetric memory windows; use ncclCommRegister or none");
-}
-
-VNCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-    return unsupported("ncclCommWindowDeregister", "no symmetric memory windows");
 }
 
 /* The device-side API (kernels that talk to peers through NCCL's device communicator) has no vccl

@@ -24,6 +24,8 @@ extern "C" {
 #define VNCCL_CONFIG_MAGIC 0xcafebeefu
 #define VNCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 #define VNCCL_SPLIT_NOCOLOR (-1)
+#define VNCCL_WIN_DEFAULT 0x00
+#define VNCCL_WIN_COLL_SYMMETRIC 0x01
 #define VNCCL_SIM_INFO_MAGIC 0x74685283u
 
 typedef struct ncclComm* ncclComm_t;

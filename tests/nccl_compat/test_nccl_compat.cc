@@ -88,6 +88,7 @@ struct Api {
     Res (*CommRegister)(Comm, void*, size_t, void**);
     Res (*CommDeregister)(Comm, void*);
     Res (*CommWindowRegister)(Comm, void*, size_t, o::ncclWindow_t*, int);
+    Res (*CommWindowDeregister)(Comm, o::ncclWindow_t);
     Res (*RedOpCreatePreMulSum)(o::ncclRedOp_t*, void*, o::ncclDataType_t, o::ncclScalarResidence_t, Comm);
     Res (*RedOpDestroy)(o::ncclRedOp_t, Comm);
     Res (*AllReduce)(const void*, void*, size_t, o::ncclDataType_t, o::ncclRedOp_t, Comm, Stream);
@@ -144,6 +145,7 @@ bool load() {
     bind(&api.CommRegister, "ncclCommRegister");
     bind(&api.CommDeregister, "ncclCommDeregister");
     bind(&api.CommWindowRegister, "ncclCommWindowRegister");
+    bind(&api.CommWindowDeregister, "ncclCommWindowDeregister");
     bind(&api.RedOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
     bind(&api.RedOpDestroy, "ncclRedOpDestroy");
     bind(&api.AllReduce, "ncclAllReduce");
@@ -245,6 +247,7 @@ using BadInput = Loaded;
 using MultiRank = Loaded;
 using Group = Loaded;
 using Nonblocking = Loaded;
+using Windows = Loaded;
 
 TEST(LibraryFile, SonameIsLibnccl2) { EXPECT_EQ(read_soname(lib_path()), "libnccl.so.2") << lib_path(); }
 
@@ -609,11 +612,94 @@ TEST_F(BadInput, UnsupportedCallsSayInvalidUsage) {
     EXPECT_EQ(out, nullptr);
     o::ncclSimInfo_t sim = {sizeof(o::ncclSimInfo_t), VNCCL_SIM_INFO_MAGIC, 22803, -1.0f};
     EXPECT_EQ(api.GroupSimulateEnd(&sim), o::ncclInvalidUsage);
-    o::ncclWindow_t win = nullptr;
-    char buf[64];
-    EXPECT_EQ(api.CommWindowRegister(c, buf, sizeof buf, &win, 0), o::ncclInvalidUsage);
     EXPECT_NE(std::string(api.GetLastError(nullptr)).find("not supported"), std::string::npos);
     EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess);
+}
+
+/* Windows on one rank: registration, bad arguments, deregistration, and windows left to the communicator. */
+TEST_F(Windows, OneRank) {
+    Comm c = make_self_comm();
+    ASSERT_NE(c, nullptr);
+    Comm other = make_self_comm();
+    ASSERT_NE(other, nullptr);
+    std::vector<float> a(1000), b(1000, -1.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = float(i) * 0.5f;
+    o::ncclWindow_t wa = nullptr, wb = nullptr, bad = nullptr;
+    ASSERT_EQ(api.CommWindowRegister(c, a.data(), a.size() * sizeof(float), &wa, VNCCL_WIN_COLL_SYMMETRIC), o::ncclSuccess)
+        << api.GetLastError(nullptr);
+    ASSERT_NE(wa, nullptr);
+    ASSERT_EQ(api.CommWindowRegister(c, b.data(), b.size() * sizeof(float), &wb, VNCCL_WIN_DEFAULT), o::ncclSuccess);
+    EXPECT_EQ(api.CommWindowRegister(c, a.data(), 64, nullptr, 0), o::ncclInvalidArgument) << "win NULL";
+    EXPECT_EQ(api.CommWindowRegister(c, nullptr, 64, &bad, 0), o::ncclInvalidArgument) << "buff NULL";
+    EXPECT_EQ(api.CommWindowRegister(c, a.data(), 0, &bad, 0), o::ncclInvalidArgument) << "size 0";
+    EXPECT_EQ(api.CommWindowRegister(c, a.data(), 64, &bad, 0x4), o::ncclInvalidArgument) << "unknown flag";
+    EXPECT_EQ(bad, nullptr);
+    ASSERT_EQ(api.AllReduce(a.data(), b.data(), a.size(), o::ncclFloat, o::ncclSum, c, nullptr), o::ncclSuccess);
+    EXPECT_EQ(a, b) << "a collective between windows";
+    EXPECT_EQ(api.CommWindowDeregister(other, wa), o::ncclInvalidArgument) << "a window of another communicator";
+    EXPECT_EQ(api.CommWindowDeregister(c, wa), o::ncclSuccess);
+    EXPECT_EQ(api.CommWindowDeregister(c, wa), o::ncclInvalidArgument) << "twice";
+    EXPECT_EQ(api.CommWindowDeregister(c, nullptr), o::ncclInvalidArgument);
+    EXPECT_EQ(api.CommDestroy(c), o::ncclSuccess) << "wb is released with its communicator";
+    EXPECT_EQ(api.CommWindowDeregister(other, wb), o::ncclInvalidArgument) << "released with c";
+    EXPECT_EQ(api.CommDestroy(other), o::ncclSuccess);
+}
+
+/* Windows are collective: two ranks (one thread each) agree, or both get ncclInvalidUsage when their calls
+ * differ, and stay in step for the next call. */
+TEST_F(Windows, TwoRanksMustAgree) {
+    o::ncclUniqueId id;
+    ASSERT_EQ(api.GetUniqueId(&id), o::ncclSuccess);
+    Comm c[2] = {nullptr, nullptr};
+    ASSERT_EQ(api.GroupStart(), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRank(&c[0], 2, id, 0), o::ncclSuccess);
+    ASSERT_EQ(api.CommInitRank(&c[1], 2, id, 1), o::ncclSuccess);
+    ASSERT_EQ(api.GroupEnd(), o::ncclSuccess) << api.GetLastError(nullptr);
+    const size_t n = 333;
+    std::vector<int32_t> in[2], out[2];
+    o::ncclWindow_t w[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
+    Res res[2];
+    auto both = [&](auto&& call) {
+        std::thread t([&] { res[1] = call(1); });
+        res[0] = call(0);
+        t.join();
+    };
+    for (int r = 0; r < 2; ++r) {
+        in[r].resize(n);
+        out[r].assign(n, -1);
+        for (size_t i = 0; i < n; ++i) in[r][i] = int32_t(i) * (r + 1) - 50;
+    }
+    // Different flags: refused on both ranks.
+    both([&](int r) {
+        return api.CommWindowRegister(c[r], in[r].data(), n * sizeof(int32_t), &w[r][0], r == 0 ? VNCCL_WIN_COLL_SYMMETRIC : 0);
+    });
+    EXPECT_EQ(res[0], o::ncclInvalidUsage);
+    EXPECT_EQ(res[1], o::ncclInvalidUsage);
+    EXPECT_EQ(w[0][0], nullptr);
+    // Then the same call on both, sizes differing (allowed).
+    both([&](int r) {
+        Res x = api.CommWindowRegister(c[r], in[r].data(), n * sizeof(int32_t) - size_t(r) * 4, &w[r][0], 0);
+        if (x != o::ncclSuccess) return x;
+        return api.CommWindowRegister(c[r], out[r].data(), n * sizeof(int32_t), &w[r][1], 0);
+    });
+    ASSERT_EQ(res[0], o::ncclSuccess) << api.GetLastError(nullptr);
+    ASSERT_EQ(res[1], o::ncclSuccess);
+    both([&](int r) { return api.AllReduce(in[r].data(), out[r].data(), n, o::ncclInt32, o::ncclSum, c[r], nullptr); });
+    ASSERT_EQ(res[0], o::ncclSuccess);
+    ASSERT_EQ(res[1], o::ncclSuccess);
+    for (int r = 0; r < 2; ++r)
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[r][i], in[0][i] + in[1][i]) << "rank " << r << " at " << i;
+    // Deregistering different windows: refused on both, the windows stay.
+    both([&](int r) { return api.CommWindowDeregister(c[r], w[r][r]); });
+    EXPECT_EQ(res[0], o::ncclInvalidUsage);
+    EXPECT_EQ(res[1], o::ncclInvalidUsage);
+    both([&](int r) {
+        Res x = api.CommWindowDeregister(c[r], w[r][1]);
+        return x != o::ncclSuccess ? x : api.CommWindowDeregister(c[r], w[r][0]);
+    });
+    EXPECT_EQ(res[0], o::ncclSuccess) << api.GetLastError(nullptr);
+    EXPECT_EQ(res[1], o::ncclSuccess);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(api.CommDestroy(c[r]), o::ncclSuccess);
 }
 
 /* One thread creating the communicators of two ranks between ncclGroupStart and ncclGroupEnd, as nccl-tests
