@@ -80,7 +80,9 @@ typedef enum {
     vcclFloat64  = 8,
     vcclDouble   = 8,
     vcclBfloat16 = 9,
-    vcclNumTypes = 10
+    vcclFloat8e4m3 = 10, /**< OCP FP8 E4M3 (finite only: max 448, NaN 0x7F/0xFF, no infinity) */
+    vcclFloat8e5m2 = 11, /**< OCP FP8 E5M2 (IEEE-like: max 57344, infinities and NaNs) */
+    vcclNumTypes = 12
 } vcclDataType_t;
 
 /**
