@@ -63,7 +63,11 @@ typedef enum {
     vcclNumResults         = 9
 } vcclResult_t;
 
-/** Element types of the buffers. */
+/**
+ * Element types of the buffers, with NCCL's values. Reductions of fp16, bf16 and the FP8 types are computed in float
+ * and rounded back to the type to nearest even; FP8 results saturate to the largest finite value (as CUDA's
+ * __nv_cvt_float_to_fp8 with __NV_SATFINITE; a NaN gives 0x7F). Algorithms that reduce in steps round at each step.
+ */
 typedef enum {
     vcclInt8     = 0,
     vcclChar     = 0,
@@ -80,7 +84,9 @@ typedef enum {
     vcclFloat64  = 8,
     vcclDouble   = 8,
     vcclBfloat16 = 9,
-    vcclNumTypes = 10
+    vcclFloat8e4m3 = 10, /**< OCP FP8 E4M3 (finite only: max 448, NaN 0x7F/0xFF, no infinity) */
+    vcclFloat8e5m2 = 11, /**< OCP FP8 E5M2 (IEEE-like: max 57344, infinities and NaNs) */
+    vcclNumTypes = 12
 } vcclDataType_t;
 
 /**
@@ -366,7 +372,7 @@ VCCL_EXPORT vcclResult_t vcclAlltoAll(const void* sendbuff, void* recvbuff, size
 /**
  * Creates a reduction op for comm that multiplies every rank's input by that rank's scalar (one element of
  * datatype) and sums: out = sum over ranks r of scalar_r * in_r, as NCCL's ncclRedOpCreatePreMulSum. It is
- * valid for AllReduce, Reduce and ReduceScatter of datatype on comm until vcclRedOpDestroy. fp16 and bf16
+ * valid for AllReduce, Reduce and ReduceScatter of datatype on comm until vcclRedOpDestroy. fp16, bf16 and fp8
  * products are rounded once, then summed as vcclSum sums them; integers wrap. A vcclScalarDevice scalar must
  * stay valid, and hold its value, until every call using the op has run on its stream; with host buffers it
  * is read when the call runs. Each rank may pass its own scalar.

@@ -58,4 +58,72 @@ uint16_t float_to_half(float f) {
     return uint16_t(sign | h);
 }
 
+namespace {
+
+/* One fp8 format: mantissa bits, exponent bias, the code of the largest finite magnitude. */
+template <int kMant, int kBias, uint32_t kMaxCode>
+uint8_t float_to_fp8(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    const uint32_t sign = (u >> 24) & 0x80u;
+    const uint32_t abs = u & 0x7fffffffu;
+    if (abs > 0x7f800000u) return 0x7fu; // NaN: CUDA's canonical NaN, without the sign
+    const int exp = int(abs >> 23) - 127; // infinity lands far above the largest code and saturates below
+    if ((abs >> 23) == 0) return uint8_t(sign); // float zero or subnormal: far below fp8's smallest subnormal
+    const uint64_t mant = (abs & 0x7fffffu) | 0x800000u; // with the leading bit
+    constexpr int kMinExp = 1 - kBias;
+    uint64_t code;
+    uint64_t rem, half;
+    if (exp >= kMinExp) { // normal: exponent and mantissa fields, the leading bit dropped
+        const int drop = 23 - kMant;
+        code = (uint64_t(exp + kBias) << kMant) | ((mant & 0x7fffffu) >> drop);
+        rem = mant & ((uint64_t(1) << drop) - 1);
+        half = uint64_t(1) << (drop - 1);
+    } else { // subnormal: the value in units of the smallest subnormal, 2^(kMinExp - kMant)
+        const int drop = 23 - kMant + (kMinExp - exp);
+        if (drop > 40) return uint8_t(sign); // below a quarter of the smallest subnormal
+        code = mant >> drop;
+        rem = mant & ((uint64_t(1) << drop) - 1);
+        half = uint64_t(1) << (drop - 1);
+    }
+    if (rem > half || (rem == half && (code & 1u))) code++; // a carry into the exponent is correct
+    if (code > kMaxCode) code = kMaxCode; // saturate to the largest finite value
+    return uint8_t(sign | uint32_t(code));
+}
+
+/* 2^e, exactly, at compile time. */
+constexpr float pow2(int e) {
+    float r = 1.0f;
+    for (; e > 0; --e) r *= 2.0f;
+    for (; e < 0; ++e) r *= 0.5f;
+    return r;
+}
+
+template <int kMant, int kBias, bool kHasInf>
+constexpr float fp8_to_float(uint32_t v) {
+    const uint32_t exp = (v & 0x7fu) >> kMant;
+    const uint32_t mant = v & ((1u << kMant) - 1);
+    const float sign = (v & 0x80u) ? -1.0f : 1.0f;
+    const uint32_t top_exp = 0x7fu >> kMant;
+    if (kHasInf && exp == top_exp) return mant == 0 ? sign * __builtin_inff() : __builtin_nanf("");
+    if (!kHasInf && (v & 0x7fu) == 0x7fu) return __builtin_nanf("");
+    if (exp == 0) return sign * float(mant) * pow2(1 - kBias - kMant); // zero or subnormal
+    return sign * float(mant | (1u << kMant)) * pow2(int(exp) - kBias - kMant);
+}
+
+template <int kMant, int kBias, bool kHasInf>
+constexpr Fp8Table make_fp8_table() {
+    Fp8Table t = {};
+    for (uint32_t v = 0; v < 256; ++v) t.value[v] = fp8_to_float<kMant, kBias, kHasInf>(v);
+    return t;
+}
+
+} // namespace
+
+const Fp8Table kFp8e4m3Values = make_fp8_table<3, 7, false>();
+const Fp8Table kFp8e5m2Values = make_fp8_table<2, 15, true>();
+
+uint8_t float_to_fp8e4m3(float f) { return float_to_fp8<3, 7, 0x7eu>(f); }
+uint8_t float_to_fp8e5m2(float f) { return float_to_fp8<2, 15, 0x7bu>(f); }
+
 } // namespace vccl

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Datatypes and reduction ops: fp16/bf16 conversions; sizes, names and validity come from core/names.h. */
+/* Datatypes and reduction ops: fp16/bf16/fp8 conversions; sizes, names and validity come from core/names.h. */
 #ifndef VCCL_CORE_DTYPE_H_
 #define VCCL_CORE_DTYPE_H_
 
@@ -29,6 +29,22 @@ inline uint16_t float_to_bf16(float f) {
     u += 0x7fffu + ((u >> 16) & 1u);
     return uint16_t(u >> 16);
 }
+
+/* OCP FP8 <-> float. Decoding is exact (every fp8 value is a float). Encoding rounds to nearest even and saturates
+ * as CUDA's __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...) does, bit for bit: a magnitude that would round past the
+ * largest finite value, infinity included, gives that value with the sign (e4m3 +-448 = 0x7E/0xFE, e5m2 +-57344 =
+ * 0x7B/0xFB); a NaN gives 0x7F in both formats; a magnitude at or below half the smallest subnormal gives a zero
+ * of the same sign. e4m3 has no infinity (0x7F/0xFF are its NaNs); e5m2 decodes 0x7C/0xFC as infinities and
+ * 0x7D-0x7F/0xFD-0xFF as NaNs. */
+struct Fp8Table {
+    float value[256];
+};
+extern const Fp8Table kFp8e4m3Values; // constant-initialised: usable from any static initialiser
+extern const Fp8Table kFp8e5m2Values;
+inline float fp8e4m3_to_float(uint8_t v) { return kFp8e4m3Values.value[v]; }
+inline float fp8e5m2_to_float(uint8_t v) { return kFp8e5m2Values.value[v]; }
+uint8_t float_to_fp8e4m3(float f);
+uint8_t float_to_fp8e5m2(float f);
 
 } // namespace vccl
 

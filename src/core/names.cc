@@ -24,6 +24,8 @@ const Named kTypeNames[] = {
     {"float", vcclFloat32},   {"float32", vcclFloat32}, {"fp32", vcclFloat32},
     {"double", vcclFloat64},  {"float64", vcclFloat64}, {"fp64", vcclFloat64},
     {"bfloat16", vcclBfloat16}, {"bf16", vcclBfloat16},
+    {"f8e4m3", vcclFloat8e4m3}, {"float8e4m3", vcclFloat8e4m3}, {"fp8e4m3", vcclFloat8e4m3}, {"e4m3", vcclFloat8e4m3},
+    {"f8e5m2", vcclFloat8e5m2}, {"float8e5m2", vcclFloat8e5m2}, {"fp8e5m2", vcclFloat8e5m2}, {"e5m2", vcclFloat8e5m2},
 };
 
 const Named kOpNames[] = {
@@ -55,7 +57,7 @@ bool op_valid(vcclRedOp_t op) { return int(op) >= 0 && int(op) < int(vcclNumOps)
 
 size_t dtype_size(vcclDataType_t type) {
     switch (type) {
-    case vcclInt8: case vcclUint8: return 1;
+    case vcclInt8: case vcclUint8: case vcclFloat8e4m3: case vcclFloat8e5m2: return 1;
     case vcclFloat16: case vcclBfloat16: return 2;
     case vcclInt32: case vcclUint32: case vcclFloat32: return 4;
     case vcclInt64: case vcclUint64: case vcclFloat64: return 8;

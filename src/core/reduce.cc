@@ -3,8 +3,9 @@
  * Host reductions. The type and op are resolved once per call (one switch), then a template loop runs with
  * no branch per element so the compiler can vectorise it. Integer arithmetic is done in the unsigned type
  * of the same width: overflow wraps (as the GPU kernels do) instead of being undefined behaviour.
- * fp16/bf16 have no native host arithmetic: they are widened to float in small blocks, reduced with the
- * float loop, and rounded back once.
+ * fp16/bf16/fp8 have no native host arithmetic: they are widened to float in small blocks, reduced with the
+ * float loop, and rounded back once per call (per pair of inputs: an algorithm that reduces step by step rounds at
+ * every step).
  */
 #include "core/reduce.h"
 
@@ -100,6 +101,7 @@ inline float bits_float(uint32_t u) {
  * out of line and branchy). Bit-identical to half_to_float/float_to_half, round to nearest even; the
  * tests compare them. */
 struct HalfCodec {
+    using Storage = uint16_t;
     static float to_float(uint16_t h) {
         // Exponent and mantissa moved to float position, then scaled by 2^(127-15): exact for normals and
         // subnormals alike. Inf/NaN (exponent 31) land at >= 2^16 and get the float exponent forced to 255.
@@ -124,6 +126,7 @@ struct HalfCodec {
     }
 };
 struct Bf16Codec {
+    using Storage = uint16_t;
     static float to_float(uint16_t v) { return bf16_to_float(v); }
     static uint16_t from_float(float f) {
         uint32_t u = float_bits(f);
@@ -132,10 +135,23 @@ struct Bf16Codec {
     }
 };
 
+/* FP8: table lookup to float, dtype.cc's encoder back (round to nearest even, saturating to the largest finite
+ * value as CUDA's __NV_SATFINITE conversion does). */
+struct Fp8e4m3Codec {
+    using Storage = uint8_t;
+    static float to_float(uint8_t v) { return fp8e4m3_to_float(v); }
+    static uint8_t from_float(float f) { return float_to_fp8e4m3(f); }
+};
+struct Fp8e5m2Codec {
+    using Storage = uint8_t;
+    static float to_float(uint8_t v) { return fp8e5m2_to_float(v); }
+    static uint8_t from_float(float f) { return float_to_fp8e5m2(f); }
+};
+
 /* Always inlined so the full-block call sees a constant n (see reduce_loop). */
-template <typename Codec>
-inline __attribute__((always_inline)) void widen_reduce_narrow(uint16_t* d, const uint16_t* x, const uint16_t* y,
-                                                               size_t n, vcclRedOp_t op) {
+template <typename Codec, typename S = typename Codec::Storage>
+inline __attribute__((always_inline)) void widen_reduce_narrow(S* d, const S* x, const S* y, size_t n,
+                                                               vcclRedOp_t op) {
     float fa[kWideBlock], fb[kWideBlock];
     for (size_t i = 0; i < n; ++i) {
         fa[i] = Codec::to_float(x[i]);
@@ -147,10 +163,11 @@ inline __attribute__((always_inline)) void widen_reduce_narrow(uint16_t* d, cons
 }
 
 template <typename Codec>
-void reduce_16bit(void* dst, const void* a, const void* b, size_t count, vcclRedOp_t op) {
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    const uint16_t* x = static_cast<const uint16_t*>(a);
-    const uint16_t* y = static_cast<const uint16_t*>(b);
+void reduce_narrow(void* dst, const void* a, const void* b, size_t count, vcclRedOp_t op) {
+    using S = typename Codec::Storage;
+    S* d = static_cast<S*>(dst);
+    const S* x = static_cast<const S*>(a);
+    const S* y = static_cast<const S*>(b);
     size_t base = 0;
     // Full blocks with a constant trip count (vectorised), then the tail.
     for (; base + kWideBlock <= count; base += kWideBlock) {
@@ -168,8 +185,9 @@ void scale_typed(void* buf, size_t count, int nranks) {
 }
 
 template <typename Codec>
-void scale_16bit(void* buf, size_t count, int nranks) {
-    uint16_t* p = static_cast<uint16_t*>(buf);
+void scale_narrow(void* buf, size_t count, int nranks) {
+    using S = typename Codec::Storage;
+    S* p = static_cast<S*>(buf);
     const float n = float(nranks);
     for (size_t i = 0; i < count; ++i) p[i] = Codec::from_float(Codec::to_float(p[i]) / n);
 }
@@ -184,10 +202,11 @@ void premul_typed(void* dst, const void* src, size_t count, uint64_t scalar_bits
 }
 
 template <typename Codec>
-void premul_16bit(void* dst, const void* src, size_t count, uint64_t scalar_bits) {
-    const float s = Codec::to_float(uint16_t(scalar_bits));
-    uint16_t* d = static_cast<uint16_t*>(dst);
-    const uint16_t* x = static_cast<const uint16_t*>(src);
+void premul_narrow(void* dst, const void* src, size_t count, uint64_t scalar_bits) {
+    using S = typename Codec::Storage;
+    const float s = Codec::to_float(S(scalar_bits));
+    S* d = static_cast<S*>(dst);
+    const S* x = static_cast<const S*>(src);
     for (size_t i = 0; i < count; ++i) d[i] = Codec::from_float(Codec::to_float(x[i]) * s);
 }
 
@@ -201,10 +220,12 @@ void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, 
     case vcclUint32: premul_typed<uint32_t>(dst, src, count, scalar_bits); break;
     case vcclInt64: premul_typed<int64_t>(dst, src, count, scalar_bits); break;
     case vcclUint64: premul_typed<uint64_t>(dst, src, count, scalar_bits); break;
-    case vcclFloat16: premul_16bit<HalfCodec>(dst, src, count, scalar_bits); break;
+    case vcclFloat16: premul_narrow<HalfCodec>(dst, src, count, scalar_bits); break;
     case vcclFloat32: premul_typed<float>(dst, src, count, scalar_bits); break;
     case vcclFloat64: premul_typed<double>(dst, src, count, scalar_bits); break;
-    case vcclBfloat16: premul_16bit<Bf16Codec>(dst, src, count, scalar_bits); break;
+    case vcclBfloat16: premul_narrow<Bf16Codec>(dst, src, count, scalar_bits); break;
+    case vcclFloat8e4m3: premul_narrow<Fp8e4m3Codec>(dst, src, count, scalar_bits); break;
+    case vcclFloat8e5m2: premul_narrow<Fp8e5m2Codec>(dst, src, count, scalar_bits); break;
     default: break;
     }
 }
@@ -217,10 +238,12 @@ void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclData
     case vcclUint32: reduce_typed<uint32_t>(dst, a, b, count, op); break;
     case vcclInt64: reduce_typed<int64_t>(dst, a, b, count, op); break;
     case vcclUint64: reduce_typed<uint64_t>(dst, a, b, count, op); break;
-    case vcclFloat16: reduce_16bit<HalfCodec>(dst, a, b, count, op); break;
+    case vcclFloat16: reduce_narrow<HalfCodec>(dst, a, b, count, op); break;
     case vcclFloat32: reduce_typed<float>(dst, a, b, count, op); break;
     case vcclFloat64: reduce_typed<double>(dst, a, b, count, op); break;
-    case vcclBfloat16: reduce_16bit<Bf16Codec>(dst, a, b, count, op); break;
+    case vcclBfloat16: reduce_narrow<Bf16Codec>(dst, a, b, count, op); break;
+    case vcclFloat8e4m3: reduce_narrow<Fp8e4m3Codec>(dst, a, b, count, op); break;
+    case vcclFloat8e5m2: reduce_narrow<Fp8e5m2Codec>(dst, a, b, count, op); break;
     default: break;
     }
 }
@@ -234,10 +257,12 @@ void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks) {
     case vcclUint32: scale_typed<uint32_t>(buf, count, nranks); break;
     case vcclInt64: scale_typed<int64_t>(buf, count, nranks); break;
     case vcclUint64: scale_typed<uint64_t>(buf, count, nranks); break;
-    case vcclFloat16: scale_16bit<HalfCodec>(buf, count, nranks); break;
+    case vcclFloat16: scale_narrow<HalfCodec>(buf, count, nranks); break;
     case vcclFloat32: scale_typed<float>(buf, count, nranks); break;
     case vcclFloat64: scale_typed<double>(buf, count, nranks); break;
-    case vcclBfloat16: scale_16bit<Bf16Codec>(buf, count, nranks); break;
+    case vcclBfloat16: scale_narrow<Bf16Codec>(buf, count, nranks); break;
+    case vcclFloat8e4m3: scale_narrow<Fp8e4m3Codec>(buf, count, nranks); break;
+    case vcclFloat8e5m2: scale_narrow<Fp8e5m2Codec>(buf, count, nranks); break;
     default: break;
     }
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* Host reductions for every datatype and op. fp16/bf16 are computed in float and rounded once per call. */
+/* Host reductions for every datatype and op. fp16/bf16/fp8 are computed in float and rounded once per call. */
 #ifndef VCCL_CORE_REDUCE_H_
 #define VCCL_CORE_REDUCE_H_
 
@@ -18,8 +18,8 @@ void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclData
 void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks);
 
 /* dst[i] = src[i] * scalar, the first step of PreMulSum (algo/premul.h); `scalar_bits` holds one element of type
- * in its low bytes. Integers wrap; fp16 and bf16 are multiplied in float (exact for two of them) and rounded once,
- * as a native fp16/bf16 multiplication would. dst may alias src. */
+ * in its low bytes. Integers wrap; fp16, bf16 and fp8 are multiplied in float (exact for two of them) and rounded
+ * once, as a native multiplication would (fp8 saturating: see core/dtype.h). dst may alias src. */
 void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits);
 
 } // namespace vccl

@@ -69,8 +69,9 @@ VNCCL_SAME(::ncclFloat, vcclFloat);
 VNCCL_SAME(::ncclFloat64, vcclFloat64);
 VNCCL_SAME(::ncclDouble, vcclDouble);
 VNCCL_SAME(::ncclBfloat16, vcclBfloat16);
-/* vccl has no FP8 (vcclNumTypes == ncclFloat8e4m3): those two are refused with ncclInvalidUsage. */
-VNCCL_SAME(::ncclFloat8e4m3, vcclNumTypes);
+VNCCL_SAME(::ncclFloat8e4m3, vcclFloat8e4m3);
+VNCCL_SAME(::ncclFloat8e5m2, vcclFloat8e5m2);
+VNCCL_SAME(::ncclNumTypes, vcclNumTypes);
 
 /* Reduction operations. */
 VNCCL_SAME(::ncclSum, ours::ncclSum);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * libvccl-nccl: collectives, point-to-point and groups. Datatypes and operations have the same values in
- * NCCL and vccl (abi_asserts.h proves it); what vccl lacks (FP8, PreMulSum operations, group simulation)
- * is refused with ncclInvalidUsage. Stream semantics are vccl's: see vccl.h.
+ * NCCL and vccl (abi_asserts.h proves it), FP8 included; what vccl lacks (group simulation) is refused with
+ * ncclInvalidUsage. Stream semantics are vccl's: see vccl.h.
  */
 #include "core/names.h"
 #include "nccl_compat/compat.h"

@@ -32,8 +32,9 @@ namespace vgpu {
 
 using namespace vtest;
 
-const vcclDataType_t kTypes[] = {vcclInt8,  vcclUint8,    vcclInt32,   vcclUint32,  vcclInt64,
-                                 vcclUint64, vcclFloat16, vcclBfloat16, vcclFloat32, vcclFloat64};
+const vcclDataType_t kTypes[] = {vcclInt8,    vcclUint8,    vcclInt32,   vcclUint32,     vcclInt64,
+                                 vcclUint64,  vcclFloat16,  vcclBfloat16, vcclFloat32, vcclFloat64,
+                                 vcclFloat8e4m3, vcclFloat8e5m2};
 const vcclRedOp_t kOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
 const size_t kCounts[] = {0, 1, 7, 1031, 65537};
 const size_t kGuard = 256; // bytes of guard zone on each side of a device buffer

@@ -69,6 +69,8 @@ int64_t red_input(int r, size_t i, vcclDataType_t t, vcclRedOp_t op) {
         if (!is_unsigned(t) && (i + size_t(r)) % 7u == 0) return -1;
         return 1;
     }
+    // FP8: -1, 0, 1, so that every partial sum of up to 8 ranks is exact (e5m2 holds the integers up to 8).
+    if (is_fp8(t)) return int64_t(h % 3u) - 1;
     return is_unsigned(t) ? int64_t(h % 16u) : int64_t(h % 17u) - 8;
 }
 
@@ -185,6 +187,80 @@ TEST_P(GpuReduction, EveryTypeOpCountInAndOutOfPlace) {
 
 INSTANTIATE_TEST_SUITE_P(Colls, GpuReduction, ::testing::Values(Red::AllReduce, Red::ReduceScatter, Red::Reduce),
                          [](const ::testing::TestParamInfo<Red>& i) { return std::string(red_name(i.param)); });
+
+/* FP8 reductions with arbitrary finite values on 2 ranks, where every algorithm combines the two inputs once: the
+ * result must be the exact sum (product, max, min) rounded once, to nearest even and saturating, as the reference of
+ * tests/common/fp8_reference.h computes it. Avg may divide the rounded sum (a host step) or the exact one (a kernel
+ * that reads both inputs): either rounding is accepted. No -0 or NaN inputs, whose max and min depend on the order. */
+uint8_t fp8_input(int r, size_t i, vcclDataType_t t) {
+    uint64_t h = uint64_t(r) * 0x9e3779b97f4a7c15ull ^ (uint64_t(i) * 0xbf58476d1ce4e5b9ull) ^ uint64_t(t);
+    h ^= h >> 29;
+    uint8_t code = uint8_t(h * 0x94d049bb133111ebull >> 56);
+    if ((code & 0x7c) == 0x7c) code &= 0xbb; // e5m2's infinities and NaNs, e4m3's NaN
+    return code == 0x80 ? 0 : code;
+}
+
+std::string run_fp8_pair(vcclComm_t comm, cudaStream_t s, Red coll, vcclDataType_t t, vcclRedOp_t op, size_t count,
+                         bool in_place) {
+    const int rank = world_rank(), n = world_size();
+    const fp8ref::Format& f = t == vcclFloat8e4m3 ? fp8ref::kE4M3 : fp8ref::kE5M2;
+    const size_t in_count = coll == Red::ReduceScatter ? count * size_t(n) : count;
+    std::vector<char> in(in_count);
+    for (size_t i = 0; i < in_count; ++i) in[i] = char(fp8_input(rank, i, t));
+    DevBuf send(in.size()), recv(count);
+    if (send.base == nullptr || recv.base == nullptr) return "cudaMalloc failed";
+    send.upload(in);
+    char* recvp = in_place ? send.ptr() + (coll == Red::ReduceScatter ? size_t(rank) * count : 0) : recv.ptr();
+    vcclResult_t rc = coll == Red::AllReduce ? vcclAllReduce(send.ptr(), recvp, count, t, op, comm, s)
+                                             : vcclReduceScatter(send.ptr(), recvp, count, t, op, comm, s);
+    if (rc != vcclSuccess) return std::string("call failed: ") + result_str(rc) + ": " + vcclGetLastError(comm);
+    cudaError_t ce = cudaStreamSynchronize(s);
+    if (ce != cudaSuccess) return "stream: " + cuda_str(ce);
+    if (!send.guards_intact() || !recv.guards_intact()) return "a guard zone was written";
+    std::vector<char> got = in_place ? send.download() : recv.download();
+    const size_t base = in_place && coll == Red::ReduceScatter ? size_t(rank) * count : 0;
+    for (size_t i = 0; i < count; ++i) {
+        const size_t g = coll == Red::ReduceScatter ? size_t(rank) * count + i : i;
+        const double a = fp8ref::decode(fp8_input(0, g, t), f), b = fp8ref::decode(fp8_input(1, g, t), f);
+        double v = a + b;
+        if (op == vcclProd) v = a * b;
+        if (op == vcclMax) v = a > b ? a : b;
+        if (op == vcclMin) v = a < b ? a : b;
+        const uint8_t want = fp8ref::encode(op == vcclAvg ? v / 2 : v, f);
+        const uint8_t want_too = op == vcclAvg ? fp8ref::encode(fp8ref::decode(fp8ref::encode(v, f), f) / 2, f) : want;
+        const uint8_t res = uint8_t(got[base + i]);
+        if (res != want && res != want_too) {
+            std::ostringstream o;
+            o << "element " << i << ": " << a << " and " << b << " gave 0x" << std::hex << int(res) << " ("
+              << fp8ref::decode(res, f) << "), want 0x" << int(want) << " (" << fp8ref::decode(want, f) << ")";
+            return o.str();
+        }
+    }
+    return "";
+}
+
+TEST(GpuFp8, ArbitraryValuesRoundOnceOnTwoRanks) {
+    if (world_size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    Stream s;
+    Sweep sweep;
+    for (Red coll : {Red::AllReduce, Red::ReduceScatter}) {
+        for (vcclDataType_t t : {vcclFloat8e4m3, vcclFloat8e5m2}) {
+            for (vcclRedOp_t op : kOps) {
+                for (size_t count : {size_t(1), size_t(15), size_t(16), size_t(1031), size_t(65537), size_t(1) << 22}) {
+                    for (bool in_place : {false, true}) {
+                        std::ostringstream label;
+                        label << "fp8 pair " << red_name(coll) << " " << type_name(t) << " " << op_name(op) << " count "
+                              << count << (in_place ? " in place" : " out of place");
+                        sweep.run(label.str(), [&] { return run_fp8_pair(comm, s.s, coll, t, op, count, in_place); });
+                    }
+                }
+            }
+        }
+    }
+    EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
+}
 
 /* AllReduce and ReduceScatter in pieces (VCCL_REDUCE_PIPELINE_BYTES), whose kernels run on the communicator's
  * second stream while the next piece moves: tiny pieces so that small counts already take 2 (AllReduce) or up to 8

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/fp8_reference.h"
 #include "vccl.h"
 #if defined(__has_include)
 #if __has_include("vccl_mpi.h")
@@ -79,19 +80,21 @@ inline vcclComm_t shared_comm(CommKind kind) {
 /* ---------------------------------------------------------------------------------------------- */
 /* Datatypes                                                                                        */
 
-constexpr vcclDataType_t kAllTypes[] = {vcclInt8,   vcclUint8,   vcclInt32,   vcclUint32,  vcclInt64,
-                                        vcclUint64, vcclFloat16, vcclBfloat16, vcclFloat32, vcclFloat64};
+constexpr vcclDataType_t kAllTypes[] = {vcclInt8,    vcclUint8,    vcclInt32,   vcclUint32,     vcclInt64,
+                                        vcclUint64,  vcclFloat16,  vcclBfloat16, vcclFloat32, vcclFloat64,
+                                        vcclFloat8e4m3, vcclFloat8e5m2};
 constexpr vcclRedOp_t kAllOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
 
 inline size_t type_size(vcclDataType_t t) {
     switch (t) {
-    case vcclInt8: case vcclUint8: return 1;
+    case vcclInt8: case vcclUint8: case vcclFloat8e4m3: case vcclFloat8e5m2: return 1;
     case vcclFloat16: case vcclBfloat16: return 2;
     case vcclInt32: case vcclUint32: case vcclFloat32: return 4;
     case vcclInt64: case vcclUint64: case vcclFloat64: return 8;
     default: return 0;
     }
 }
+inline bool is_fp8(vcclDataType_t t) { return t == vcclFloat8e4m3 || t == vcclFloat8e5m2; }
 inline const char* type_name(vcclDataType_t t) {
     switch (t) {
     case vcclInt8: return "Int8";
@@ -104,6 +107,8 @@ inline const char* type_name(vcclDataType_t t) {
     case vcclBfloat16: return "Bfloat16";
     case vcclFloat32: return "Float32";
     case vcclFloat64: return "Float64";
+    case vcclFloat8e4m3: return "Float8e4m3";
+    case vcclFloat8e5m2: return "Float8e5m2";
     default: return "BadType";
     }
 }
@@ -118,7 +123,7 @@ inline const char* op_name(vcclRedOp_t op) {
     }
 }
 inline bool is_float(vcclDataType_t t) {
-    return t == vcclFloat16 || t == vcclBfloat16 || t == vcclFloat32 || t == vcclFloat64;
+    return t == vcclFloat16 || t == vcclBfloat16 || t == vcclFloat32 || t == vcclFloat64 || is_fp8(t);
 }
 inline bool is_unsigned(vcclDataType_t t) { return t == vcclUint8 || t == vcclUint32 || t == vcclUint64; }
 
@@ -186,6 +191,8 @@ inline void store_int(void* buf, size_t i, vcclDataType_t t, int64_t v) {
     case vcclBfloat16: static_cast<uint16_t*>(buf)[i] = double_to_bf16(double(v)); break;
     case vcclFloat32: static_cast<float*>(buf)[i] = float(v); break;
     case vcclFloat64: static_cast<double*>(buf)[i] = double(v); break;
+    case vcclFloat8e4m3: static_cast<uint8_t*>(buf)[i] = fp8ref::double_to_e4m3(double(v)); break;
+    case vcclFloat8e5m2: static_cast<uint8_t*>(buf)[i] = fp8ref::double_to_e5m2(double(v)); break;
     default: break;
     }
 }
@@ -195,6 +202,8 @@ inline void store_double(void* buf, size_t i, vcclDataType_t t, double v) {
     case vcclBfloat16: static_cast<uint16_t*>(buf)[i] = double_to_bf16(v); break;
     case vcclFloat32: static_cast<float*>(buf)[i] = float(v); break;
     case vcclFloat64: static_cast<double*>(buf)[i] = v; break;
+    case vcclFloat8e4m3: static_cast<uint8_t*>(buf)[i] = fp8ref::double_to_e4m3(v); break;
+    case vcclFloat8e5m2: static_cast<uint8_t*>(buf)[i] = fp8ref::double_to_e5m2(v); break;
     default: store_int(buf, i, t, int64_t(v)); break;
     }
 }
@@ -211,6 +220,8 @@ inline double load(const void* buf, size_t i, vcclDataType_t t) {
     case vcclBfloat16: return bf16_to_double(static_cast<const uint16_t*>(buf)[i]);
     case vcclFloat32: return static_cast<const float*>(buf)[i];
     case vcclFloat64: return static_cast<const double*>(buf)[i];
+    case vcclFloat8e4m3: return fp8ref::e4m3_to_double(static_cast<const uint8_t*>(buf)[i]);
+    case vcclFloat8e5m2: return fp8ref::e5m2_to_double(static_cast<const uint8_t*>(buf)[i]);
     default: return NAN;
     }
 }
@@ -218,8 +229,10 @@ inline double load(const void* buf, size_t i, vcclDataType_t t) {
 inline double type_ulp(vcclDataType_t t, double x) {
     int e;
     std::frexp(std::fabs(x), &e);
-    int bits = t == vcclFloat16 ? 11 : t == vcclBfloat16 ? 8 : t == vcclFloat32 ? 24 : 53;
-    int minexp = t == vcclFloat16 ? -13 : t == vcclBfloat16 ? -125 : t == vcclFloat32 ? -125 : -1021;
+    int bits = t == vcclFloat16 ? 11 : t == vcclBfloat16 ? 8 : t == vcclFloat32 ? 24
+               : t == vcclFloat8e4m3 ? 4 : t == vcclFloat8e5m2 ? 3 : 53;
+    int minexp = t == vcclFloat16 ? -13 : t == vcclBfloat16 ? -125 : t == vcclFloat32 ? -125
+                 : t == vcclFloat8e4m3 ? -5 : t == vcclFloat8e5m2 ? -13 : -1021;
     if (e < minexp) e = minexp;
     return std::ldexp(1.0, e - bits);
 }

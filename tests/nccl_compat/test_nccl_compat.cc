@@ -293,7 +293,9 @@ TEST(Abi, EnumsMatchNcclH) {
 #else
     GTEST_SKIP() << "no nccl.h on this machine: enum values checked only against nccl_abi.h";
 #endif
-    static_assert(int(o::ncclFloat8e4m3) == int(vcclNumTypes), "FP8 starts where vccl's types end");
+    static_assert(int(o::ncclFloat8e4m3) == int(vcclFloat8e4m3) && int(o::ncclFloat8e5m2) == int(vcclFloat8e5m2),
+                  "FP8 has NCCL's values");
+    static_assert(int(o::ncclNumTypes) == int(vcclNumTypes), "types");
     static_assert(int(o::ncclNumOps) == int(vcclNumOps), "ops");
 }
 
@@ -464,6 +466,26 @@ TEST_F(SingleRank, CollectivesOnHostMemory) {
     ASSERT_EQ(api.AllReduce(ha.data(), hb.data(), 64, o::ncclHalf, o::ncclSum, c, nullptr), o::ncclSuccess);
     EXPECT_EQ(ha, hb);
 
+    // FP8 travels as 1-byte types; PreMulSum's scalar is one FP8 element, the product saturates (0x7E is 448 in
+    // e4m3, its largest finite value: times 2 it stays 448; 0x38 is 1.0, times 2 is 0x40).
+    for (o::ncclDataType_t t8 : {o::ncclFloat8e4m3, o::ncclFloat8e5m2}) {
+        const bool e4 = t8 == o::ncclFloat8e4m3;
+        const uint8_t one = e4 ? 0x38 : 0x3c, two = e4 ? 0x40 : 0x40, maxv = e4 ? 0x7e : 0x7b;
+        std::vector<uint8_t> fa(33, one), fb(33, 0);
+        fa[0] = maxv;
+        fa[1] = uint8_t(0x80 | maxv);
+        ASSERT_EQ(api.AllReduce(fa.data(), fb.data(), fa.size(), t8, o::ncclSum, c, nullptr), o::ncclSuccess);
+        EXPECT_EQ(fa, fb);
+        o::ncclRedOp_t twice = o::ncclSum;
+        uint8_t factor = two;
+        ASSERT_EQ(api.RedOpCreatePreMulSum(&twice, &factor, t8, o::ncclScalarHostImmediate, c), o::ncclSuccess);
+        ASSERT_EQ(api.AllReduce(fa.data(), fb.data(), fa.size(), t8, twice, c, nullptr), o::ncclSuccess);
+        EXPECT_EQ(fb[0], maxv) << "saturates";
+        EXPECT_EQ(fb[1], uint8_t(0x80 | maxv)) << "saturates";
+        for (size_t i = 2; i < fb.size(); ++i) ASSERT_EQ(fb[i], two) << i;
+        EXPECT_EQ(api.RedOpDestroy(twice, c), o::ncclSuccess);
+    }
+
     // PreMulSum (what PyTorch's ReduceOp.PREMUL_SUM calls): the scalar is read at creation.
     o::ncclRedOp_t premul = o::ncclSum;
     float scalar = 0.25f;
@@ -542,8 +564,8 @@ TEST_F(BadInput, ArgumentsAndUsage) {
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclSum, nullptr, nullptr), o::ncclInvalidArgument);
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclDataType_t(99), o::ncclSum, c, nullptr), o::ncclInvalidArgument);
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclDataType_t(-1), o::ncclSum, c, nullptr), o::ncclInvalidArgument);
-    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e4m3, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
-    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat8e5m2, o::ncclSum, c, nullptr), o::ncclInvalidUsage);
+    EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclNumTypes, o::ncclSum, c, nullptr), o::ncclInvalidArgument)
+        << "the first value past FP8";
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(-1), c, nullptr), o::ncclInvalidArgument);
     EXPECT_EQ(api.AllReduce(x, y, 4, o::ncclFloat, o::ncclRedOp_t(o::ncclNumOps), c, nullptr), o::ncclInvalidArgument)
         << "a PreMulSum op value the communicator never made";
@@ -966,6 +988,24 @@ TEST_F(MultiRank, CollectivesAndSendRecv) {
     ASSERT_EQ(api.Recv(r.data(), n, o::ncclInt32, (R + P - 1) % P, c, nullptr), o::ncclSuccess);
     ASSERT_EQ(api.GroupEnd(), o::ncclSuccess);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(r[i], (R + P - 1) % P);
+
+    // FP8 sums: P ones give P (exact in both formats up to 16 ranks); the largest finite value, summed, saturates.
+    for (o::ncclDataType_t t8 : {o::ncclFloat8e4m3, o::ncclFloat8e5m2}) {
+        const bool e4 = t8 == o::ncclFloat8e4m3;
+        const uint8_t one = e4 ? 0x38 : 0x3c, maxv = e4 ? 0x7e : 0x7b;
+        std::vector<uint8_t> fa(n, one), fb(n, 0);
+        fa[0] = maxv;
+        ASSERT_EQ(api.AllReduce(fa.data(), fb.data(), n, t8, o::ncclSum, c, nullptr), o::ncclSuccess);
+        EXPECT_EQ(fb[0], maxv);
+        // P as fp8: exponent and mantissa of a small integer (P <= 16 is exact in both formats).
+        int e = 0;
+        while ((P >> (e + 1)) != 0) ++e;
+        const int mbits = e4 ? 3 : 2, bias = e4 ? 7 : 15;
+        const uint8_t want = uint8_t(((e + bias) << mbits) | ((P << mbits >> e) & ((1 << mbits) - 1)));
+        if (P <= (e4 ? 16 : 8)) {
+            for (size_t i = 1; i < n; ++i) ASSERT_EQ(fb[i], want) << i;
+        }
+    }
 
     // Split into singletons.
     Comm child = nullptr;

@@ -13,8 +13,8 @@ using namespace vccl;
 
 namespace {
 
-constexpr vcclDataType_t kTypes[] = {vcclInt8,   vcclUint8,   vcclInt32,   vcclUint32,  vcclInt64,
-                                     vcclUint64, vcclFloat16, vcclFloat32, vcclFloat64, vcclBfloat16};
+constexpr vcclDataType_t kTypes[] = {vcclInt8,   vcclUint8,   vcclInt32,    vcclUint32,     vcclInt64,     vcclUint64,
+                                     vcclFloat16, vcclFloat32, vcclFloat64, vcclBfloat16, vcclFloat8e4m3, vcclFloat8e5m2};
 constexpr vcclRedOp_t kOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
 
 struct Spelling {
@@ -22,13 +22,15 @@ struct Spelling {
     vcclDataType_t type;
 };
 // Every spelling that the library's table (src/core/dtype.cc) or vccl-perf's -d (src/tools/perf/options.cc)
-// accepted before they became one table; the two accepted the same nineteen.
+// accepted before they became one table (the two accepted the same nineteen), and the FP8 ones.
 const Spelling kSpellings[] = {
     {"int8", vcclInt8},         {"char", vcclInt8},        {"uint8", vcclUint8},     {"int32", vcclInt32},
     {"int", vcclInt32},         {"uint32", vcclUint32},    {"int64", vcclInt64},     {"uint64", vcclUint64},
     {"half", vcclFloat16},      {"float16", vcclFloat16},  {"fp16", vcclFloat16},    {"float", vcclFloat32},
     {"float32", vcclFloat32},   {"fp32", vcclFloat32},     {"double", vcclFloat64},  {"float64", vcclFloat64},
     {"fp64", vcclFloat64},      {"bfloat16", vcclBfloat16}, {"bf16", vcclBfloat16},
+    {"f8e4m3", vcclFloat8e4m3}, {"float8e4m3", vcclFloat8e4m3}, {"fp8e4m3", vcclFloat8e4m3}, {"e4m3", vcclFloat8e4m3},
+    {"f8e5m2", vcclFloat8e5m2}, {"float8e5m2", vcclFloat8e5m2}, {"fp8e5m2", vcclFloat8e5m2}, {"e5m2", vcclFloat8e5m2},
 };
 
 std::string upper(const char* s) {
@@ -46,8 +48,8 @@ bool size_of(const char* text, uint64_t* out) {
 
 TEST(Names, CanonicalTypeNamesAreThePrintedOnes) {
     // What vccl-perf prints in its tables and JSON (nccl-tests spelling) and what log messages name.
-    const char* const expected[] = {"int8",   "uint8", "int32", "uint32", "int64",
-                                    "uint64", "half",  "float", "double", "bfloat16"};
+    const char* const expected[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
+                                    "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
     for (size_t i = 0; i < sizeof(kTypes) / sizeof(kTypes[0]); ++i) EXPECT_STREQ(dtype_name(kTypes[i]), expected[i]);
     EXPECT_STREQ(dtype_name(vcclNumTypes), "invalid");
     EXPECT_STREQ(dtype_name(vcclDataType_t(-1)), "invalid");
@@ -59,7 +61,9 @@ TEST(Names, EverySpellingOfEveryType) {
         EXPECT_EQ(dtype_from_name(upper(s.name).c_str()), int(s.type)) << upper(s.name); // case-insensitive
     }
     EXPECT_EQ(dtype_from_name("bF16"), int(vcclBfloat16));
-    for (const char* bad : {"", "nope", "float8", "int16", "uint", "fp8", "bf", " float", "float ", "floatx"})
+    // A bare "fp8" or "float8" does not say which of the two formats.
+    for (const char* bad :
+         {"", "nope", "float8", "int16", "uint", "fp8", "f8", "e4m2", "bf", " float", "float ", "floatx"})
         EXPECT_EQ(dtype_from_name(bad), -1) << "'" << bad << "'";
     EXPECT_EQ(dtype_from_name(nullptr), -1);
 }
@@ -91,11 +95,12 @@ TEST(Names, Ops) {
 }
 
 TEST(Names, SizesAndValidity) {
-    const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-    for (size_t i = 0; i < 10; ++i) {
+    const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); ++i) {
         EXPECT_TRUE(dtype_valid(kTypes[i]));
         EXPECT_EQ(dtype_size(kTypes[i]), sizes[i]) << dtype_name(kTypes[i]);
     }
+    EXPECT_EQ(int(vcclNumTypes), 12) << "FP8 appended after bfloat16, with NCCL's values";
     EXPECT_FALSE(dtype_valid(vcclNumTypes));
     EXPECT_FALSE(dtype_valid(vcclDataType_t(-1)));
     EXPECT_EQ(dtype_size(vcclNumTypes), 0u);

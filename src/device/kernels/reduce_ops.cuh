@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* Element access and combining rules shared by the reduction kernels (reduce_kernels.cu, ll_collectives.cu):
- * fp16 and bf16 are accumulated in float, every other type in itself. Device code only. */
+ * fp16, bf16 and fp8 are accumulated in float, every other type in itself. fp8 results are rounded to nearest even and
+ * saturate to the largest finite value (CUDA's __NV_SATFINITE conversion, NaN stays NaN). Device code only. */
 #ifndef VCCL_DEVICE_REDUCE_OPS_CUH_
 #define VCCL_DEVICE_REDUCE_OPS_CUH_
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,6 +24,8 @@ namespace {
 template <typename T> struct Acc { using type = T; };
 template <> struct Acc<__half> { using type = float; };
 template <> struct Acc<__nv_bfloat16> { using type = float; };
+template <> struct Acc<__nv_fp8_e4m3> { using type = float; };
+template <> struct Acc<__nv_fp8_e5m2> { using type = float; };
 
 template <typename T> __device__ typename Acc<T>::type load(const void* p, size_t i) {
     return static_cast<const T*>(p)[i];
@@ -31,10 +35,24 @@ template <> __device__ float load<__nv_bfloat16>(const void* p, size_t i) {
     return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
 }
 
+/* fp8 through the conversion intrinsics (exact to float; from float round-to-nearest-even, __NV_SATFINITE). */
+template <> __device__ float load<__nv_fp8_e4m3>(const void* p, size_t i) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_e4m3*>(p)[i].__x, __NV_E4M3)));
+}
+template <> __device__ float load<__nv_fp8_e5m2>(const void* p, size_t i) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(static_cast<const __nv_fp8_e5m2*>(p)[i].__x, __NV_E5M2)));
+}
+
 template <typename T> __device__ void store(void* p, size_t i, typename Acc<T>::type v) { static_cast<T*>(p)[i] = T(v); }
 template <> __device__ void store<__half>(void* p, size_t i, float v) { static_cast<__half*>(p)[i] = __float2half_rn(v); }
 template <> __device__ void store<__nv_bfloat16>(void* p, size_t i, float v) {
     static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+}
+template <> __device__ void store<__nv_fp8_e4m3>(void* p, size_t i, float v) {
+    static_cast<__nv_fp8_e4m3*>(p)[i].__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+}
+template <> __device__ void store<__nv_fp8_e5m2>(void* p, size_t i, float v) {
+    static_cast<__nv_fp8_e5m2*>(p)[i].__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E5M2);
 }
 
 /* Element k of the T-typed elements packed in a 64-bit word (little-endian: element 0 in the low bytes), as the
@@ -125,6 +143,8 @@ template <typename Launch> cudaError_t for_type(vcclDataType_t type, Launch&& la
     case vcclUint64: return launch(uint64_t());
     case vcclFloat16: return launch(__half());
     case vcclBfloat16: return launch(__nv_bfloat16());
+    case vcclFloat8e4m3: return launch(__nv_fp8_e4m3());
+    case vcclFloat8e5m2: return launch(__nv_fp8_e5m2());
     case vcclFloat32: return launch(float());
     case vcclFloat64: return launch(double());
     default: return cudaErrorInvalidValue;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "tools/perf/perf.h"
 
 namespace vperf {
@@ -76,6 +77,8 @@ double load(const void* base, size_t i, vcclDataType_t t) {
     case vcclFloat32: return static_cast<const float*>(base)[i];
     case vcclFloat64: return static_cast<const double*>(base)[i];
     case vcclBfloat16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case vcclFloat8e4m3: return vccl::fp8e4m3_to_float(static_cast<const uint8_t*>(base)[i]);
+    case vcclFloat8e5m2: return vccl::fp8e5m2_to_float(static_cast<const uint8_t*>(base)[i]);
     default: return NAN;
     }
 }
@@ -92,6 +95,8 @@ void store(void* base, size_t i, vcclDataType_t t, double v) {
     case vcclFloat32: static_cast<float*>(base)[i] = float(v); break;
     case vcclFloat64: static_cast<double*>(base)[i] = v; break;
     case vcclBfloat16: static_cast<uint16_t*>(base)[i] = float_to_bf16(float(v)); break;
+    case vcclFloat8e4m3: static_cast<uint8_t*>(base)[i] = vccl::float_to_fp8e4m3(float(v)); break;
+    case vcclFloat8e5m2: static_cast<uint8_t*>(base)[i] = vccl::float_to_fp8e5m2(float(v)); break;
     default: break;
     }
 }
@@ -104,7 +109,8 @@ double in_type(double v, vcclDataType_t t) {
 }
 
 bool is_float(vcclDataType_t t) {
-    return t == vcclFloat16 || t == vcclBfloat16 || t == vcclFloat32 || t == vcclFloat64;
+    return t == vcclFloat16 || t == vcclBfloat16 || t == vcclFloat32 || t == vcclFloat64 || t == vcclFloat8e4m3 ||
+           t == vcclFloat8e5m2;
 }
 
 /* Largest integer every value up to which is exact (and, for integers, does not overflow). */
@@ -114,6 +120,8 @@ double exact_limit(vcclDataType_t t) {
     case vcclUint8: return 255;
     case vcclFloat16: return 2048;
     case vcclBfloat16: return 256;
+    case vcclFloat8e4m3: return 16;
+    case vcclFloat8e5m2: return 8;
     case vcclFloat32: return 16777216.0;
     case vcclInt32: case vcclUint32: case vcclInt64: case vcclUint64: case vcclFloat64: return 2147483647.0;
     default: return 1;
@@ -173,6 +181,7 @@ bool matches(double got, double want, const Options& o, int nranks) {
     if (!is_float(o.dtype)) return got == floor(want / nranks);
     double expect = in_type(want / nranks, o.dtype);
     double eps = o.dtype == vcclFloat16 ? 1.0 / 512 : o.dtype == vcclBfloat16 ? 1.0 / 64
+                 : o.dtype == vcclFloat8e4m3 ? 1.0 / 8 : o.dtype == vcclFloat8e5m2 ? 1.0 / 4
                  : o.dtype == vcclFloat32 ? 1e-6 : 1e-14;
     double scale = fabs(expect) > 1 ? fabs(expect) : 1;
     return fabs(got - expect) <= eps * scale;

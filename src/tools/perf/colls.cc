@@ -13,6 +13,8 @@ uint64_t one_element_bits(vcclDataType_t type) {
     switch (type) {
     case vcclFloat16: return 0x3c00u;
     case vcclBfloat16: return 0x3f80u;
+    case vcclFloat8e4m3: return 0x38u;
+    case vcclFloat8e5m2: return 0x3cu;
     case vcclFloat32: {
         const float f = 1.0f;
         uint32_t bits;

@@ -129,7 +129,7 @@ void print_usage(FILE* out) {
             "  -o, --op OP              sum | prod | max | min | avg | premulsum (a PreMulSum op of scalar 1: the\n"
             "                           cost of the op itself; results checked as sum) (default sum)\n"
             "  -d, --datatype TYPE      int8 uint8 int32 uint32 int64 uint64 half float double bfloat16\n"
-            "                           (default float)\n"
+            "                           f8e4m3 f8e5m2 (FP8 E4M3, E5M2) (default float)\n"
             "  -r, --root N             root rank of broadcast and reduce (default 0)\n"
             "  -a, --average 0|1|2|3    time reported across ranks: 0 rank 0, 1 mean, 2 min, 3 max (default 3)\n"
             "  -z, --blocking 0|1       1: wait for the stream after every operation (-m cuda), as a blocking\n"

@@ -78,7 +78,8 @@ private:
 const Coll kAllColls[] = {Coll::AllReduce, Coll::Broadcast,     Coll::Reduce,  Coll::AllGather,
                           Coll::ReduceScatter, Coll::AlltoAll, Coll::SendRecv};
 const vcclDataType_t kTypes[] = {vcclInt8,  vcclUint8,   vcclInt32,   vcclUint32,  vcclInt64,
-                                 vcclUint64, vcclFloat16, vcclFloat32, vcclFloat64, vcclBfloat16};
+                                 vcclUint64, vcclFloat16, vcclFloat32, vcclFloat64, vcclBfloat16,
+                                 vcclFloat8e4m3, vcclFloat8e5m2};
 const vcclRedOp_t kOps[] = {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg};
 constexpr int kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 
