@@ -311,6 +311,9 @@ TEST(GpuPieces, AllReduceAndReduceScatterInPiecesAreRight) {
             for (vcclDataType_t t : kTypes) {
                 for (vcclRedOp_t op : kOps) {
                     for (size_t count : {size_t(1), size_t(7), size_t(1031), size_t(65537), size_t(300007)}) {
+                        // 4-byte pieces of a 1-byte type: 75,000 pieces a call. The FP8 types share int8's
+                        // paths through the pieces; their largest count in 4-byte pieces would only add minutes.
+                        if (is_fp8(t) && count > 65537 && strcmp(piece, "4") == 0) continue;
                         for (bool in_place : {false, true}) {
                             std::ostringstream label;
                             label << "pieces of " << piece << ", scratch limit " << c.scratch << ": " << red_name(coll) << " " << type_name(t) << " "
