@@ -12,9 +12,14 @@
  *    stream's prior work and returns when the result is in place.
  *  - Every operation takes a stream argument compatible with cudaStream_t. With host buffers and a NULL
  *    stream the call completes before it returns (the output buffer holds the result).
- *  - CUDA graphs: a call on a stream that is being captured returns vcclInvalidUsage (with a message from
- *    vcclGetLastError) and enqueues nothing; vccl's transfers are driven from the host when the call is
- *    made, so a replay could not repeat them. Issue vccl calls outside the capture.
+ *  - CUDA graphs: collectives on device buffers that the low-latency kernel takes (every rank on one host,
+ *    at most VCCL_ALLREDUCE_LL_BYTES / (ranks - 1) bytes a peer, GPUs not shared) can be captured, in any capture
+ *    mode, and replayed any number of times: each replay takes its call number on the GPU, on word sets apart
+ *    from the eager calls', so replays and eager calls interleave freely. Replays of one communicator's calls
+ *    must be ordered on the GPU the same way on every rank. A replay after the communicator was destroyed,
+ *    aborted or revoked does nothing (and says so on stdout). Other calls on a capturing stream (send/recv,
+ *    larger collectives, host buffers) return vcclInvalidUsage (with a message from vcclGetLastError) and
+ *    enqueue nothing.
  *  - All ranks of a communicator must call collectives in the same order with matching arguments.
  *
  * Errors: every function returns a vcclResult_t. Output parameters are written only on success.

@@ -44,6 +44,7 @@ struct Op {
     // the caller's input, whose own block the reduction scales as it reads it, and coll.sendbuf a copy scaled
     // elsewhere (OwnBlock).
     const void* premul_own_input;
+    bool captured;          // the call's stream is being captured into a CUDA graph (algo/device/device_coll.h)
 };
 
 /* The transfer a Send or Recv op is. */

@@ -459,6 +459,8 @@ vcclResult_t comm_revoke(vcclComm* comm) {
     comm->aborted.store(true);
     // The operation lock is free once the operation in flight on another thread has returned.
     std::lock_guard<std::mutex> lock(comm->op_mutex);
+    // Kernels waiting for a peer give up too, and so does every CUDA graph replay of this communicator's calls.
+    if (comm->dev.ipc) comm->dev.ipc->abort_kernels();
     VCCL_INFO(kLogInit, "%s: rank %d revoked", comm->name.c_str(), comm->rank);
     return vcclSuccess;
 }

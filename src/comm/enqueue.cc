@@ -160,12 +160,42 @@ vcclResult_t comm_device_stream_wait(vcclComm* comm, vcclStream_t stream) {
     return stream_wait_watching(comm, stream, true);
 }
 
+namespace {
+
+/* A call on a stream being captured into a CUDA graph: what can be captured is (device_coll_capturable); the rest is
+ * refused before anything is enqueued, with what would make it capturable. */
+vcclResult_t check_capturable(vcclComm* comm, const Op& op) {
+    if (op.kind != OpKind::Collective) {
+        return set_last_error(vcclInvalidUsage, "%s: send/recv cannot be captured into a CUDA graph (their "
+                              "transfers are matched on the host when the call is made): call it outside the capture",
+                              op.kind == OpKind::Send ? "send" : "recv");
+    }
+    if (device_coll_capturable(comm->dev, op)) return vcclSuccess;
+    const size_t limit = comm->dev.ipc != nullptr ? comm->dev.ipc->ll_bytes() : 0;
+    return set_last_error(vcclInvalidUsage, "%s of %zu bytes cannot be captured into a CUDA graph: captured collectives "
+                          "run in the low-latency kernel, which needs device buffers, every rank on this host and at "
+                          "most %zu bytes a peer (VCCL_ALLREDUCE_LL_BYTES; off where ranks share a GPU): call it "
+                          "outside the capture",
+                          coll_name(op.coll.coll), op.coll.count * dtype_size(op.coll.dtype), limit);
+}
+
+} // namespace
+
 vcclResult_t enqueue(const Op& op) {
-    if (op.stream != nullptr) {
-        const char* call = op.kind == OpKind::Collective ? coll_name(op.coll.coll)
-                           : op.kind == OpKind::Send     ? "send"
-                                                         : "recv";
-        VCCL_RETURN_IF_ERROR(stream_check_not_capturing(op.stream, call));
+    if (op.stream != nullptr && op.mem == MemType::Cuda && stream_capturing(op.stream)) {
+        Op captured = op;
+        captured.captured = true;
+        VCCL_RETURN_IF_ERROR(check_capturable(op.comm, captured));
+        if (group_active()) {
+            group_add(captured);
+            return vcclSuccess;
+        }
+        return run_comm_ops(op.comm, std::vector<Op>{captured});
+    }
+    if (op.stream != nullptr && stream_capturing(op.stream)) {
+        return set_last_error(vcclInvalidUsage, "%s on host buffers cannot be captured into a CUDA graph: call it "
+                              "outside the capture", op.kind == OpKind::Collective ? coll_name(op.coll.coll)
+                                                     : op.kind == OpKind::Send    ? "send" : "recv");
     }
     if (group_active()) {
         group_add(op);
@@ -185,6 +215,15 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // its work would wait for the peer's flags for ever (until abort). Only calls with device work look: the
     // look makes the communicator's GPU current, which a host-memory call's thread may never have done.
     const bool device_work = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.mem == MemType::Cuda; });
+    const bool captured = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.captured; });
+    // The calls this one makes beside what it captures (reads of the peers' FAIL words on private streams) must not
+    // disturb the capture (device/memory.h).
+    std::unique_ptr<RelaxedCapture> relaxed;
+    if (device_work) relaxed.reset(new RelaxedCapture);
+    if (captured && !std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.captured; })) {
+        return set_last_error(vcclInvalidUsage, "a group mixes calls on a stream being captured into a CUDA graph "
+                              "with others: capture the whole group, or none of it");
+    }
     if (device_work && comm->async_error.load() == vcclSuccess) comm_poll_peer_failure(comm);
     vcclResult_t failed = vcclResult_t(comm->async_error.load());
     if (failed != vcclSuccess) {
@@ -199,7 +238,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         }
     }
     std::vector<Transfer> p2p;
-    vcclResult_t status = comm->dev.stream_order.before(streams);
+    // Captured work is ordered by the graph and by where the application launches it; an event of the eager calls
+    // cannot be waited for inside a capture (nor one recorded in it outside).
+    vcclResult_t status = captured ? vcclSuccess : comm->dev.stream_order.before(streams);
     StagedQueue* queue = all_staged(comm, ops) ? staged_queue(comm, ops.front().stream) : nullptr;
     // One stream per call. The direct path tells a pair's transfers apart by sequence numbers that the device
     // waits for as "at least this one" (transport/cuda_ipc/ipc_p2p.h), in the order the call enqueues them: on two streams
@@ -283,7 +324,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         }
     }
     // Joined, the other streams already wait for the last one: the call's end is recorded there alone.
-    vcclResult_t after = comm->dev.stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
+    vcclResult_t after =
+        captured ? vcclSuccess
+                 : comm->dev.stream_order.after(run == &joined ? std::vector<vcclStream_t>{main_stream} : streams);
     if (ordered == vcclSuccess) ordered = after;
     if (status == vcclSuccess) status = ordered;
     // Peer loss and timeouts leave the communicator unusable; argument errors do not. Neither does a PreMulSum

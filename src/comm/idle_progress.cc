@@ -5,6 +5,8 @@
 #include <chrono>
 #include <utility>
 
+#include "device/memory.h"
+
 namespace vccl {
 
 IdleProgress::IdleProgress(std::mutex* op_mutex, Transport* transport, int interval_ms,
@@ -25,6 +27,7 @@ IdleProgress::~IdleProgress() {
 }
 
 void IdleProgress::run() {
+    relax_capture_for_this_thread(); // `also` may read device state while the application captures a graph
     using clock = std::chrono::steady_clock;
     std::unique_lock<std::mutex> wake_lock(wake_mutex_);
     const int slowest = std::max(interval_ms_, kMaxIntervalMs);

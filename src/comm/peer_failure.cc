@@ -5,6 +5,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "device/memory.h"
 #include "telemetry/device_flows.h"
 #include "transport/cuda_ipc/ipc_p2p.h"
 
@@ -20,7 +21,10 @@ void comm_note_failed_peer(vcclComm* comm, int who) {
 }
 
 bool comm_poll_peer_failure(vcclComm* comm) {
-    int who = comm->dev.ipc ? comm->dev.ipc->failed_peer_polled() : -1;
+    if (!comm->dev.ipc) return false;
+    // Also from a watchdog thread while the application captures a CUDA graph in global mode (device/memory.h).
+    RelaxedCapture relaxed;
+    int who = comm->dev.ipc->failed_peer_polled();
     if (who >= 0) comm_note_failed_peer(comm, who);
     return who >= 0;
 }

@@ -104,8 +104,8 @@ VCCL_ENV_DEF(kP2pFifoSlots, "VCCL_P2P_FIFO_SLOTS", Int, "8",
              "ahead of its receiver (1-64; 0: FIFO off; must be equal on every rank of a host)")
 VCCL_ENV_DEF(kAllreduceLlBytes, "VCCL_ALLREDUCE_LL_BYTES", Size, "2M",
              "Device collectives of n ranks all on this host whose per-peer message x (n-1) is at most this (max 8M; "
-             "AlltoAll: 1M a peer) take one low-latency kernel, using 4x this x n/(n-1) GPU bytes; equal on all "
-             "ranks, off on shared GPUs; 0: off")
+             "AlltoAll: 1M a peer) take one low-latency kernel, using 8x this x n/(n-1) GPU bytes (half of them for calls captured into "
+             "CUDA graphs); equal on all ranks, off on shared GPUs; 0: off")
 VCCL_ENV_DEF(kAllreduceKernelBytes, "VCCL_ALLREDUCE_KERNEL_BYTES", Size, "8M",
              "Device AllReduce and ReduceScatter past the VCCL_ALLREDUCE_LL_BYTES kernel, up to this per peer (max "
              "128M), take one chunked kernel, off where that one is: faster alone, costlier beside a GEMM. 0: off. "

@@ -94,26 +94,81 @@ bool stream_device(vcclStream_t stream, int* device) {
     return false;
 }
 
-vcclResult_t stream_check_not_capturing(vcclStream_t stream, const char* call) {
+bool stream_capturing(vcclStream_t stream) {
 #if VCCL_HAVE_CUDA
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    // Also catches the legacy NULL stream while another stream captures in global mode (CUDA reports
-    // cudaErrorStreamCaptureImplicit then).
     cudaError_t err = cudaStreamIsCapturing(static_cast<cudaStream_t>(stream), &capture);
-    if (err == cudaErrorStreamCaptureImplicit) capture = cudaStreamCaptureStatusActive;
-    else if (err != cudaSuccess) cudaGetLastError(); // no device: nothing can be capturing
-    if (capture != cudaStreamCaptureStatusNone) {
-        return set_last_error(vcclInvalidUsage,
-                              "%s: the stream is being captured into a CUDA graph; vccl calls cannot be captured "
-                              "(their transfers are driven from the host when the call is made): call it outside "
-                              "the capture",
-                              call);
-    }
+    if (err == cudaErrorStreamCaptureImplicit) return true;
+    if (err != cudaSuccess) cudaGetLastError(); // no device: nothing can be capturing
+    return capture != cudaStreamCaptureStatusNone;
 #else
     (void)stream;
-    (void)call;
+    return false;
 #endif
+}
+
+RelaxedCapture::RelaxedCapture() {
+#if VCCL_HAVE_CUDA
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess) saved_ = int(mode);
+    else {
+        cudaGetLastError();
+        saved_ = int(cudaStreamCaptureModeRelaxed);
+    }
+#endif
+}
+
+RelaxedCapture::~RelaxedCapture() {
+#if VCCL_HAVE_CUDA
+    cudaStreamCaptureMode mode = cudaStreamCaptureMode(saved_);
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+#endif
+}
+
+#if VCCL_HAVE_CUDA
+namespace {
+void drop_kept(void* kept) { delete static_cast<std::shared_ptr<void>*>(kept); }
+} // namespace
+#endif
+
+vcclResult_t stream_capture_keep(vcclStream_t stream, std::shared_ptr<void> keep) {
+#if VCCL_HAVE_CUDA
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = nullptr;
+    cudaError_t err = cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, nullptr, &graph);
+    if (err != cudaSuccess || status != cudaStreamCaptureStatusActive || graph == nullptr) {
+        cudaGetLastError();
+        return set_last_error(vcclInvalidUsage, "the stream's capture is not active (%s): the call was not captured",
+                              err != cudaSuccess ? cudaGetErrorString(err) : "invalidated");
+    }
+    auto* kept = new std::shared_ptr<void>(std::move(keep));
+    cudaUserObject_t object = nullptr;
+    err = cudaUserObjectCreate(&object, kept, drop_kept, 1, cudaUserObjectNoDestructorSync);
+    if (err != cudaSuccess) {
+        delete kept;
+        cudaGetLastError();
+        return set_last_error(vcclUnhandledCudaError, "cudaUserObjectCreate failed: %s", cudaGetErrorString(err));
+    }
+    // The graph takes the one reference: destroying the graph (and its instances) drops it.
+    err = cudaGraphRetainUserObject(graph, object, 1, cudaGraphUserObjectMove);
+    if (err != cudaSuccess) {
+        cudaUserObjectRelease(object, 1);
+        cudaGetLastError();
+        return set_last_error(vcclUnhandledCudaError, "cudaGraphRetainUserObject failed: %s", cudaGetErrorString(err));
+    }
     return vcclSuccess;
+#else
+    (void)stream;
+    (void)keep;
+    return vcclSuccess;
+#endif
+}
+
+void relax_capture_for_this_thread() {
+#if VCCL_HAVE_CUDA
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&mode) != cudaSuccess) cudaGetLastError();
+#endif
 }
 
 std::vector<std::string> device_busids() {

@@ -4,6 +4,7 @@
 #define VCCL_DEVICE_MEMORY_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,30 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, bool null_is_legac
 /* The GPU `stream` belongs to (the current one for the NULL and per-thread streams); false without CUDA. */
 bool stream_device(vcclStream_t stream, int* device);
 
-/* vcclInvalidUsage when the stream is being captured into a CUDA graph: vccl's transfers are driven by the
- * host proxy when the call is made, so a graph replay could not repeat them. vcclSuccess otherwise (NULL
- * stream, builds without CUDA). */
-vcclResult_t stream_check_not_capturing(vcclStream_t stream, const char* call);
+/* Whether `stream` is being captured into a CUDA graph (also the legacy NULL stream while another stream captures
+ * in global mode); false without CUDA. */
+bool stream_capturing(vcclStream_t stream);
+
+/* While one lives, the calling thread's CUDA calls do not disturb a capture in progress (cudaStreamCaptureModeRelaxed):
+ * the calls vccl makes beside a captured call (reads of the peers' FAIL words on private streams, host-mapped memory)
+ * are not part of it, and in the global and thread-local modes CUDA would refuse them and invalidate the capture. */
+class RelaxedCapture {
+public:
+    RelaxedCapture();
+    ~RelaxedCapture();
+    RelaxedCapture(const RelaxedCapture&) = delete;
+    RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+private:
+    int saved_ = 0;
+};
+
+/* The graph being captured on `stream` holds `keep` until it is destroyed (a CUDA user object; the reference is
+ * dropped in CUDA's destructor callback, where CUDA may not be called). */
+vcclResult_t stream_capture_keep(vcclStream_t stream, std::shared_ptr<void> keep);
+
+/* For vccl's own threads (proxy, idle progress, teardown): the same for the whole thread, so a capture on the
+ * application's threads in global mode is never invalidated by their CUDA calls. */
+void relax_capture_for_this_thread();
 
 /* PCI bus ids of every GPU this process can see, in CUDA order; empty without CUDA or without GPUs. */
 std::vector<std::string> device_busids();

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/test_point.h"
 #include "device/copies.h"
+#include "device/memory.h"
 
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -141,6 +142,7 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
     // the test would race the exit it is meant to show safe.
     const int hold_ms = int(std::min<long long>(test_point(nullptr, TestPoint::TeardownHoldMs), kExitWaitMs / 2));
     std::thread([ev, fn = std::move(fn), device, hold_ms]() mutable {
+        relax_capture_for_this_thread(); // its CUDA calls must not invalidate a capture in global mode elsewhere
         // The communicator's GPU first: a new thread starts on device 0, where the teardown's DeviceScope would
         // return and its cudaFree would run, creating a context on GPU 0 in a process that uses another GPU
         // (memory taken there, and an error where GPUs are in exclusive-process mode).

@@ -18,6 +18,7 @@
 
 #include "config.h"
 #include "core/log.h"
+#include "device/memory.h"
 #include "nccl_compat/compat.h"
 
 #if VCCL_HAVE_CUDA
@@ -31,6 +32,7 @@ namespace {
 
 /* The creation thread: device current as at the call, then the creation; the result lands in the wrapper. */
 void create(std::string fn, int cuda_dev, Creation make, ncclComm* wrapper, ncclComm* parent) {
+    vccl::relax_capture_for_this_thread(); // the application may capture a graph in global mode meanwhile
     ncclResult_t r = ncclSuccess;
     vcclComm_t vc = nullptr;
 #if VCCL_HAVE_CUDA

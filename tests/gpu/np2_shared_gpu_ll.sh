@@ -13,4 +13,4 @@ VCCL_ALLREDUCE_LL_BYTES=${VCCL_ALLREDUCE_LL_BYTES:-16K}
 VCCL_TEST_TIMEOUT_S=${VCCL_TEST_TIMEOUT_S:-600}
 export VTEST_GPU_SHARE VCCL_ALLREDUCE_LL_BYTES VCCL_TEST_TIMEOUT_S
 exec "$(dirname "$0")/run-gpu-test.sh" "${VTEST_NP:-2}" "${top_builddir:-.}/tests/gpu/test_gpu" \
-    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuChunked*:GpuStreamOrder.AllReduce*:*GpuMove*:GpuPreMulSum*' "$@"
+    --gtest_filter='*GpuReduction*:*GpuReductionBits*:GpuLl*:GpuChunked*:GpuStreamOrder.AllReduce*:*GpuMove*:GpuPreMulSum*:GpuGraph*' "$@"

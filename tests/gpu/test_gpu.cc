@@ -19,14 +19,14 @@
  *    behind, and vcclCommAbort (a FIFO receive into host memory it ends leaves the caller's buffer alone);
  *  - small receive buffers of one 2 MiB block, received into in turn, are mapped by the sender once;
  *  - two communicators send into one receive buffer, freed and made again at the same address;
- *  - a call on a stream being captured into a CUDA graph returns vcclInvalidUsage and enqueues nothing;
  *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError and refuses the calls after it, a
  *    receiving stream goes on, a sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by
  *    vcclCommDestroy.
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  * The stream-order cases (and send/recv to the rank itself, several streams in one group) are in
  * test_gpu_streams.cc, most of the asynchronous ones in test_gpu_async.cc, the failing peers in
- * test_gpu_failure.cc, mappings shared by communicators in test_gpu_mappings.cc, the helpers in gpu_test_util.h.
+ * test_gpu_failure.cc, mappings shared by communicators in test_gpu_mappings.cc, CUDA graph capture in
+ * test_gpu_graph.cc, the helpers in gpu_test_util.h.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -1956,37 +1956,6 @@ TEST(GpuAsync, PiecesAgreeBetweenStagingPaths) {
     }
     EXPECT_ALL_RANKS_WHY(sweep.first_failure.empty(), sweep.first_failure) << sweep.cases << " cases";
     vcclCommDestroy(comm);
-}
-
-TEST(GpuGraph, CaptureIsRefusedAndEnqueuesNothing) {
-    vcclComm_t comm = gpu_comm();
-    ASSERT_ALL_RANKS(comm != nullptr);
-    Stream s;
-    DevBuf a(4096), b(4096);
-    cudaDeviceSynchronize();
-    std::string why;
-    if (cudaStreamBeginCapture(s.s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) why = "cudaStreamBeginCapture failed";
-    vcclResult_t r1 = vcclAllReduce(a.ptr(), b.ptr(), 1024, vcclFloat32, vcclSum, comm, s.s);
-    std::string msg = vcclGetLastError(comm);
-    vcclResult_t r2 = vcclSend(a.ptr(), 16, vcclUint8, (world_rank() + 1) % world_size(), comm, s.s);
-    cudaGraph_t graph = nullptr;
-    cudaError_t end = cudaStreamEndCapture(s.s, &graph);
-    size_t nodes = 0;
-    if (graph != nullptr) {
-        cudaGraphGetNodes(graph, nullptr, &nodes);
-        cudaGraphDestroy(graph);
-    }
-    if (why.empty() && (r1 != vcclInvalidUsage || r2 != vcclInvalidUsage)) {
-        why = "calls on a capturing stream returned " + result_str(r1) + " and " + result_str(r2);
-    }
-    if (why.empty() && msg.find("graph") == std::string::npos) why = "the error message does not mention the graph: " + msg;
-    if (why.empty() && (end != cudaSuccess || nodes != 0)) {
-        why = "the capture was disturbed: " + cuda_str(end) + ", " + std::to_string(nodes) + " nodes";
-    }
-    EXPECT_ALL_RANKS_WHY(why.empty(), why);
-    // The communicator still works afterwards.
-    std::string after = run_reduction(comm, s.s, Red::AllReduce, vcclFloat32, vcclSum, 1031, false, 0);
-    EXPECT_ALL_RANKS_WHY(after.empty(), after);
 }
 
 } // namespace

@@ -39,6 +39,11 @@ bool device_coll_direct_possible(const DevicePath& dev, const Op& op) {
     return dev.ipc->everyone_reachable(); // every rank on this host, every pair's flag buffers mapped
 }
 
+bool device_coll_capturable(const DevicePath& dev, const Op& op) {
+    if (op.kind != OpKind::Collective || !device_coll_direct_possible(dev, op)) return false;
+    return op.coll.count == 0 || ll_possible(dev, op);
+}
+
 vcclResult_t run_device_coll_direct(DevicePath& dev, const Op& op) {
     FlowTagScope flow_tag(dev, op);
     // Taken by every direct collective (algo/device/common.h), also those with nothing to move.
@@ -70,7 +75,10 @@ PreMulPlan device_coll_premul_plan(const DevicePath& dev, const Op& op) {
 }
 
 void device_coll_give_up(DevicePath& dev, const Op& op) {
-    if (op.kind != OpKind::Collective || !device_coll_direct_possible(dev, op) || op.coll.count == 0) return;
+    // A captured call given up leaves nothing on the device: the capture fails, no replay runs it.
+    if (op.kind != OpKind::Collective || op.captured || !device_coll_direct_possible(dev, op) || op.coll.count == 0) {
+        return;
+    }
     if (device_algo_select(dev, op)->kernel) kernel_give_up(dev, op);
 }
 

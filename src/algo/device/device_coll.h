@@ -11,6 +11,11 @@ namespace vccl {
 /* True when op (a collective on device buffers) can run on the direct path: every rank on this host, all mapped
  * (and, in a build without CUDA, never). Symmetric across ranks. */
 bool device_coll_direct_possible(const DevicePath& dev, const Op& op);
+/* True when op, a call on a stream being captured into a CUDA graph, can be captured: a collective on device buffers
+ * that the direct path runs in the low-latency kernel (device/kernels/ll_collectives.h: its replays take their
+ * numbers on the device), or one with nothing to move. Symmetric across ranks. Captured ops (Op::captured) always
+ * take that kernel, whatever VCCL_ALGO says. */
+bool device_coll_capturable(const DevicePath& dev, const Op& op);
 /* Runs op (device_coll_direct_possible): the calling thread never waits for the device (except when the
  * reduction scratch grows). */
 vcclResult_t run_device_coll_direct(DevicePath& dev, const Op& op);

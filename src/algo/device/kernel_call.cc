@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/test_point.h"
+#include "device/memory.h"
 #include "device/kernels/chunked_collectives.h"
 
 namespace vccl {
@@ -81,8 +82,32 @@ void kernel_flows(DevicePath& dev, const Op& op) {
 
 } // namespace
 
+#if VCCL_HAVE_CUDA
+namespace {
+/* The low-latency kernel captured into a CUDA graph: on the graph's word sets, its number taken on the device at
+ * every replay (device/kernels/ll_collectives.h); the graph holds the words for as long as it lives. Nothing here
+ * counts on the host, so a capture that fails leaves the eager calls' numbering as it was. */
+vcclResult_t capture_kernel(DevicePath& dev, const Op& op) {
+    LlArgs args{};
+    std::shared_ptr<void> keep;
+    if (!dev.ipc->ll_graph_args(&args, &keep)) {
+        return set_last_error(vcclInvalidUsage, "%s cannot be captured: the low-latency kernel is off",
+                              coll_name(op.coll.coll));
+    }
+    args.max_blocks = std::min(args.max_blocks, dev.max_ctas);
+    args.root = op.coll.root;
+    args.premul = premul_arg(op);
+    const vcclResult_t r = ll_collective(args, kernel_kind(op.coll.coll), op.coll.sendbuf, op.coll.recvbuf,
+                                         op.coll.count, op.coll.dtype, op.coll.op, op.stream);
+    if (r != vcclSuccess) return set_last_error(r, "captured %s: kernel launch failed", coll_name(op.coll.coll));
+    return stream_capture_keep(op.stream, std::move(keep));
+}
+} // namespace
+#endif
+
 vcclResult_t run_kernel(DevicePath& dev, const Op& op, bool chunked) {
 #if VCCL_HAVE_CUDA
+    if (op.captured) return capture_kernel(dev, op);
     const char* send = static_cast<const char*>(op.coll.sendbuf);
     char* recv = static_cast<char*>(op.coll.recvbuf);
     const LlKind kind = kernel_kind(op.coll.coll);

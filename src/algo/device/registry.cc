@@ -100,6 +100,8 @@ const DeviceAlgorithm* device_algo_default(const DevicePath& dev, const Op& op) 
 }
 
 const DeviceAlgorithm* device_algo_select(const DevicePath& dev, const Op& op) {
+    // The one kernel whose replays need no host call (device_coll_capturable).
+    if (op.captured) return device_algo_find(op.coll.coll, "ll");
     const DeviceAlgorithm* forced = dev.forced != nullptr ? dev.forced->device[int(op.coll.coll)] : nullptr;
     if (forced == nullptr) return device_algo_default(dev, op);
     if (forced->possible(dev, op)) return forced;

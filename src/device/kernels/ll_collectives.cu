@@ -102,9 +102,9 @@ template <LlKind Kind> __device__ __forceinline__ const char* sent_to(const void
  * header differs. Ends with a barrier. False when aborted. */
 __device__ __forceinline__ void publish_root(const LlArgs& a) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const uint64_t word = (uint64_t(a.seq) << 32) | uint32_t(a.root);
+    const uint64_t word = (uint64_t(call_seq(a)) << 32) | uint32_t(a.root);
     for (int p = 0; p < a.nranks; ++p) {
-        if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p] + 1) = word;
+        if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(outbox(a, p) + 1) = word;
     }
 }
 /* The abort is gathered by the barrier itself (__syncthreads_or), not through the block's `aborted` word: threads
@@ -114,7 +114,7 @@ __device__ __forceinline__ bool check_roots(const LlArgs& a, int* skip) {
     for (int p = threadIdx.x; p < a.nranks; p += blockDim.x) {
         if (p == a.rank || skip[p]) continue;
         uint32_t root = 0;
-        if (!wait_word(a.inbox[p] + 1, a.seq, 0, a.control, &root)) {
+        if (!wait_word(inbox(a, p) + 1, call_seq(a), 0, a.control, &root)) {
             gave_up = 1;
             skip[p] = 1;
         } else if (root != uint32_t(a.root)) {
@@ -138,7 +138,7 @@ struct Unscaled {
 template <LlKind Kind, typename Scale = Unscaled>
 __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, uint32_t u0, uint32_t u1, int* skip,
                                int* aborted, Scale scale = Scale()) {
-    const uint64_t tag = uint64_t(a.seq) << 32;
+    const uint64_t tag = uint64_t(call_seq(a)) << 32;
     const bool in_aligned = aligned8(in);
     constexpr bool kBlocks = Kind == LlKind::ReduceScatter || Kind == LlKind::AlltoAll;
     constexpr bool kRooted = Kind == LlKind::Broadcast || Kind == LlKind::Reduce;
@@ -164,7 +164,7 @@ __device__ bool send_and_check(const LlArgs& a, const void* in, uint32_t bytes, 
             for (int j = 0; j < kLlBatch; ++j) {
                 const uint32_t u = b + j * blockDim.x;
                 if (u < u1) {
-                    store_pair(a.outbox[p] + kLlDataWord + 2 * size_t(u), tag | (d[j] & 0xFFFFFFFFull),
+                    store_pair(outbox(a, p) + kLlDataWord + 2 * size_t(u), tag | (d[j] & 0xFFFFFFFFull),
                                tag | (d[j] >> 32));
                 }
             }
@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
     constexpr int kPerUnit = 8 / sizeof(T);
     __shared__ int skip[kMaxLlRanks];
     __shared__ int aborted;
+    if (!begin_call(a)) return;
     if (threadIdx.x == 0) aborted = 0;
     __syncthreads(); // before any thread may set it
     uint32_t u0, u1;
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_reduce_kernel(LlArgs a, const v
                 scale(d);
             } else if (skip[r]) {
                 continue;
-            } else if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
+            } else if (!wait_units(inbox(a, r) + kLlDataWord, b, blockDim.x, u1, call_seq(a), a.control, d)) {
                 gave_up = true;
                 break;
             }
@@ -260,6 +261,7 @@ template <LlKind Kind>
 __global__ void __launch_bounds__(kLlThreads) ll_place_kernel(LlArgs a, const void* in, void* out, uint32_t bytes) {
     __shared__ int skip[kMaxLlRanks];
     __shared__ int aborted;
+    if (!begin_call(a)) return;
     if (threadIdx.x == 0) aborted = 0;
     __syncthreads();
     uint32_t u0, u1;
@@ -282,7 +284,7 @@ __global__ void __launch_bounds__(kLlThreads) ll_place_kernel(LlArgs a, const vo
         }
         for (int r = 0; r < a.nranks; ++r) {
             if (r == a.rank || skip[r] || (kBroadcast && r != a.root)) continue;
-            if (!wait_units(a.inbox[r] + kLlDataWord, b, blockDim.x, u1, a.seq, a.control, d)) {
+            if (!wait_units(inbox(a, r) + kLlDataWord, b, blockDim.x, u1, call_seq(a), a.control, d)) {
                 gave_up = true;
                 break;
             }

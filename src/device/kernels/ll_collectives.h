@@ -26,6 +26,13 @@
  * vcclCommDestroy), with output that is not valid.
  *
  * These launch kernels: they are for collectives, not for send/recv, which stay SM-free.
+ *
+ * Calls captured into a CUDA graph have two word sets of their own per sender (after the eager calls' sets), and
+ * their numbers come from a counter in this rank's own memory that every graph kernel advances when its last block
+ * is done (LlArgs::graph_calls): the next graph kernel on the stream, in this replay or the next, takes the next
+ * number and the other set. So replays need no host call, graph calls never touch the eager calls' words, and the
+ * two kinds may interleave in any order; graph calls of one communicator keep one order on every rank (replays
+ * ordered on the GPU, the same graphs in the same order on every rank), as eager calls do.
  */
 #ifndef VCCL_DEVICE_KERNELS_LL_COLLECTIVES_H_
 #define VCCL_DEVICE_KERNELS_LL_COLLECTIVES_H_
@@ -41,7 +48,8 @@ namespace vccl {
 constexpr int kMaxLlRanks = 64;
 /* The largest VCCL_ALLREDUCE_LL_BYTES. With n ranks a message takes the path up to VCCL_ALLREDUCE_LL_BYTES / (n - 1)
  * bytes (what a rank stores into its peers stays within the setting); its words take 2x its size per sender and
- * word set (two sets) in every rank's memory: about 4 x the setting x n / (n - 1) of device memory per rank. */
+ * word set (two sets, and two more for calls captured into CUDA graphs) in every rank's memory: about 8 x the setting x
+ * n / (n - 1) of device memory per rank. */
 constexpr size_t kMaxLlBytes = 8u << 20;
 /* The header word is kind << 28 | bytes: the kinds of ll_collectives (LlKind, 0-7) and of chunked_collectives
  * (kChunkedKind | LlKind, kChunkedKind 8) both fit in the top 4 bits, bytes below (kLlAbandonedBytes is kind 15,
@@ -79,6 +87,11 @@ struct LlArgs {
     // PreMulSum (AllReduce, ReduceScatter, Reduce; op is then vcclSum): each element of this rank's input is
     // multiplied by the scalar where the kernel reads it, both what it sends and its own part of the reduction.
     PreMulArg premul;
+    // A call captured into a CUDA graph: this rank's count of finished graph calls (device memory), from which the
+    // kernel takes its number and set; outbox and inbox then point at the graph's set 0, set 1 graph_set_words further.
+    // NULL: an eager call (seq and the set of outbox and inbox as given).
+    unsigned long long* graph_calls;
+    uint32_t graph_set_words;
 };
 
 /* The kind goes into the header word with the byte count (kind << 28 | bytes; bytes < 2^28), so that ranks

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 
 #include "device/kernels/ll_collectives.h"
 
@@ -30,12 +31,47 @@ __device__ __forceinline__ bool wait_word(const uint64_t* p, uint32_t seq, uint3
     return true;
 }
 
+/* Calls captured into a CUDA graph (LlArgs::graph_calls set) take their number and word set on the device, from the
+ * count of graph calls this rank's kernels finished: a replay needs no host call (ll_collectives.h). begin_call
+ * works them out once per block into shared memory; the eager calls keep the host's (LlArgs::seq, the set that
+ * outbox and inbox point at). */
+__shared__ uint32_t ll_graph_seq;
+__shared__ uint32_t ll_graph_shift; // words from the pointers' set to this call's
+__shared__ int ll_graph_gone;       // the communicator was destroyed or aborted before this replay
+
+__device__ __forceinline__ uint32_t call_seq(const LlArgs& a) { return a.graph_calls != nullptr ? ll_graph_seq : a.seq; }
+__device__ __forceinline__ uint64_t* outbox(const LlArgs& a, int p) {
+    return a.graph_calls != nullptr ? a.outbox[p] + ll_graph_shift : a.outbox[p];
+}
+__device__ __forceinline__ const uint64_t* inbox(const LlArgs& a, int p) {
+    return a.graph_calls != nullptr ? a.inbox[p] + ll_graph_shift : a.inbox[p];
+}
+
+/* Every thread, first thing: false when the kernel must do nothing at all (a graph replayed after its communicator
+ * was destroyed or aborted: its peers' memory may be gone, so nothing is stored there; the output is not written).
+ * Ends with a barrier. */
+__device__ __forceinline__ bool begin_call(const LlArgs& a) {
+    if (a.graph_calls == nullptr) return true;
+    if (threadIdx.x == 0) {
+        const unsigned long long call = *reinterpret_cast<volatile unsigned long long*>(a.graph_calls) + 1;
+        ll_graph_seq = uint32_t((call - 1) % 0xFFFFFFFFull) + 1; // ll_seq
+        ll_graph_shift = (call & 1u) != 0 ? a.graph_set_words : 0;
+        ll_graph_gone = a.control[kLlAbort] != 0;
+        if (ll_graph_gone && blockIdx.x == 0) {
+            printf("vccl: a CUDA graph replayed a collective of a communicator that was destroyed or aborted: the "
+                   "collective did nothing (rank %d)\n", a.rank);
+        }
+    }
+    __syncthreads();
+    return ll_graph_gone == 0;
+}
+
 /* Block 0 tells every peer this call's collective and size (word 0 of this rank's set in the peer's memory). */
 __device__ __forceinline__ void publish_header(const LlArgs& a, uint32_t header) {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
-    const uint64_t word = (uint64_t(a.seq) << 32) | header;
+    const uint64_t word = (uint64_t(call_seq(a)) << 32) | header;
     for (int p = 0; p < a.nranks; ++p) {
-        if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(a.outbox[p]) = word;
+        if (p != a.rank) *reinterpret_cast<volatile uint64_t*>(outbox(a, p)) = word;
     }
 }
 
@@ -47,7 +83,7 @@ __device__ __forceinline__ bool check_headers(const LlArgs& a, uint32_t header, 
         int s = 0;
         if (p < a.nranks && p != a.rank) {
             uint32_t h = 0;
-            if (!wait_word(a.inbox[p], a.seq, 0, a.control, &h)) {
+            if (!wait_word(inbox(a, p), call_seq(a), 0, a.control, &h)) {
                 *aborted = 1;
                 s = 1;
             } else if (h != header) {
@@ -70,7 +106,13 @@ __device__ __forceinline__ void arrive(const LlArgs& a) {
         __threadfence();
         if (atomicAdd(a.arrivals, 1u) == gridDim.x - 1) {
             *a.arrivals = 0;
-            a.control[kLlDone] = int(a.seq);
+            // A graph call counts itself for the next one on the stream (its number and set); an eager one tells
+            // the host, which waits for its last launched call at destroy.
+            if (a.graph_calls != nullptr) {
+                *reinterpret_cast<volatile unsigned long long*>(a.graph_calls) += 1;
+            } else {
+                a.control[kLlDone] = int(a.seq);
+            }
         }
     }
 }

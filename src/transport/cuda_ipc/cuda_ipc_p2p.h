@@ -102,6 +102,10 @@ public:
     void ll_next(LlArgs* a) override;
     void ll_launched(const LlArgs& a) override { ll_launched_seq_ = a.seq; }
     void ll_abandon(const LlArgs& a, void* stream) override;
+    bool ll_graph_args(LlArgs* a, std::shared_ptr<void>* keep) override;
+    void abort_kernels() override {
+        if (ll_control_ != nullptr) ll_control_[kLlAbort] = 1;
+    }
 
     // failure.cc
     void report_failure(int peer) override { tell_failed(peer, kFail, 0); }
@@ -290,6 +294,10 @@ private:
         return reinterpret_cast<uint64_t*>(reinterpret_cast<char*>(base) + ll_offset_) +
                (size_t(sender) * 2 + set) * ll_set_words_;
     }
+    /* The same for the graphs' sets (ll_collectives.h), after every sender's two eager sets. */
+    uint64_t* ll_graph_words(uint32_t* base, int sender, size_t set) const {
+        return ll_words(base, nranks_, 0) + (size_t(sender) * 2 + set) * ll_set_words_;
+    }
     /* A peer a low-latency kernel found mismatched (it takes precedence), else `who`. */
     int or_ll_mismatch(int who) const {
         return ll_control_ != nullptr && ll_control_[kLlMismatch] != 0 ? ll_control_[kLlMismatch] - 1 : who;
@@ -303,6 +311,18 @@ private:
     uint32_t ll_launched_seq_ = 0; // number of the last call whose kernel was enqueued (0: none)
     int sm_count_ = 1;             // the GPU's multiprocessors: the most blocks a low-latency kernel takes
     volatile int* ll_control_ = nullptr;
+    /* What graphs captured with ll_graph_args hold: made at the first capture, empty while this object lives; at
+     * destroy, while a graph still holds it, it takes the words, the control words and the peers' mappings over, and
+     * frees them when the last graph goes, on a thread of its own (the last reference goes in the graph's destructor
+     * callback, where CUDA may not be called; release.cc). */
+    struct GraphKeep {
+        int device = -1;
+        uint32_t* flags = nullptr;         // this rank's words (cudaMalloc)
+        std::vector<uint32_t*> peer_flags; // the peers' words as mapped here (cudaIpcOpenMemHandle)
+        volatile int* control = nullptr;   // the control words (cudaHostAlloc)
+        ~GraphKeep();
+    };
+    std::shared_ptr<GraphKeep> graph_keep_;
 
     // ---- FAIL words (failure.cc) ----
     static constexpr int kPrivateStreams = 4;

@@ -53,6 +53,8 @@ public:
     void ll_next(LlArgs*) override {}
     void ll_abandon(const LlArgs&, void*) override {}
     void ll_launched(const LlArgs&) override {}
+    bool ll_graph_args(LlArgs*, std::shared_ptr<void>*) override { return false; }
+    void abort_kernels() override {}
     vcclResult_t flush() override { return vcclSuccess; }
 private:
     static vcclResult_t unreachable() {

@@ -189,6 +189,15 @@ public:
     /* The call that ll_next described was enqueued: destroy waits for its kernel (kLlDone), not for a later
      * number that was given up and will never run. */
     virtual void ll_launched(const LlArgs& args) = 0;
+    /* A low-latency collective being captured into a CUDA graph (device/kernels/ll_collectives.h): its arguments, on
+     * the graph's word sets and counter; false when the low-latency collectives are off. *keep is what the graph
+     * must hold while it lives: the words, the control words and the mappings of the peers' words, which this
+     * object leaves to the last holder when it goes first (a replay after destroy then finds the abort word set and
+     * does nothing). Dropping the last reference may happen where CUDA may not be called (a graph's destructor
+     * callback): the memory is freed on a thread of its own. */
+    virtual bool ll_graph_args(LlArgs* args, std::shared_ptr<void>* keep) = 0;
+    /* Revoke: low-latency kernels waiting for a peer give up, and so does every graph replay from now on. */
+    virtual void abort_kernels() = 0;
 
     /* Flow telemetry of the device path (telemetry/device_flows.h): note_words() 32-bit words in pinned host
      * memory that this rank's streams write when transfers are done (0 when there are none). note() has

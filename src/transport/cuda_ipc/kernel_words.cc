@@ -33,6 +33,29 @@ void CudaIpcP2p::ll_next(LlArgs* a) {
     a->chunk_data_word = chunk_layout_.data_word;
 }
 
+bool CudaIpcP2p::ll_graph_args(LlArgs* a, std::shared_ptr<void>* keep) {
+    if (!ll_active_) return false;
+    if (graph_keep_ == nullptr) graph_keep_ = std::make_shared<GraphKeep>();
+    a->seq = 1; // checked at launch, not used: the kernel counts graph calls itself
+    a->nranks = nranks_;
+    a->rank = rank_;
+    a->control = ll_control_;
+    a->max_blocks = sm_count_;
+    // This rank's own graph sets (no rank sends to itself): word 0 counts the blocks of the graph call running, word 1
+    // the graph calls done. Apart from the eager calls' arrivals, so the two kinds may interleave on two streams.
+    uint64_t* own = ll_graph_words(flags_, rank_, 0);
+    a->arrivals = reinterpret_cast<unsigned*>(own);
+    a->graph_calls = reinterpret_cast<unsigned long long*>(own + 1);
+    a->graph_set_words = uint32_t(ll_set_words_);
+    for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
+        a->outbox[r] = r == rank_ ? nullptr : ll_graph_words(peer_flags_[r], rank_, 0);
+        a->inbox[r] = r == rank_ ? nullptr : ll_graph_words(flags_, r, 0);
+    }
+    a->chunk_slots = 0; // the chunked kernel is not captured
+    *keep = graph_keep_;
+    return true;
+}
+
 void CudaIpcP2p::ll_abandon(const LlArgs& a, void* stream) {
     // Each peer's header word of this call gets the sequence number with an impossible byte count: its
     // kernel takes the mismatch path (reported by vcclCommGetAsyncError) instead of waiting for data.

@@ -14,12 +14,47 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "device/device_scope.h"
+#include "device/stream_order.h"
 #include "device/vmm.h"
 
 namespace vccl {
 
+CudaIpcP2p::GraphKeep::~GraphKeep() {
+    if (flags == nullptr && peer_flags.empty() && control == nullptr) return;
+    uint32_t* own = flags;
+    std::vector<uint32_t*> peers = std::move(peer_flags);
+    int* words = const_cast<int*>(control);
+    StreamOrder().run_when_done(
+        [own, peers, words] {
+            if (own != nullptr) cudaFree(own); // waits for the device: no replay still reads the mappings
+            for (uint32_t* p : peers) cudaIpcCloseMemHandle(p);
+            if (words != nullptr) cudaFreeHost(words);
+            cudaGetLastError();
+        },
+        true, device);
+}
+
 CudaIpcP2p::~CudaIpcP2p() {
     DeviceScope scope(device_);
+    // Graphs still hold kernels on the low-latency words: those stay for them (a replay finds the abort word set and
+    // does nothing), the rest goes.
+    if (graph_keep_ != nullptr && graph_keep_.use_count() > 1 && !stream_blocked_) {
+        if (ll_control_ != nullptr) ll_control_[kLlAbort] = 1;
+        cudaDeviceSynchronize(); // as cudaFree below would: copies a release let go land before the mappings close
+        GraphKeep& keep = *graph_keep_;
+        keep.device = device_;
+        keep.flags = flags_;
+        keep.control = ll_control_;
+        for (size_t r = 0; r < peer_flags_.size(); ++r) {
+            if (peer_flags_[r] != nullptr && int(r) != rank_) keep.peer_flags.push_back(peer_flags_[r]);
+            peer_flags_[r] = nullptr;
+        }
+        flags_ = nullptr;
+        ll_control_ = nullptr;
+        VCCL_INFO(kLogDevice, "rank %d: CUDA graphs still hold low-latency collectives of this communicator: their "
+                  "words stay allocated until the last such graph is destroyed", rank_);
+    }
+    graph_keep_.reset();
     // A stream release_waits could not unblock would hold cudaFree (it synchronises the device) for ever:
     // leave everything allocated and mapped. Leaked mappings are not harmless (CUDA maps a peer's block
     // only once per process, so a later communicator could not map a new buffer at that address), which

@@ -107,7 +107,8 @@ void CudaIpcP2p::init_layout(const std::vector<uint64_t>& host_ids, size_t* fifo
     ll_set_words_ = ll_bytes_ > 0 ? (kLlDataWord + (ll_message_bytes_ + 7) / 8 * 2 + 31) / 32 * 32 : 0;
     ll_offset_ = (slots_offset_ + *fifo_total + 4095) / 4096 * 4096;
     chunk_layout_ = chunk_layout(ll_set_words_);
-    *ll_total = size_t(nranks_) * 2 * ll_set_words_ * sizeof(uint64_t);
+    // Two sets per sender for the eager calls, two more for the calls captured into CUDA graphs.
+    *ll_total = size_t(nranks_) * 4 * ll_set_words_ * sizeof(uint64_t);
 }
 
 void CudaIpcP2p::init_allocate(size_t fifo_total, size_t ll_total, PeerInfo* mine_out) {

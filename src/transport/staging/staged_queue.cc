@@ -17,6 +17,7 @@
 
 #include "device/device_scope.h"
 #include "device/driver_api.h"
+#include "device/memory.h"
 
 namespace vccl {
 
@@ -315,6 +316,7 @@ private:
 
     static void free_pinned_elsewhere(std::vector<char*> blocks, int device) {
         std::thread([blocks, device] {
+            relax_capture_for_this_thread();
             cudaSetDevice(device);
             for (char* b : blocks) cudaFreeHost(b);
             cudaGetLastError();
@@ -370,6 +372,7 @@ private:
     }
 
     void run() {
+        relax_capture_for_this_thread(); // a capture in global mode elsewhere must not see this thread's calls
         cudaSetDevice(device_);
         std::unique_lock<std::mutex> lock(mutex_);
         for (;;) {
