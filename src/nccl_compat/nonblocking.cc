@@ -18,7 +18,6 @@
 
 #include "config.h"
 #include "core/log.h"
-#include "device/memory.h"
 #include "nccl_compat/compat.h"
 
 #if VCCL_HAVE_CUDA
@@ -32,10 +31,12 @@ namespace {
 
 /* The creation thread: device current as at the call, then the creation; the result lands in the wrapper. */
 void create(std::string fn, int cuda_dev, Creation make, ncclComm* wrapper, ncclComm* parent) {
-    vccl::relax_capture_for_this_thread(); // the application may capture a graph in global mode meanwhile
     ncclResult_t r = ncclSuccess;
     vcclComm_t vc = nullptr;
 #if VCCL_HAVE_CUDA
+    // The application may capture a CUDA graph in global mode meanwhile: this thread's CUDA calls must not disturb it.
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    if (cudaThreadExchangeStreamCaptureMode(&relaxed) != cudaSuccess) cudaGetLastError();
     if (cuda_dev >= 0 && cudaSetDevice(cuda_dev) != cudaSuccess) {
         (void)cudaGetLastError();
         r = fail(ncclUnhandledCudaError, "%s (nonblocking): cudaSetDevice(%d) failed", fn.c_str(), cuda_dev);
