@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "algo/device/device_coll.h"
@@ -182,7 +183,8 @@ vcclResult_t check_capturable(vcclComm* comm, const Op& op) {
 } // namespace
 
 vcclResult_t enqueue(const Op& op) {
-    if (op.stream != nullptr && op.mem == MemType::Cuda && stream_capturing(op.stream)) {
+    const bool capturing = op.stream != nullptr && stream_capturing(op.stream);
+    if (capturing && op.mem == MemType::Cuda) {
         Op captured = op;
         captured.captured = true;
         VCCL_RETURN_IF_ERROR(check_capturable(op.comm, captured));
@@ -192,7 +194,7 @@ vcclResult_t enqueue(const Op& op) {
         }
         return run_comm_ops(op.comm, std::vector<Op>{captured});
     }
-    if (op.stream != nullptr && stream_capturing(op.stream)) {
+    if (capturing) {
         return set_last_error(vcclInvalidUsage, "%s on host buffers cannot be captured into a CUDA graph: call it "
                               "outside the capture", op.kind == OpKind::Collective ? coll_name(op.coll.coll)
                                                      : op.kind == OpKind::Send    ? "send" : "recv");
@@ -218,8 +220,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     const bool captured = std::any_of(ops.begin(), ops.end(), [](const Op& op) { return op.captured; });
     // The calls this one makes beside what it captures (reads of the peers' FAIL words on private streams) must not
     // disturb the capture (device/memory.h).
-    std::unique_ptr<RelaxedCapture> relaxed;
-    if (device_work) relaxed.reset(new RelaxedCapture);
+    std::optional<RelaxedCapture> relaxed;
+    if (device_work) relaxed.emplace();
     if (captured && !std::all_of(ops.begin(), ops.end(), [](const Op& op) { return op.captured; })) {
         return set_last_error(vcclInvalidUsage, "a group mixes calls on a stream being captured into a CUDA graph "
                               "with others: capture the whole group, or none of it");

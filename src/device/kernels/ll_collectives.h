@@ -67,7 +67,12 @@ constexpr uint32_t kLlAbandonedBytes = 0xFFFFFFFFu;
 
 /* The number the words of call `call` (1, 2, ...) carry: never 0 (the words' initial value), and different
  * for any two calls less than 2^32 - 1 apart. */
-inline uint32_t ll_seq(uint64_t call) { return uint32_t((call - 1) % 0xFFFFFFFFull) + 1; }
+#if defined(__CUDACC__)
+#define VCCL_LL_HOST_DEVICE __host__ __device__ // graph calls take their numbers on the device (ll_sync.cuh)
+#else
+#define VCCL_LL_HOST_DEVICE
+#endif
+inline VCCL_LL_HOST_DEVICE uint32_t ll_seq(uint64_t call) { return uint32_t((call - 1) % 0xFFFFFFFFull) + 1; }
 
 struct LlArgs {
     uint64_t* outbox[kMaxLlRanks];        // peer r's words from this rank, in r's memory (this call's set)

@@ -54,7 +54,7 @@ __device__ __forceinline__ bool begin_call(const LlArgs& a) {
     if (a.graph_calls == nullptr) return true;
     if (threadIdx.x == 0) {
         const unsigned long long call = *reinterpret_cast<volatile unsigned long long*>(a.graph_calls) + 1;
-        ll_graph_seq = uint32_t((call - 1) % 0xFFFFFFFFull) + 1; // ll_seq
+        ll_graph_seq = ll_seq(call);
         ll_graph_shift = (call & 1u) != 0 ? a.graph_set_words : 0;
         ll_graph_gone = a.control[kLlAbort] != 0;
         if (ll_graph_gone && blockIdx.x == 0) {

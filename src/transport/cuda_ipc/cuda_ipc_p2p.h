@@ -298,6 +298,9 @@ private:
     uint64_t* ll_graph_words(uint32_t* base, int sender, size_t set) const {
         return ll_words(base, nranks_, 0) + (size_t(sender) * 2 + set) * ll_set_words_;
     }
+    /* What ll_next and ll_graph_args share: the ranks, the control words, the arrivals word and every peer's words of
+     * set `set` (eager or graph). */
+    void ll_fill(LlArgs* a, bool graph, size_t set) const;
     /* A peer a low-latency kernel found mismatched (it takes precedence), else `who`. */
     int or_ll_mismatch(int who) const {
         return ll_control_ != nullptr && ll_control_[kLlMismatch] != 0 ? ll_control_[kLlMismatch] - 1 : who;

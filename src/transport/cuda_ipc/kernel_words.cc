@@ -12,22 +12,28 @@
 
 namespace vccl {
 
-void CudaIpcP2p::ll_next(LlArgs* a) {
-    uint64_t call = ++ll_calls_;
-    // Sets alternate with every call; the number the words carry never repeats within two calls and is
-    // never 0 (the words' initial value).
-    size_t set = size_t(call & 1u);
-    a->seq = ll_seq(call);
+void CudaIpcP2p::ll_fill(LlArgs* a, bool graph, size_t set) const {
+    auto words = [&](uint32_t* base, int sender, size_t which) {
+        return graph ? ll_graph_words(base, sender, which) : ll_words(base, sender, which);
+    };
     a->nranks = nranks_;
     a->rank = rank_;
     a->control = ll_control_;
     a->max_blocks = sm_count_;
-    // No rank sends words to itself: the first word of this rank's own sets counts its blocks.
-    a->arrivals = reinterpret_cast<unsigned*>(ll_words(flags_, rank_, 0));
+    // No rank sends words to itself: the first word of this rank's own sets (eager or graph) counts its blocks.
+    a->arrivals = reinterpret_cast<unsigned*>(words(flags_, rank_, 0));
     for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
-        a->outbox[r] = r == rank_ ? nullptr : ll_words(peer_flags_[r], rank_, set);
-        a->inbox[r] = r == rank_ ? nullptr : ll_words(flags_, r, set);
+        a->outbox[r] = r == rank_ ? nullptr : words(peer_flags_[r], rank_, set);
+        a->inbox[r] = r == rank_ ? nullptr : words(flags_, r, set);
     }
+}
+
+void CudaIpcP2p::ll_next(LlArgs* a) {
+    uint64_t call = ++ll_calls_;
+    // Sets alternate with every call; the number the words carry never repeats within two calls and is
+    // never 0 (the words' initial value).
+    a->seq = ll_seq(call);
+    ll_fill(a, false, size_t(call & 1u));
     a->chunk_slots = chunk_layout_.slots;
     a->chunk_bytes = chunk_layout_.chunk_bytes;
     a->chunk_data_word = chunk_layout_.data_word;
@@ -37,20 +43,12 @@ bool CudaIpcP2p::ll_graph_args(LlArgs* a, std::shared_ptr<void>* keep) {
     if (!ll_active_) return false;
     if (graph_keep_ == nullptr) graph_keep_ = std::make_shared<GraphKeep>();
     a->seq = 1; // checked at launch, not used: the kernel counts graph calls itself
-    a->nranks = nranks_;
-    a->rank = rank_;
-    a->control = ll_control_;
-    a->max_blocks = sm_count_;
-    // This rank's own graph sets (no rank sends to itself): word 0 counts the blocks of the graph call running, word 1
-    // the graph calls done. Apart from the eager calls' arrivals, so the two kinds may interleave on two streams.
-    uint64_t* own = ll_graph_words(flags_, rank_, 0);
-    a->arrivals = reinterpret_cast<unsigned*>(own);
-    a->graph_calls = reinterpret_cast<unsigned long long*>(own + 1);
+    // The graph's set 0; the kernel adds graph_set_words for odd calls. Word 0 of this rank's own graph set counts the
+    // blocks of the graph call running (apart from the eager calls', so the two kinds may run on two streams at
+    // once), word 1 the graph calls done.
+    ll_fill(a, true, 0);
+    a->graph_calls = reinterpret_cast<unsigned long long*>(ll_graph_words(flags_, rank_, 0) + 1);
     a->graph_set_words = uint32_t(ll_set_words_);
-    for (int r = 0; r < nranks_ && r < kMaxLlRanks; ++r) {
-        a->outbox[r] = r == rank_ ? nullptr : ll_graph_words(peer_flags_[r], rank_, 0);
-        a->inbox[r] = r == rank_ ? nullptr : ll_graph_words(flags_, r, 0);
-    }
     a->chunk_slots = 0; // the chunked kernel is not captured
     *keep = graph_keep_;
     return true;
