@@ -252,6 +252,8 @@ vcclResult_t create_transport(vcclComm* comm, Bootstrap* bootstrap, const vcclCo
         VCCL_RETURN_IF_ERROR(telemetry::Telemetry::create(topt, &made));
         comm->telemetry = std::move(made); // before anyone else can see the communicator: no lock needed
         options->telemetry = comm->telemetry.get();
+        comm->telemetry->describe_paths(options->net_devices, use_failover ? fo.backup_devices : std::string(),
+                                        use_failover && fo.spray);
     }
     if (use_failover) return failover_transport_create(bootstrap, *options, fo, &comm->transport);
     return ucx_transport_create(bootstrap, *options, &comm->transport);

@@ -35,7 +35,9 @@ namespace telemetry {
 
 constexpr uint64_t kMagic = 0x314c45544c434356ull; // "VCCLTEL1" little endian
 /* 2: a third path per peer (kDevicePath). 3: PathTotals after the path slots, per-collective counters in
- * the header. Readers accept exactly kVersion: a ring of another layout is refused by name, never misread. */
+ * the header. Readers accept exactly kVersion: a ring of another layout is refused by name, never misread.
+ * Header::paths_described and what it guards came later within version 3: they sit in header space that
+ * earlier writers left zero, which reads as "not described". */
 constexpr uint32_t kVersion = 3;
 constexpr int kMaxPathsPerPeer = 3; // primary and backup (the host transport), and the device path
 /* Path index of the transfers between GPUs of one host that never touch the host transport: copy-engine
@@ -43,6 +45,7 @@ constexpr int kMaxPathsPerPeer = 3; // primary and backup (the host transport), 
  * (telemetry/device_flows.h). */
 constexpr int kDevicePath = 2;
 constexpr size_t kHeaderBytes = 1024;
+constexpr size_t kPathDeviceChars = 64; // Header::path_devices: a UCX_NET_DEVICES list, NUL-terminated, cut to fit
 
 enum class Dir : uint8_t { Send = 0, Recv = 1 };
 enum class RecordKind : uint8_t { Transfer = 0, PathEvent = 1 };
@@ -182,6 +185,11 @@ struct Header {
     std::atomic<uint64_t> heartbeat_ns;            // last writer activity (monotonic)
     std::atomic<uint32_t> closed;                  // 1 once the communicator is destroyed
     alignas(64) CollTotals colls[kCollKinds];      // by TransferTag::coll
+    /* How the host paths are laid out, written once before the first transfer, then paths_described is set
+     * to 1 (release); readers look at the rest only after reading 1 (acquire). */
+    alignas(64) std::atomic<uint32_t> paths_described;
+    uint32_t multipath;                            // 0 standby (primary + backup), 1 spray (both carry chunks)
+    char path_devices[kMaxPathsPerPeer][kPathDeviceChars]; // network devices of each path (the rail), "" unknown
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "header fits");
 

@@ -235,13 +235,21 @@ void RingReader::detach() {
     records_ = nullptr;
 }
 
-bool RingReader::path(uint32_t i, PathStats* out) const {
+bool RingReader::path(uint32_t i, PathStats* out, bool writer_gone) const {
     if (header_ == nullptr || i >= header_->npaths) return false;
     PathStats s;
     uint64_t got = 0;
     for (int tries = 0; tries < 1000 && got == 0; ++tries) {
         if (paths_[i].seq.load(std::memory_order_acquire) == 0) break; // never written
         got = slot_read<15>(paths_[i].seq, paths_[i].w, &s);
+    }
+    if (got == 0 && writer_gone && (paths_[i].seq.load(std::memory_order_acquire) & 1) != 0) {
+        // Left odd by a writer that died inside the update: no one will finish it. Each word holds a value the
+        // writer stored (the copy may mix that update's words with the one before), which is what counters need.
+        uint64_t words[15];
+        for (int w = 0; w < 15; ++w) words[w] = paths_[i].w[w].load(std::memory_order_relaxed);
+        memcpy(&s, words, sizeof(s));
+        got = 1;
     }
     if (got == 0 || s.used == 0) return false;
     *out = s;

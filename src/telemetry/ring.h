@@ -6,7 +6,9 @@
 #ifndef VCCL_TELEMETRY_RING_H_
 #define VCCL_TELEMETRY_RING_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -75,6 +77,17 @@ public:
     CollTotals* colls() const { return header_->colls; }
     void heartbeat(uint64_t now) { header_->heartbeat_ns.store(now, std::memory_order_relaxed); }
     void mark_closed() { header_->closed.store(1, std::memory_order_release); }
+    /* Header::multipath and path_devices (devices[0 .. kMaxPathsPerPeer-1], cut to fit), then paths_described.
+     * Once, before the first transfer. */
+    void describe_paths(const std::string* devices, bool spray) {
+        header_->multipath = spray ? 1 : 0;
+        for (int p = 0; p < kMaxPathsPerPeer; ++p) {
+            size_t n = std::min(devices[p].size(), kPathDeviceChars - 1);
+            memcpy(header_->path_devices[p], devices[p].data(), n);
+            header_->path_devices[p][n] = '\0';
+        }
+        header_->paths_described.store(1, std::memory_order_release);
+    }
 
     Header* header() const { return header_; }
     void* base() const { return base_; }
@@ -119,8 +132,9 @@ public:
     /* Every path slot that is in use, consistently copied. */
     std::vector<PathStats> paths() const;
     /* Path slot `slot` (0 .. npaths-1) consistently copied; false when out of range, never written, not in
-     * use, or still changing after many tries. Allocates nothing. */
-    bool path(uint32_t slot, PathStats* out) const;
+     * use, or still changing after many tries. `writer_gone` (its process has ended): a slot the writer left
+     * half-written is copied as it stands. Allocates nothing. */
+    bool path(uint32_t slot, PathStats* out, bool writer_gone = false) const;
     /* The totals of path `path` to `peer` (zero for indexes out of range). */
     PathTotalsCopy totals(int peer, int path) const;
     /* The counters of collective kind `coll` (TransferTag::coll; zero out of range). */

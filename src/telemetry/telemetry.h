@@ -118,6 +118,13 @@ public:
         if (p != nullptr) on_complete(p, dir, bytes, post_ns, tag, ok);
     }
 
+    /* The network devices (UCX_NET_DEVICES form, "" when the transport chose) of the primary and the backup
+     * path, and whether both carry chunks (VCCL_MULTIPATH=spray): labels of the paths for readers. Once, by
+     * the communicator's creation, before the first transfer. */
+    void describe_paths(const std::string& primary, const std::string& backup, bool spray) {
+        const std::string devices[kMaxPathsPerPeer] = {primary, backup, std::string()};
+        ring_.describe_paths(devices, spray);
+    }
     /* A path changed state (failover and failback call this); also recorded in the ring. */
     void path_event(int peer, int path, PathState state);
     /* Traffic to `peer` moved from path `from` to path `to`: the two state changes, and the left path's

@@ -3,7 +3,8 @@
 # (a) with the rings in /dev/shm: rail0 down for 3 s, then up, as fault-link-down-up.sh; vccl-telemetry serve
 # --print, taken before the fault, while rail0 is down and after it is back, shows no failover before, the
 # failover counted on the primary path with its cause (link_down on the rank that saw its port go down) and
-# traffic on the backup while down, and the failback afterwards. The job's rings are removed at the end.
+# traffic on the backup while down, and the failback afterwards; every ring names its rails (rail0 primary,
+# rail1 backup). The job's rings are removed at the end.
 . "$(dirname "$0")/fault-common.sh"
 vf_require_failover
 tool=${top_builddir:-.}/vccl-telemetry
@@ -38,6 +39,11 @@ if [ -s "$VF_DIR/metrics.before" ] && [ -s "$VF_DIR/metrics.down" ] && [ -s "$VF
     [ "$backup_bytes" -gt 0 ] 2>/dev/null || vf_fail "no bytes counted on the backup paths while rail0 was down"
     [ "$failbacks" -ge 1 ] 2>/dev/null || vf_fail "no failback counted after rail0 came back"
     grep -q "$job_sel" "$VF_DIR/metrics.down" || vf_fail "no series of job $VCCL_TELEMETRY_JOB"
+    # Each ring names its rails: the primary on rail0, the backup on rail1, as the job set them.
+    rails_primary=$(grep -c '^vccl_path_info{.*path="primary",role="primary",rail="rail0"} 1$' "$VF_DIR/metrics.before")
+    rails_backup=$(grep -c '^vccl_path_info{.*path="backup",role="backup",rail="rail1"} 1$' "$VF_DIR/metrics.before")
+    [ "$rails_primary" = "$VF_NRANKS" ] && [ "$rails_backup" = "$VF_NRANKS" ] ||
+        vf_fail "vccl_path_info: $rails_primary primaries on rail0 and $rails_backup backups on rail1, want $VF_NRANKS each"
 else
     vf_fail "a metrics snapshot is missing or empty"
 fi

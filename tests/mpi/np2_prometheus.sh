@@ -122,6 +122,10 @@ wait_for "bytes received by both ranks" "sum(vccl_path_bytes_total{$sel,dir=\"re
 wait_for "allreduce calls" "sum(vccl_coll_calls_total{$sel,coll=\"allreduce\"})" $((2 * iters))
 wait_for "allreduce bytes" "sum(vccl_coll_bytes_total{$sel,coll=\"allreduce\"})" $want
 wait_for "rings scraped" "vccl_scrape_rings" 2
+# Role and rail come from vccl_path_info (three per ring); the join loses no path's bytes.
+wait_for "path info series" "count(vccl_path_info{$sel})" 6
+wait_for "bytes sent, joined with role and rail" \
+    "sum(vccl_path_bytes_total{$sel,dir=\"send\"} * on (vccl_job, comm, rank, path) group_left (rail, role) vccl_path_info)" $want
 samples=$(q "sum(vccl_path_send_latency_seconds_count{$sel})")
 inf=$(q "sum(vccl_path_send_latency_seconds_bucket{$sel,le=\"+Inf\"})")
 p99=$(q "histogram_quantile(0.99, sum by (le) (vccl_path_send_latency_seconds_bucket{$sel}))")

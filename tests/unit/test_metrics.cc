@@ -3,12 +3,16 @@
  * vccl-telemetry serve's exposition text (tools/telemetry/metrics.h) from synthetic rings written to a
  * private directory: counters and histograms equal what the rings hold, peers beyond the limit are summed
  * without losing bytes, label values are escaped, and files that are not readable rings (garbage, another
- * version, truncated, truncated while mapped) become vccl_ring_unreadable lines instead of a crash. Also
- * the scrape of 64 ranks x 64 peers x 2 paths: its size and time.
+ * version, truncated, truncated while mapped) become vccl_ring_unreadable lines instead of a crash; each
+ * ring's paths are described by role and rail; a rank killed while its ring is scraped is reported dead and
+ * its last counters kept. Also the scrape of 64 ranks x 64 peers x 2 paths: its size and time.
  */
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -307,6 +311,128 @@ TEST(Metrics, RingTruncatedWhileMappedIsAnErrorNotACrash) {
     // And the reader goes on: the next scrape reports the file.
     std::string text = scrape(d.path);
     EXPECT_NE(text.find("vccl_ring_unreadable{file=\"vccl-j-"), std::string::npos) << text;
+}
+
+TEST(Metrics, PathsAreDescribedByRoleAndRail) {
+    TempDir d;
+    auto write_described = [&](uint64_t hash, bool spray, const std::string* devices) {
+        RingWriter w;
+        RingInfo info;
+        info.nranks = 2;
+        info.comm_hash = hash;
+        info.job = "j";
+        info.capacity = 16;
+        ASSERT_EQ(w.create(info, ""), vcclSuccess);
+        if (devices != nullptr) w.describe_paths(devices, spray);
+        ASSERT_TRUE(write_file(d.path + "/" + ring_name("j", hash, 0), w.base(), ring_bytes(w.npaths(), 16)));
+    };
+    const std::string standby[kMaxPathsPerPeer] = {"veth0", "veth1", ""};
+    // A name longer than the header's field is cut, never read past.
+    const std::string sprayed[kMaxPathsPerPeer] = {"mlx5_0:1", std::string(200, 'n'), "ignored\"quote"};
+    write_described(1, false, standby);
+    write_described(2, true, sprayed);
+    write_described(3, false, nullptr); // a writer that did not describe its paths
+    std::string text = scrape(d.path);
+    std::map<std::string, double> s = samples(text);
+    auto info = [](uint64_t hash, const char* path, const char* role, const std::string& rail) {
+        char comm[17];
+        snprintf(comm, sizeof(comm), "%016llx", (unsigned long long)hash);
+        return std::string("vccl_path_info{vccl_job=\"j\",comm=\"") + comm + "\",rank=\"0\",path=\"" + path +
+               "\",role=\"" + role + "\",rail=\"" + rail + "\"}";
+    };
+    EXPECT_EQ(s[info(1, "primary", "primary", "veth0")], 1) << text;
+    EXPECT_EQ(s[info(1, "backup", "backup", "veth1")], 1);
+    EXPECT_EQ(s[info(1, "device", "device", "")], 1);
+    EXPECT_EQ(s[info(2, "primary", "spray", "mlx5_0:1")], 1);
+    EXPECT_EQ(s[info(2, "backup", "spray", std::string(kPathDeviceChars - 1, 'n'))], 1);
+    EXPECT_EQ(s[info(2, "device", "device", "ignored\\\"quote")], 1);
+    EXPECT_EQ(s[info(3, "primary", "primary", "")], 1);
+    EXPECT_EQ(s[info(3, "backup", "backup", "")], 1);
+    size_t info_lines = 0;
+    for (const auto& kv : s) info_lines += kv.first.compare(0, 15, "vccl_path_info{") == 0;
+    EXPECT_EQ(info_lines, 9u); // three per ring, whatever the number of peers
+}
+
+/* A rank's process killed (no destructor, no unlink) while its ring is scraped over and over: every scrape
+ * answers with well-formed text, the byte counter never goes back, and the ring ends up reported as dead
+ * with its last counters. */
+TEST(Metrics, RankKilledMidScrapeIsReportedDeadAndKeepsItsCounters) {
+    TempDir d;
+    ASSERT_FALSE(d.path.empty());
+    const std::string file = d.path + "/" + ring_name("killed", 7, 0);
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        // The ring in a shared file mapping, as /dev/shm would hold it; written without pause until killed.
+        close(ready[0]);
+        RingWriter w;
+        RingInfo info;
+        info.nranks = 2;
+        info.comm_hash = 7;
+        info.job = "killed";
+        info.capacity = 16;
+        if (w.create(info, "") != vcclSuccess) _exit(1);
+        size_t bytes = ring_bytes(w.npaths(), 16);
+        int fd = open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) _exit(1);
+        void* map = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) _exit(1);
+        memcpy(map, w.base(), bytes);
+        PathSlot* slot = path_slots(map) + 1 * kMaxPathsPerPeer + 0; // peer 1, primary
+        PathStats st;
+        memset(&st, 0, sizeof(st));
+        st.peer = 1;
+        st.used = 1;
+        for (uint64_t seq = 2;; seq += 2) {
+            st.bytes_sent += 4096;
+            st.send_completions++;
+            slot_write<15>(slot->seq, slot->w, &st, seq);
+            if (seq == 2 && write(ready[1], "r", 1) != 1) _exit(1);
+        }
+    }
+    close(ready[1]);
+    struct Reaper { // the child never outlives the test, whatever assertion ends it
+        pid_t pid;
+        ~Reaper() {
+            if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+        }
+    } reaper{child};
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    const std::string key = "vccl_path_bytes_total{vccl_job=\"killed\",comm=\"0000000000000007\",rank=\"0\",peer=\"1\","
+                            "path=\"primary\",dir=\"send\"}";
+    const std::string dead = "vccl_ring_info{vccl_job=\"killed\",comm=\"0000000000000007\",rank=\"0\"";
+    vtel::RingCache cache;
+    vtel::MetricsOptions o;
+    double last = 0;
+    int answered = 0;
+    bool killed = false;
+    for (int i = 0; i < 60; ++i) {
+        if (i == 20) {
+            ASSERT_EQ(kill(child, SIGKILL), 0);
+            int status = 0;
+            ASSERT_EQ(waitpid(child, &status, 0), child);
+            reaper.pid = 0;
+            killed = true;
+        }
+        std::string text = vtel::render_metrics(vtel::read_scrape(d.path, &cache), o, 0);
+        std::map<std::string, double> s = samples(text);
+        expect_families_contiguous(text);
+        if (s.count(key) != 0) {
+            EXPECT_GE(s[key], last) << "scrape " << i;
+            last = s[key];
+            ++answered;
+        }
+        if (killed) {
+            EXPECT_NE(text.find(dead), std::string::npos) << text;
+            EXPECT_NE(text.find("status=\"dead\"} 1"), std::string::npos) << "scrape " << i << ":\n" << text;
+        }
+    }
+    EXPECT_GT(last, 0);
+    EXPECT_GE(answered, 40); // a scrape may miss a slot the writer was changing, not many
 }
 
 /* 64 ranks of one communicator, each with 64 peers on 2 paths, every path with timed sends. */

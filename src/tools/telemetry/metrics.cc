@@ -23,7 +23,13 @@ using vccl::telemetry::PathTotalsCopy;
 
 namespace {
 
-const char* const kPathRoles[kMaxPathsPerPeer] = {"primary", "backup", "device"};
+const char* const kPathNames[kMaxPathsPerPeer] = {"primary", "backup", "device"};
+
+/* What path index `path` of a ring does: primary and backup in standby mode, both "spray" when both carry
+ * chunks, "device" for the transfers between GPUs of one host. */
+const char* path_role(const RingView& v, int path) {
+    return path == vccl::telemetry::kDevicePath ? "device" : v.spray ? "spray" : kPathNames[path];
+}
 
 /* One exported path: a path of one peer, or the sum of one path index over the peers folded into "other". */
 struct Row {
@@ -111,6 +117,8 @@ void ring_rows(const RingView& v, const std::string& rl, int max_peers, std::vec
     std::map<int, bool> kept;
     for (size_t i = 0; i < order.size(); ++i) kept[order[i].first] = int(i) < max_peers;
     *folded = order.size() > size_t(max_peers) ? order.size() - size_t(max_peers) : 0;
+    std::string pl[kMaxPathsPerPeer];
+    for (int p = 0; p < kMaxPathsPerPeer; ++p) pl[p] = std::string(",path=\"") + kPathNames[p] + "\"";
     Row other[kMaxPathsPerPeer];
     bool any_other[kMaxPathsPerPeer] = {};
     for (size_t i = 0; i < v.paths.size(); ++i) {
@@ -118,7 +126,7 @@ void ring_rows(const RingView& v, const std::string& rl, int max_peers, std::vec
         const int path = s.path >= 0 && s.path < kMaxPathsPerPeer ? s.path : 0;
         if (kept[s.peer]) {
             Row r;
-            r.labels = rl + ",peer=\"" + std::to_string(s.peer) + "\",path=\"" + kPathRoles[path] + "\"";
+            r.labels = rl + ",peer=\"" + std::to_string(s.peer) + "\"" + pl[path];
             r.stats = s;
             r.totals = v.totals[i];
             rows->push_back(std::move(r));
@@ -127,7 +135,7 @@ void ring_rows(const RingView& v, const std::string& rl, int max_peers, std::vec
         Row& o = other[path];
         if (!any_other[path]) {
             any_other[path] = true;
-            o.labels = rl + ",peer=\"other\",path=\"" + kPathRoles[path] + "\"";
+            o.labels = rl + ",peer=\"other\"" + pl[path];
             o.stats = PathStats();
             o.aggregate = true;
         }
@@ -189,6 +197,17 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
               rls[i].c_str(), label_value(v.comm_name).c_str(), label_value(v.host).c_str(), v.nranks, v.pid,
               ring_status(v));
     }
+    // Each ring's paths: role and rail once here rather than on every path sample (a join in PromQL adds them:
+    // the 64 x 64 x 2 scrape would grow by a fifth with them on every line).
+    o.family("vccl_path_info", "gauge",
+             "A path index of a ring: what it does (role) and its network devices (rail, \"\" when the transport chose).");
+    for (size_t i = 0; i < rings.size(); ++i) {
+        const RingView& v = *rings[i];
+        for (int p = 0; p < kMaxPathsPerPeer; ++p) {
+            o.add("vccl_path_info{%s,path=\"%s\",role=\"%s\",rail=\"%s\"} 1\n", rls[i].c_str(), kPathNames[p],
+                  path_role(v, p), label_value(v.path_devices[p]).c_str());
+        }
+    }
     o.family("vccl_ring_records_total", "counter", "Records the rank wrote to its ring.");
     for (size_t i = 0; i < rings.size(); ++i) o.sample("vccl_ring_records_total", rls[i], nullptr, rings[i]->records);
     o.family("vccl_ring_records_overwritten_total", "counter",
@@ -208,31 +227,24 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
              "Peers of the rank summed into peer=\"other\" (beyond --max-peers, by fewest bytes).");
     for (size_t i = 0; i < rings.size(); ++i) o.sample("vccl_path_aggregated_peers", rls[i], nullptr, uint64_t(folded[i]));
 
-    // Collectives.
-    o.family("vccl_coll_calls_total", "counter", "Host collectives the rank ran, by kind.");
-    for (size_t i = 0; i < rings.size(); ++i) {
-        for (int c = 1; c < kCollKinds; ++c) {
-            const CollTotalsCopy& t = rings[i]->colls[c];
-            if (t.calls != 0) o.add("vccl_coll_calls_total{%s,coll=\"%s\"} %" PRIu64 "\n", rls[i].c_str(),
-                                    vccl::telemetry::coll_kind_name(uint8_t(c)), t.calls);
+    // Collectives: one family per counter, a sample per ring and kind that ran.
+    auto coll_family = [&](const char* name, const char* help, auto value) {
+        o.family(name, "counter", help);
+        for (size_t i = 0; i < rings.size(); ++i) {
+            for (int c = 1; c < kCollKinds; ++c) {
+                const CollTotalsCopy& t = rings[i]->colls[c];
+                if (t.calls == 0) continue;
+                const std::string kind = std::string("coll=\"") + vccl::telemetry::coll_kind_name(uint8_t(c)) + "\"";
+                o.sample(name, rls[i], kind.c_str(), value(t));
+            }
         }
-    }
-    o.family("vccl_coll_bytes_total", "counter", "Bytes of the callers' buffers in those collectives (count x datatype size).");
-    for (size_t i = 0; i < rings.size(); ++i) {
-        for (int c = 1; c < kCollKinds; ++c) {
-            const CollTotalsCopy& t = rings[i]->colls[c];
-            if (t.calls != 0) o.add("vccl_coll_bytes_total{%s,coll=\"%s\"} %" PRIu64 "\n", rls[i].c_str(),
-                                    vccl::telemetry::coll_kind_name(uint8_t(c)), t.bytes);
-        }
-    }
-    o.family("vccl_coll_seconds_total", "counter", "Time the rank spent in those collectives.");
-    for (size_t i = 0; i < rings.size(); ++i) {
-        for (int c = 1; c < kCollKinds; ++c) {
-            const CollTotalsCopy& t = rings[i]->colls[c];
-            if (t.calls != 0) o.add("vccl_coll_seconds_total{%s,coll=\"%s\"} %.9f\n", rls[i].c_str(),
-                                    vccl::telemetry::coll_kind_name(uint8_t(c)), double(t.time_ns) / 1e9);
-        }
-    }
+    };
+    coll_family("vccl_coll_calls_total", "Host collectives the rank ran, by kind.",
+                [](const CollTotalsCopy& t) { return t.calls; });
+    coll_family("vccl_coll_bytes_total", "Bytes of the callers' buffers in those collectives (count x datatype size).",
+                [](const CollTotalsCopy& t) { return t.bytes; });
+    coll_family("vccl_coll_seconds_total", "Time the rank spent in those collectives.",
+                [](const CollTotalsCopy& t) { return double(t.time_ns) / 1e9; });
 
     // Paths.
     o.family("vccl_path_bytes_total", "counter", "Bytes of completed transfers on the path, by direction.");

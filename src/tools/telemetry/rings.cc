@@ -69,6 +69,8 @@ bool read_attached(const RingReader& reader, RingView* out, std::string* why) {
     RingView v;
     uint32_t npaths = 0;
     char job[sizeof(h.job)], comm_name[sizeof(h.comm_name)], host[sizeof(h.host)];
+    char devices[vccl::telemetry::kMaxPathsPerPeer][vccl::telemetry::kPathDeviceChars] = {};
+    bool spray = false;
     // The header first, to size the vectors outside the guarded copies.
     bool ok = guarded([&] {
         npaths = h.npaths;
@@ -83,14 +85,20 @@ bool read_attached(const RingReader& reader, RingView* out, std::string* why) {
         v.records = reader.write_index();
         v.capacity = h.capacity;
         v.heartbeat_ns = h.heartbeat_ns.load();
+        if (h.paths_described.load(std::memory_order_acquire) == 1) {
+            memcpy(devices, h.path_devices, sizeof(devices));
+            spray = h.multipath == 1;
+        }
     });
+    // Before the paths: a dead writer's half-written slot is read as it stands (RingReader::path).
+    v.alive = v.pid > 0 && (kill(v.pid, 0) == 0 || errno == EPERM);
     if (ok) {
         v.paths.reserve(npaths);
         v.totals.reserve(npaths);
         ok = guarded([&] {
             for (uint32_t i = 0; i < npaths; ++i) {
                 PathStats s;
-                if (!reader.path(i, &s)) continue;
+                if (!reader.path(i, &s, !v.alive)) continue;
                 s.peer = int32_t(i / vccl::telemetry::kMaxPathsPerPeer); // the slot says which path it is
                 s.path = int32_t(i % vccl::telemetry::kMaxPathsPerPeer);
                 v.paths.push_back(s); // within the reserved capacity: no allocation
@@ -106,7 +114,8 @@ bool read_attached(const RingReader& reader, RingView* out, std::string* why) {
     v.job = bounded(job, sizeof(job));
     v.comm_name = bounded(comm_name, sizeof(comm_name));
     v.host = bounded(host, sizeof(host));
-    v.alive = v.pid > 0 && (kill(v.pid, 0) == 0 || errno == EPERM);
+    for (int p = 0; p < vccl::telemetry::kMaxPathsPerPeer; ++p) v.path_devices[p] = bounded(devices[p], sizeof(devices[p]));
+    v.spray = spray;
     *out = std::move(v);
     return true;
 }

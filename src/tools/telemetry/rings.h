@@ -31,6 +31,9 @@ struct RingView {
     std::vector<vccl::telemetry::PathStats> paths;           // in use, by slot: peer and path from the slot
     std::vector<vccl::telemetry::PathTotalsCopy> totals;     // paths[i]'s totals
     vccl::telemetry::CollTotalsCopy colls[vccl::telemetry::kCollKinds];
+    /* Header::path_devices and multipath: empty and false for a ring whose writer did not describe them. */
+    std::string path_devices[vccl::telemetry::kMaxPathsPerPeer];
+    bool spray = false;
 };
 
 /* A vccl-* file in the directory that could not be read as a ring, and why. */
