@@ -13,7 +13,9 @@
 #   vh_mpirun PROGRAM ARGS...  runs PROGRAM on every rank (mpirun, under a hard timeout), output in $VH_OUT;
 #                          PROGRAM enters its emulated host itself (hosts_worker --netns-prefix/--hosts,
 #                          vccl-perf --emulated-hosts ${VH_PREFIX}:$(vh_hosts_arg)).
-#   vh_run                 vh_mpirun of hosts_worker.
+#   vh_run [ARGS...]       vh_mpirun of hosts_worker (ARGS: more worker options, e.g. --seconds S).
+#   VH_BACKUP_NET_DEVICES  a backup rail per local rank (VCCL_BACKUP_NET_DEVICES form): failover between hosts;
+#                          default none (one path per peer, VCCL_FAILOVER=off).
 #   vh_rail_tx H G         bytes sent so far on rail G of host H (from the host's side).
 #   vh_cleanup             deletes this run's namespaces (the veths go with them).
 #
@@ -135,11 +137,15 @@ vh_rail_tx() {
 }
 
 vh_mpirun() {
-    # Local rank g takes rail g (VCCL_NET_DEVICES entry g); one path per peer; a hung collective becomes an error.
-    VCCL_NET_DEVICES=$VH_NET_DEVICES VCCL_BACKUP_NET_DEVICES=none VCCL_FAILOVER=off VCCL_UCX_TLS=tcp \
+    # Local rank g takes rail g (VCCL_NET_DEVICES entry g); one path per peer unless VH_BACKUP_NET_DEVICES names
+    # a backup rail per local rank (then failover between hosts, VCCL_FAILOVER=auto); a hung collective becomes
+    # an error.
+    local backup=${VH_BACKUP_NET_DEVICES:-none} failover=off
+    [ "$backup" != none ] && failover=auto
+    VCCL_NET_DEVICES=$VH_NET_DEVICES VCCL_BACKUP_NET_DEVICES=$backup VCCL_FAILOVER=$failover VCCL_UCX_TLS=tcp \
         VCCL_TELEMETRY_SHM=0 VCCL_OP_TIMEOUT_MS=${VCCL_OP_TIMEOUT_MS:-30000} \
         timeout -k 5 "${VH_HARD_TIMEOUT:-120}" $MPIRUN --allow-run-as-root --oversubscribe --bind-to none \
         --mca pml ob1 --mca btl self,vader -np "$(vh_nranks)" "$@" >"$VH_OUT" 2>&1
 }
 
-vh_run() { vh_mpirun "$VH_WORKER" --netns-prefix "$VH_PREFIX" --hosts "$(vh_hosts_arg)"; }
+vh_run() { vh_mpirun "$VH_WORKER" --netns-prefix "$VH_PREFIX" --hosts "$(vh_hosts_arg)" "$@"; }

@@ -2,7 +2,7 @@
 /*
  * hosts_worker: the MPI program of the emulated-host tests (tests/hosts/hosts-check.sh).
  *
- *   hosts_worker --netns-prefix P --hosts H0,H1,...
+ *   hosts_worker --netns-prefix P --hosts H0,H1,... [--seconds S]
  *
  * Rank r belongs to emulated host H_r: after MPI_Init it enters network namespace P<H_r> (with a fresh sysfs in a
  * mount namespace of its own, as tests/fault/fault_worker.cc does, so UCX lists that namespace's devices) and a UTS
@@ -13,7 +13,9 @@
  * It runs every collective (allreduce, allgather, reducescatter, broadcast, reduce, alltoall) over counts 0, 1,
  * odd and non-divisible ones, in and out of place, over several datatypes and ops and every root; each output is
  * compared element by element and by checksum with a reference computed here from the formula that made every
- * rank's input. Prints "HOSTS_CHECK rank R host H cases N wrong W errors E first ..." per rank.
+ * rank's input. With --seconds S the whole set runs again, each round followed by a checked AllReduce of 16 MiB,
+ * until S seconds have passed (rank 0 decides, so every rank runs the same rounds): the rail-failure tests take
+ * rails down and up meanwhile. Prints "HOSTS_CHECK rank R host H cases N wrong W errors E first ..." per rank.
  * Exit 0 when the run finished (the script judges the line), 2 on a setup failure.
  */
 #include <fcntl.h>
@@ -236,6 +238,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     std::string prefix;
     std::vector<long> hosts;
+    double seconds = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -243,6 +246,7 @@ int main(int argc, char** argv) {
         ++i;
         if (a == "--netns-prefix") prefix = v;
         else if (a == "--hosts") hosts = parse_list(v);
+        else if (a == "--seconds") seconds = atof(v);
         else setup_failed(rank, "unknown option " + a);
     }
     if (prefix.empty() || int(hosts.size()) != n)
@@ -252,7 +256,20 @@ int main(int argc, char** argv) {
     vcclComm_t comm = nullptr;
     if (vcclCommInitMPI(&comm, MPI_COMM_WORLD, nullptr) != vcclSuccess)
         setup_failed(rank, std::string("vcclCommInitMPI: ") + vcclGetLastError(nullptr));
-    Stats st = run_checks(comm, rank, n);
+    Stats st;
+    const double start = MPI_Wtime();
+    for (int round = 0;; ++round) {
+        Stats r = run_checks(comm, rank, n);
+        if (seconds > 0) run_case(comm, rank, n, AllReduce, kTypes[0], vcclSum, size_t(1) << 22, round % 2 != 0, 0,
+                                  uint64_t(1000 + round), &r);
+        st.cases += r.cases;
+        st.wrong += r.wrong;
+        st.errors += r.errors;
+        if (st.first.empty() && !r.first.empty()) st.first = "round " + std::to_string(round) + ": " + r.first;
+        int more = rank == 0 && MPI_Wtime() - start < seconds;
+        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!more) break;
+    }
     char host[64] = {};
     gethostname(host, sizeof(host) - 1);
     printf("HOSTS_CHECK rank %d host %s cases %ld wrong %ld errors %ld first %s\n", rank, host, st.cases, st.wrong,

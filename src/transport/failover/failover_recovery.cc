@@ -527,15 +527,10 @@ void FailoverTransport::try_rejoin(int peer, uint64_t now) {
     int other = 1 - p.active;
     if (p.spray_live[other] || p.awaiting_resume || !links_.up(other) || p.path_lost[other] ||
         paths_[other]->peer_status(peer) != vcclSuccess) {
-        p.good_probes = 0;
-        p.failback_nonce = 0;
+        reset_return_probes(p);
         return;
     }
-    if (p.failback_nonce != 0 && p.failback_answered) {
-        p.good_probes++;
-    } else if (p.failback_nonce != 0) {
-        p.good_probes = 0;
-    }
+    count_return_probe(p);
     uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
     if (p.good_probes >= kFailbackProbes && now - p.spray_lost_ns[other] >= hold) {
         p.spray_live[other] = true;
@@ -549,15 +544,7 @@ void FailoverTransport::try_rejoin(int peer, uint64_t now) {
         telemetry_path_event(telemetry_, peer, other, telemetry::PathState::Up);
         return;
     }
-    p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
-    p.failback_path = other;
-    p.failback_answered = false;
-    Control c;
-    memset(&c, 0, kControlHeader);
-    c.type = uint32_t(ControlType::kProbe);
-    c.nonce = p.failback_nonce;
-    c.path = uint32_t(p.active);
-    send_control(peer, other, c, kControlHeader);
+    send_return_probe(peer, other);
 }
 
 /* Paths that came back become candidates again; with no usable path the peer gets VCCL_PEER_TIMEOUT_MS. False when
@@ -752,15 +739,10 @@ void FailoverTransport::try_failback(int peer, uint64_t now) {
     if (now < p.next_failback_ns) return;
     p.next_failback_ns = now + std::max<uint64_t>(ms_to_ns(fo_.failback_ms) / 4, 1000000);
     if (p.active == 0 || rank_ > peer || !fo_.failback || !links_.up(0) || paths_[0]->peer_status(peer) != vcclSuccess) {
-        p.good_probes = 0;
-        p.failback_nonce = 0;
+        reset_return_probes(p);
         return;
     }
-    if (p.failback_nonce != 0 && p.failback_answered) {
-        p.good_probes++;
-    } else if (p.failback_nonce != 0) {
-        p.good_probes = 0;
-    }
+    count_return_probe(p);
     uint64_t hold = ms_to_ns(fo_.failback_ms) << p.hold_shift;
     if (p.good_probes >= kFailbackProbes && now - p.primary_lost_ns >= hold) {
         p.path_lost[0] = false;
@@ -769,15 +751,32 @@ void FailoverTransport::try_failback(int peer, uint64_t now) {
                     true);
         return;
     }
+    send_return_probe(peer, 0);
+}
+
+/* The probes that let a path back in (failback to the primary, a lost spray path rejoining): kFailbackProbes
+ * in a row, each answered before the next is sent. */
+void FailoverTransport::reset_return_probes(PeerState& p) {
+    p.good_probes = 0;
+    p.failback_nonce = 0;
+}
+
+void FailoverTransport::count_return_probe(PeerState& p) {
+    if (p.failback_nonce == 0) return; // none sent yet
+    p.good_probes = p.failback_answered ? p.good_probes + 1 : 0;
+}
+
+void FailoverTransport::send_return_probe(int peer, int path) {
+    PeerState& p = (*peers_[size_t(peer)]);
     p.failback_nonce = ++nonce_ | (uint64_t(rank_) << 40) | (1ull << 62);
-    p.failback_path = 0;
+    p.failback_path = path;
     p.failback_answered = false;
     Control c;
     memset(&c, 0, kControlHeader);
     c.type = uint32_t(ControlType::kProbe);
     c.nonce = p.failback_nonce;
     c.path = uint32_t(p.active);
-    send_control(peer, 0, c, kControlHeader);
+    send_control(peer, path, c, kControlHeader);
 }
 } // namespace failover
 } // namespace vccl

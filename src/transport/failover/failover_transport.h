@@ -357,6 +357,10 @@ private:
     }
     void check_spray_silence(int peer, uint64_t now);
     void try_rejoin(int peer, uint64_t now);
+    // The answered-probe count both of them go by (failover_recovery.cc).
+    void reset_return_probes(PeerState& p);
+    void count_return_probe(PeerState& p);
+    void send_return_probe(int peer, int path);
     void send_resume(int peer);
     void apply_resume(int peer, const Control& c);
     void path_lost(int peer, int path, const std::string& cause);
