@@ -337,6 +337,8 @@ TEST(Telemetry, TopListsRingsAndReportFlagsSlowLinkAndLateRank) {
                       std::string::npos)
                 << "rank " << r << " missing from top: " << json;
         }
+        // The ring says how its host paths are used (no VCCL_MULTIPATH here: standby).
+        EXPECT_NE(json.find("\"multipath\":\"standby\""), std::string::npos) << json;
         std::string text = run_capture(tool_path() + " top --once", &status);
         EXPECT_EQ(status, 0);
         EXPECT_NE(text.find(jobbuf), std::string::npos) << text;

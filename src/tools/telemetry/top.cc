@@ -18,14 +18,25 @@ using vccl::telemetry::PathStats;
 
 namespace {
 
+/* ", rails 0=D0 1=D1, spray": the host paths' network devices as the ring describes them ("" when it does not). */
+std::string rails_text(const RingView& v) {
+    std::string out;
+    for (int p = 0; p < vccl::telemetry::kDevicePath; ++p) {
+        if (v.path_devices[p].empty()) continue;
+        out += (out.empty() ? ", rails " : " ") + std::to_string(p) + "=" + v.path_devices[p];
+    }
+    if (v.spray) out += ", spray";
+    return out;
+}
+
 void print_text(const std::vector<RingView>& rings, const std::string& dir) {
     uint64_t now = vccl::now_ns();
     printf("vccl-telemetry top: %zu ring(s) in %s\n", rings.size(), dir.c_str());
     printf("%-44s %5s %5s %4s %-7s %10s %10s %6s %10s %10s %10s %6s %9s\n", "RING", "RANK", "PEER", "PATH", "STATE",
            "TX GB/s", "RX GB/s", "OUTST", "OUT BYTES", "SENT", "RECEIVED", "SHARE", "LAST ms");
     for (const RingView& v : rings) {
-        printf("%-44s %5d %5s %4s %-7s   [%s, %d ranks, pid %d, %" PRIu64 " records, %s]\n", v.file.c_str(), v.rank,
-               "-", "-", "-", v.comm_name.c_str(), v.nranks, v.pid, v.records, ring_status(v));
+        printf("%-44s %5d %5s %4s %-7s   [%s, %d ranks, pid %d, %" PRIu64 " records, %s%s]\n", v.file.c_str(), v.rank,
+               "-", "-", "-", v.comm_name.c_str(), v.nranks, v.pid, v.records, ring_status(v), rails_text(v).c_str());
         for (const PathStats& p : v.paths) {
             double last_ms = p.last_done_ns != 0 && now > p.last_done_ns ? double(now - p.last_done_ns) / 1e6 : -1;
             char last[32];
@@ -48,17 +59,18 @@ void print_json(const std::vector<RingView>& rings) {
     for (size_t i = 0; i < rings.size(); ++i) {
         const RingView& v = rings[i];
         printf("%s\n {\"ring\":%s,\"job\":%s,\"comm\":\"%016" PRIx64 "\",\"name\":%s,\"host\":%s,\"rank\":%d,"
-               "\"nranks\":%d,\"pid\":%d,\"status\":\"%s\",\"records\":%" PRIu64 ",\"links\":[",
+               "\"nranks\":%d,\"pid\":%d,\"status\":\"%s\",\"records\":%" PRIu64 ",\"multipath\":\"%s\",\"links\":[",
                i ? "," : "", json_str(v.file).c_str(), json_str(v.job).c_str(), v.comm_hash,
                json_str(v.comm_name).c_str(), json_str(v.host).c_str(), v.rank, v.nranks, v.pid, ring_status(v),
-               v.records);
+               v.records, v.spray ? "spray" : "standby");
         for (size_t j = 0; j < v.paths.size(); ++j) {
             const PathStats& p = v.paths[j];
-            printf("%s{\"peer\":%d,\"path\":%d,\"state\":\"%s\",\"send_bw\":%.0f,\"recv_bw\":%.0f,"
+            const std::string rail = p.path >= 0 && p.path < vccl::telemetry::kMaxPathsPerPeer ? v.path_devices[p.path] : "";
+            printf("%s{\"peer\":%d,\"path\":%d,\"rail\":%s,\"state\":\"%s\",\"send_bw\":%.0f,\"recv_bw\":%.0f,"
                    "\"outstanding_reqs\":%" PRIu64 ",\"outstanding_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
                    ",\"bytes_recv\":%" PRIu64 ",\"share\":%.4f,\"completions\":%" PRIu64 ",\"failures\":%" PRIu64
                    "}",
-                   j ? "," : "", p.peer, p.path, vccl::telemetry::path_state_name(p.state), p.send_bw, p.recv_bw,
+                   j ? "," : "", p.peer, p.path, json_str(rail).c_str(), vccl::telemetry::path_state_name(p.state), p.send_bw, p.recv_bw,
                    p.outstanding_reqs, p.outstanding_bytes, p.bytes_sent, p.bytes_recv, path_share(v, p),
                    p.send_completions + p.recv_completions, p.failures);
         }
