@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -200,6 +201,16 @@ bool RingReader::attach_memory(const void* base, std::string* why) {
     detach();
     header_ = static_cast<const Header*>(base);
     return validate(ring_bytes(header_->npaths, header_->capacity), why);
+}
+
+void RingWriter::describe_paths(const std::string* devices, bool spray) {
+    header_->multipath = spray ? 1 : 0;
+    for (int p = 0; p < kMaxPathsPerPeer; ++p) {
+        size_t n = std::min(devices[p].size(), kPathDeviceChars - 1);
+        memcpy(header_->path_devices[p], devices[p].data(), n);
+        header_->path_devices[p][n] = '\0';
+    }
+    header_->paths_described.store(1, std::memory_order_release);
 }
 
 PathTotalsCopy RingReader::totals(int peer, int path) const {

@@ -6,9 +6,7 @@
 #ifndef VCCL_TELEMETRY_RING_H_
 #define VCCL_TELEMETRY_RING_H_
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -79,15 +77,7 @@ public:
     void mark_closed() { header_->closed.store(1, std::memory_order_release); }
     /* Header::multipath and path_devices (devices[0 .. kMaxPathsPerPeer-1], cut to fit), then paths_described.
      * Once, before the first transfer. */
-    void describe_paths(const std::string* devices, bool spray) {
-        header_->multipath = spray ? 1 : 0;
-        for (int p = 0; p < kMaxPathsPerPeer; ++p) {
-            size_t n = std::min(devices[p].size(), kPathDeviceChars - 1);
-            memcpy(header_->path_devices[p], devices[p].data(), n);
-            header_->path_devices[p][n] = '\0';
-        }
-        header_->paths_described.store(1, std::memory_order_release);
-    }
+    void describe_paths(const std::string* devices, bool spray);
 
     Header* header() const { return header_; }
     void* base() const { return base_; }

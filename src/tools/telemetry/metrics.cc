@@ -228,14 +228,15 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
     for (size_t i = 0; i < rings.size(); ++i) o.sample("vccl_path_aggregated_peers", rls[i], nullptr, uint64_t(folded[i]));
 
     // Collectives: one family per counter, a sample per ring and kind that ran.
+    std::string kinds[kCollKinds];
+    for (int c = 1; c < kCollKinds; ++c) kinds[c] = std::string("coll=\"") + vccl::telemetry::coll_kind_name(uint8_t(c)) + "\"";
     auto coll_family = [&](const char* name, const char* help, auto value) {
         o.family(name, "counter", help);
         for (size_t i = 0; i < rings.size(); ++i) {
             for (int c = 1; c < kCollKinds; ++c) {
                 const CollTotalsCopy& t = rings[i]->colls[c];
                 if (t.calls == 0) continue;
-                const std::string kind = std::string("coll=\"") + vccl::telemetry::coll_kind_name(uint8_t(c)) + "\"";
-                o.sample(name, rls[i], kind.c_str(), value(t));
+                o.sample(name, rls[i], kinds[c].c_str(), value(t));
             }
         }
     };

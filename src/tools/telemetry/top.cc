@@ -65,12 +65,11 @@ void print_json(const std::vector<RingView>& rings) {
                v.records, v.spray ? "spray" : "standby");
         for (size_t j = 0; j < v.paths.size(); ++j) {
             const PathStats& p = v.paths[j];
-            const std::string rail = p.path >= 0 && p.path < vccl::telemetry::kMaxPathsPerPeer ? v.path_devices[p.path] : "";
             printf("%s{\"peer\":%d,\"path\":%d,\"rail\":%s,\"state\":\"%s\",\"send_bw\":%.0f,\"recv_bw\":%.0f,"
                    "\"outstanding_reqs\":%" PRIu64 ",\"outstanding_bytes\":%" PRIu64 ",\"bytes_sent\":%" PRIu64
                    ",\"bytes_recv\":%" PRIu64 ",\"share\":%.4f,\"completions\":%" PRIu64 ",\"failures\":%" PRIu64
                    "}",
-                   j ? "," : "", p.peer, p.path, json_str(rail).c_str(), vccl::telemetry::path_state_name(p.state), p.send_bw, p.recv_bw,
+                   j ? "," : "", p.peer, p.path, json_str(v.path_devices[p.path]).c_str(), vccl::telemetry::path_state_name(p.state), p.send_bw, p.recv_bw,
                    p.outstanding_reqs, p.outstanding_bytes, p.bytes_sent, p.bytes_recv, path_share(v, p),
                    p.send_completions + p.recv_completions, p.failures);
         }
