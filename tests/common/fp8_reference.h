@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * An FP8 (OCP E4M3 and E5M2) encoder and decoder for tests, written apart from the library's (src/core/dtype.cc)
- * and by another method: a code is decoded from its fields with ldexp, and a value is encoded by searching every
- * finite code for the nearest one (ties to the code whose last bit is 0), then saturating as CUDA's
+ * and by another method: a code is decoded from its fields with ldexp, and a value is encoded by looking up the
+ * nearest of the decoded finite codes (ties to the code whose last bit is 0), then saturating as CUDA's
  * __nv_cvt_float_to_fp8(x, __NV_SATFINITE, ...) does: past the largest finite magnitude (infinity included)
- * the result is that magnitude with the sign, a NaN is 0x7F. Slow (256 decodes per encode) and obvious on
- * purpose. Header-only: host tests, MPI tests and GPU tests include it.
+ * the result is that magnitude with the sign, a NaN is 0x7F. The positive codes 0..max_code grow with their
+ * value in both formats, so the nearest code is found by a binary search of their decoded values (a table made
+ * once from decode()): the multi-rank tests encode millions of references. Header-only: host tests, MPI tests
+ * and GPU tests include it.
  */
 #ifndef VCCL_TESTS_COMMON_FP8_REFERENCE_H_
 #define VCCL_TESTS_COMMON_FP8_REFERENCE_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -36,25 +39,35 @@ inline double decode(uint8_t code, const Format& f) {
     return sign * std::ldexp(double(mant + (1 << f.mant_bits)), exp_field - f.bias - f.mant_bits);
 }
 
+/* The decoded value of every code of a format, made once. */
+struct Table {
+    double value[256];
+    explicit Table(const Format& f) {
+        for (int c = 0; c < 256; ++c) value[c] = decode(uint8_t(c), f);
+    }
+};
+inline const Table& table(const Format& f) {
+    static const Table e4m3(kE4M3), e5m2(kE5M2);
+    return f.ieee_specials ? e5m2 : e4m3;
+}
+
 inline uint8_t encode(double v, const Format& f) {
     if (std::isnan(v)) return 0x7f;
     const uint8_t sign = std::signbit(v) ? 0x80 : 0x00;
     const double a = std::fabs(v);
-    if (a >= decode(f.max_code, f)) return uint8_t(sign | f.max_code);
-    uint8_t best = 0;
-    double best_err = INFINITY;
-    for (int c = 0; c <= f.max_code; ++c) {
-        const double err = std::fabs(decode(uint8_t(c), f) - a);
-        if (err < best_err || (err == best_err && (c & 1) == 0)) {
-            best = uint8_t(c);
-            best_err = err;
-        }
-    }
+    const double* t = table(f).value;
+    if (a >= t[f.max_code]) return uint8_t(sign | f.max_code);
+    // The first code not below a (one exists: a is below the largest), and the one before it.
+    const int hi = int(std::lower_bound(t, t + f.max_code + 1, a) - t);
+    if (hi == 0) return sign; // a is 0
+    const int lo = hi - 1;
+    const double err_lo = a - t[lo], err_hi = t[hi] - a;
+    const int best = err_lo < err_hi ? lo : err_hi < err_lo ? hi : ((lo & 1) == 0 ? lo : hi);
     return uint8_t(sign | best);
 }
 
-inline double e4m3_to_double(uint8_t c) { return decode(c, kE4M3); }
-inline double e5m2_to_double(uint8_t c) { return decode(c, kE5M2); }
+inline double e4m3_to_double(uint8_t c) { return table(kE4M3).value[c]; }
+inline double e5m2_to_double(uint8_t c) { return table(kE5M2).value[c]; }
 inline uint8_t double_to_e4m3(double v) { return encode(v, kE4M3); }
 inline uint8_t double_to_e5m2(double v) { return encode(v, kE5M2); }
 
