@@ -10,16 +10,11 @@
 #include "tools/diag/diag.h"
 
 #if VCCL_HAVE_MPI
-#include <fcntl.h>
-#include <sched.h>
-#include <sys/mount.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "tools/common/netns.h"
 #include "tools/perf/perf.h" // device_* and stream_* (CUDA runtime, or "missing" without CUDA)
 #include "vccl_mpi.h"
 #endif
@@ -58,33 +53,6 @@ void all_ok(bool ok, const std::string& error) {
     fflush(stderr);
     MPI_Finalize();
     exit(kExitError);
-}
-
-/* Testing aid (DESIGN.md, testing recipes): mpirun cannot start ranks in separate network namespaces, so
- * each rank enters its own before vccl opens any socket. MPI keeps working over shared memory. Like
- * `ip netns exec`, it then mounts a fresh sysfs in a mount namespace of its own: /sys/class/net shows the
- * devices of the namespace that mounted sysfs, and UCX lists its TCP devices there. Both namespaces belong
- * to this thread and to the threads it starts afterwards (vccl's proxy, UCX's), which is all that matters. */
-bool enter_netns(const std::string& prefix, int rank, std::string* error) {
-    std::string path = "/var/run/netns/" + prefix + std::to_string(rank);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *error = "--netns-prefix: cannot open " + path + ": " + strerror(errno);
-        return false;
-    }
-    int rc = setns(fd, CLONE_NEWNET);
-    int saved = errno;
-    close(fd);
-    if (rc != 0) {
-        *error = "--netns-prefix: setns(" + path + "): " + strerror(saved);
-        return false;
-    }
-    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_SLAVE | MS_REC, nullptr) != 0 ||
-        umount2("/sys", MNT_DETACH) != 0 || mount("sysfs", "/sys", "sysfs", 0, nullptr) != 0) {
-        *error = std::string("--netns-prefix: remounting /sys for the namespace: ") + strerror(errno);
-        return false;
-    }
-    return true;
 }
 
 /* Partner of `rank` in round k of the circle method over m (even) seats; -1 for a bye (odd nranks). */
@@ -220,7 +188,9 @@ bool run_sweep(const SweepOptions& o, Section* out) {
     int rank = mpi_rank(), n = mpi_size();
     if (!o.netns_prefix.empty()) {
         std::string error;
-        bool ok = enter_netns(o.netns_prefix, rank, &error);
+        // mpirun cannot start ranks in separate network namespaces: each rank enters its own.
+        bool ok = vtools::enter_named_netns(o.netns_prefix + std::to_string(rank), false, &error);
+        if (!ok) error = "--netns-prefix: " + error;
         all_ok(ok, error);
     }
     Buffers b = alloc(o);
