@@ -16,6 +16,8 @@
 # The names carry the shell's PID so that parallel runs never collide, and a run that was killed -9
 # leaves namespaces a later run recognises (dead PID) and removes.
 
+. "$(dirname "${BASH_SOURCE[0]}")/../common/netns-lib.sh"
+
 VF_PREFIX=${VF_PREFIX:-vf$$}
 VF_NS0=${VF_PREFIX}r0
 VF_NS1=${VF_PREFIX}r1
@@ -44,19 +46,8 @@ vf_mark_at() {
     return 0
 }
 
-# Removes namespaces vf<PID>r<N> whose PID is no longer alive (left by runs that were killed).
-vf_cleanup_stale() {
-    local ns pid
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case $ns in vf[0-9]*r[0-9]* | vf[0-9]*h) ;; *) continue ;; esac
-        pid=${ns#vf}
-        pid=${pid%%[rh]*}
-        case $pid in *[!0-9]*|'') continue ;; esac
-        if ! kill -0 "$pid" 2>/dev/null; then
-            ip netns delete "$ns" 2>/dev/null && echo "netns.sh: removed stale namespace $ns"
-        fi
-    done
-}
+# Removes namespaces vf<PID>r<N> and vf<PID>h whose PID is no longer alive (left by runs that were killed).
+vf_cleanup_stale() { ns_cleanup_stale vf; }
 
 vf_cleanup() {
     local r
@@ -135,14 +126,7 @@ vf_setup() {
     done
 }
 
-vf_wait_running() { # vf_wait_running NS DEV: waits up to 5 s for operstate UP
-    local i
-    for i in $(seq 50); do
-        ip -n "$1" link show "$2" 2>/dev/null | grep -q 'state UP' && return 0
-        sleep 0.1
-    done
-    return 1
-}
+vf_wait_running() { ns_wait_carrier "$@"; } # vf_wait_running NS DEV: waits up to 5 s for operstate UP
 
 # vf_reachable NS ADDR: true when ADDR answers from NS. ping is often not installed, so a TCP connect to
 # the discard port stands in: "connection refused" proves a round trip as well as a ping does.
@@ -153,9 +137,7 @@ vf_reachable() {
     return 1
 }
 
-vf_tx_bytes() { # vf_tx_bytes NS DEV: bytes sent so far by DEV in NS
-    ip -n "$1" -s -j link show "$2" 2>/dev/null | sed -n 's/.*"tx":{"bytes":\([0-9]*\).*/\1/p'
-}
+vf_tx_bytes() { ns_tx_bytes "$@"; } # vf_tx_bytes NS DEV: bytes sent so far by DEV in NS
 
 # --- faults. DEV defaults to rail0. "Both ends" matters: a qdisc only acts on packets a side sends. ---
 

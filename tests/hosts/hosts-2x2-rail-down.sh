@@ -27,12 +27,7 @@ r0_end=$(vh_rail_tx 0 0)
 sed 's/^/  | /' "$VH_OUT"
 fail=0
 [ "$rc" -eq 0 ] || { echo "FAIL: mpirun exit $rc (124/137: hung past the limit)"; fail=1; }
-n=$(vh_nranks)
-[ "$(grep -c '^HOSTS_CHECK ' "$VH_OUT")" -eq "$n" ] || { echo "FAIL: not every one of $n ranks reported"; fail=1; }
-while read -r _ _ rank _ host _ cases _ wrong _ errors _ first; do
-    [ "$cases" -gt 300 ] || { echo "FAIL: rank $rank ran only $cases cases (one round is about 330)"; fail=1; }
-    [ "$wrong" -eq 0 ] && [ "$errors" -eq 0 ] || { echo "FAIL: rank $rank: $wrong wrong, $errors errors; first: $first"; fail=1; }
-done < <(grep '^HOSTS_CHECK ' "$VH_OUT")
+vh_judge_ranks 300 "one round is about 330" || fail=1
 backup_bytes=$((${r1_down:-0} - ${r1_before:-0}))
 down_bytes=$((${r0_down:-0} - ${r0_before:-0}))
 after_bytes=$((${r0_end:-0} - ${r0_down:-0}))

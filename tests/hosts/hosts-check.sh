@@ -13,12 +13,7 @@ sed 's/^/  | /' "$VH_OUT"
 fail=0
 n=$(vh_nranks)
 [ "$rc" -eq 0 ] || { echo "FAIL: mpirun exit $rc (124/137: hung past the limit)"; fail=1; }
-[ "$(grep -c '^HOSTS_CHECK ' "$VH_OUT")" -eq "$n" ] || { echo "FAIL: not every one of $n ranks reported"; fail=1; }
-while read -r _ _ rank _ host _ cases _ wrong _ errors _ first; do
-    case $host in "${VH_PREFIX}"[0-9]*) ;; *) echo "FAIL: rank $rank runs on host '$host', not an emulated one"; fail=1 ;; esac
-    [ "$cases" -gt 100 ] || { echo "FAIL: rank $rank ran only $cases cases"; fail=1; }
-    [ "$wrong" -eq 0 ] && [ "$errors" -eq 0 ] || { echo "FAIL: rank $rank: $wrong wrong, $errors errors; first: $first"; fail=1; }
-done < <(grep '^HOSTS_CHECK ' "$VH_OUT")
+vh_judge_ranks 100 || fail=1
 even=1
 for g in "${VH_LAYOUT[@]}"; do [ "$g" -eq "${VH_LAYOUT[0]}" ] || even=0; done
 for h in $(seq 0 $((${#VH_LAYOUT[@]} - 1))); do

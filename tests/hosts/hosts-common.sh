@@ -16,12 +16,15 @@
 #   vh_run [ARGS...]       vh_mpirun of hosts_worker (ARGS: more worker options, e.g. --seconds S).
 #   VH_BACKUP_NET_DEVICES  a backup rail per local rank (VCCL_BACKUP_NET_DEVICES form): failover between hosts;
 #                          default none (one path per peer, VCCL_FAILOVER=off).
+#   vh_judge_ranks MIN     every rank reported, from an emulated host, more than MIN cases, nothing wrong or failed.
 #   vh_rail_tx H G         bytes sent so far on rail G of host H (from the host's side).
 #   vh_cleanup             deletes this run's namespaces (the veths go with them).
 #
 # The ranks of one emulated host share a network namespace and a host name (each enters its own UTS namespace
 # and sets it, hosts_worker.cc), so vccl groups them as one host; UCX's tcp transport, bound to rail devices,
 # carries all traffic (VCCL_UCX_TLS=tcp): inside a host over loopback, between hosts over the rails.
+. "$(dirname "${BASH_SOURCE[0]}")/../common/netns-lib.sh"
+
 VH_PREFIX=${VH_PREFIX:-vh$$x} # "x" ends the PID: runs side by side (make -j) must tell theirs apart
 VH_RATE=${VH_RATE:-1gbit}
 VH_FAB=${VH_PREFIX}f
@@ -42,27 +45,8 @@ vh_cleanup() {
     return 0
 }
 
-# Namespaces vh<PID>x... whose PID is gone (a run killed -9) are removed.
-vh_cleanup_stale() {
-    local ns pid
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
-        case $ns in vh[0-9]*x*) ;; *) continue ;; esac
-        pid=${ns#vh}
-        pid=${pid%%x*}
-        case $pid in *[!0-9]* | '') continue ;; esac
-        kill -0 "$pid" 2>/dev/null || ip netns delete "$ns" 2>/dev/null
-    done
-    return 0
-}
-
-vh_wait_up() { # vh_wait_up NS DEV: carrier shows up to a second after "link set up"; UCX skips a device without it
-    local i
-    for i in $(seq 50); do
-        ip -n "$1" link show "$2" 2>/dev/null | grep -q 'state UP' && return 0
-        sleep 0.1
-    done
-    return 1
-}
+vh_cleanup_stale() { ns_cleanup_stale vh; } # namespaces vh<PID>x... whose PID is gone (a run killed -9)
+vh_wait_up() { ns_wait_carrier "$@"; }      # vh_wait_up NS DEV: UCX skips a device without carrier
 
 vh_shape() { # vh_shape NS DEV: the rail's rate limit on the packets DEV sends
     tc -n "$1" qdisc replace dev "$2" root tbf rate "$VH_RATE" burst 256kb latency 50ms
@@ -132,9 +116,7 @@ vh_nranks() {
     echo "$n"
 }
 
-vh_rail_tx() {
-    ip -n "${VH_PREFIX}$1" -s -j link show "rail$2" 2>/dev/null | sed -n 's/.*"tx":{"bytes":\([0-9]*\).*/\1/p'
-}
+vh_rail_tx() { ns_tx_bytes "${VH_PREFIX}$1" "rail$2"; }
 
 vh_mpirun() {
     # Local rank g takes rail g (VCCL_NET_DEVICES entry g); one path per peer unless VH_BACKUP_NET_DEVICES names
@@ -149,3 +131,17 @@ vh_mpirun() {
 }
 
 vh_run() { vh_mpirun "$VH_WORKER" --netns-prefix "$VH_PREFIX" --hosts "$(vh_hosts_arg)" "$@"; }
+
+# vh_judge_ranks MIN_CASES [HINT]: after vh_run, every rank reported, from an emulated host, more than MIN_CASES
+# cases, none wrong and no call failed. Prints a FAIL line per finding (HINT follows the case count); 1 if any.
+vh_judge_ranks() {
+    local min=$1 hint=${2:+ ($2)} bad=0 n rank host cases wrong errors first
+    n=$(vh_nranks)
+    [ "$(grep -c '^HOSTS_CHECK ' "$VH_OUT")" -eq "$n" ] || { echo "FAIL: not every one of $n ranks reported"; bad=1; }
+    while read -r _ _ rank _ host _ cases _ wrong _ errors _ first; do
+        case $host in "${VH_PREFIX}"[0-9]*) ;; *) echo "FAIL: rank $rank runs on host '$host', not an emulated one"; bad=1 ;; esac
+        [ "$cases" -gt "$min" ] || { echo "FAIL: rank $rank ran only $cases cases$hint"; bad=1; }
+        [ "$wrong" -eq 0 ] && [ "$errors" -eq 0 ] || { echo "FAIL: rank $rank: $wrong wrong, $errors errors; first: $first"; bad=1; }
+    done < <(grep '^HOSTS_CHECK ' "$VH_OUT")
+    return "$bad"
+}
