@@ -5,7 +5,7 @@
  * of the same width: overflow wraps (as the GPU kernels do) instead of being undefined behaviour.
  * fp16/bf16/fp8 have no native host arithmetic: they are widened to float in small blocks, reduced with the
  * float loop, and rounded back once per call (per pair of inputs: an algorithm that reduces step by step rounds at
- * every step).
+ * every step). FP8 has only 65,536 pairs of inputs: their results are tabled once per op from that same path.
  */
 #include "core/reduce.h"
 
@@ -136,7 +136,7 @@ struct Bf16Codec {
 };
 
 /* FP8: table lookup to float, dtype.cc's encoder back (round to nearest even, saturating to the largest finite
- * value as CUDA's __NV_SATFINITE conversion does). */
+ * value as CUDA's __NV_SATFINITE conversion does). The reductions themselves look their results up (reduce_fp8). */
 struct Fp8e4m3Codec {
     using Storage = uint8_t;
     static float to_float(uint8_t v) { return fp8e4m3_to_float(v); }
@@ -176,6 +176,59 @@ void reduce_narrow(void* dst, const void* a, const void* b, size_t count, vcclRe
     if (base < count) widen_reduce_narrow<Codec>(d + base, x + base, y + base, count - base, op);
 }
 
+
+/* FP8 pairs: an op on two fp8 values is a function of their 16 bits, so each format and op has a table of all
+ * 65,536 results (64 KiB, made on first use through widen_reduce_narrow itself, so every result is the one the
+ * widening path gives): one load per element instead of two decodes and a branchy encode. */
+template <typename Codec>
+struct Fp8PairTable {
+    uint8_t result[65536];
+    explicit Fp8PairTable(vcclRedOp_t op) {
+        uint8_t x[256], y[256];
+        for (int a = 0; a < 256; ++a) {
+            for (int b = 0; b < 256; ++b) {
+                x[b] = uint8_t(a);
+                y[b] = uint8_t(b);
+            }
+            widen_reduce_narrow<Codec>(result + a * 256, x, y, 256, op);
+        }
+    }
+};
+
+template <typename Codec>
+const uint8_t* fp8_pair_table(vcclRedOp_t op) {
+    switch (op) { // one table per op, each made the first time its op is used (thread-safe static init)
+    case vcclProd: { static const Fp8PairTable<Codec> t(vcclProd); return t.result; }
+    case vcclMax: { static const Fp8PairTable<Codec> t(vcclMax); return t.result; }
+    case vcclMin: { static const Fp8PairTable<Codec> t(vcclMin); return t.result; }
+    default: { static const Fp8PairTable<Codec> t(vcclSum); return t.result; } // Sum, and Avg before its scaling
+    }
+}
+
+template <typename Codec>
+void reduce_fp8(void* dst, const void* a, const void* b, size_t count, vcclRedOp_t op) {
+    const uint8_t* table = fp8_pair_table<Codec>(op);
+    uint8_t* d = static_cast<uint8_t*>(dst);
+    const uint8_t* x = static_cast<const uint8_t*>(a);
+    const uint8_t* y = static_cast<const uint8_t*>(b);
+    // Both inputs of element i are read before it is written, so dst may alias a or b.
+    for (size_t i = 0; i < count; ++i) d[i] = table[(size_t(x[i]) << 8) | y[i]];
+}
+
+/* One-input maps of FP8 (Avg's division, PreMulSum's product): past a few hundred elements, the 256 results are
+ * computed once per call and looked up. */
+constexpr size_t kFp8MapTableMin = 512;
+template <typename Codec, typename F>
+void map_fp8(uint8_t* d, const uint8_t* x, size_t count, F f) {
+    if (count < kFp8MapTableMin) {
+        for (size_t i = 0; i < count; ++i) d[i] = f(x[i]);
+        return;
+    }
+    uint8_t table[256];
+    for (int v = 0; v < 256; ++v) table[v] = f(uint8_t(v));
+    for (size_t i = 0; i < count; ++i) d[i] = table[x[i]];
+}
+
 template <typename T>
 void scale_typed(void* buf, size_t count, int nranks) {
     T* p = static_cast<T*>(buf);
@@ -190,6 +243,13 @@ void scale_narrow(void* buf, size_t count, int nranks) {
     S* p = static_cast<S*>(buf);
     const float n = float(nranks);
     for (size_t i = 0; i < count; ++i) p[i] = Codec::from_float(Codec::to_float(p[i]) / n);
+}
+
+template <typename Codec>
+void scale_fp8(void* buf, size_t count, int nranks) {
+    uint8_t* p = static_cast<uint8_t*>(buf);
+    const float n = float(nranks);
+    map_fp8<Codec>(p, p, count, [n](uint8_t v) { return Codec::from_float(Codec::to_float(v) / n); });
 }
 
 template <typename T>
@@ -210,6 +270,13 @@ void premul_narrow(void* dst, const void* src, size_t count, uint64_t scalar_bit
     for (size_t i = 0; i < count; ++i) d[i] = Codec::from_float(Codec::to_float(x[i]) * s);
 }
 
+template <typename Codec>
+void premul_fp8(void* dst, const void* src, size_t count, uint64_t scalar_bits) {
+    const float s = Codec::to_float(uint8_t(scalar_bits));
+    map_fp8<Codec>(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count,
+                   [s](uint8_t v) { return Codec::from_float(Codec::to_float(v) * s); });
+}
+
 } // namespace
 
 void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits) {
@@ -224,8 +291,8 @@ void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, 
     case vcclFloat32: premul_typed<float>(dst, src, count, scalar_bits); break;
     case vcclFloat64: premul_typed<double>(dst, src, count, scalar_bits); break;
     case vcclBfloat16: premul_narrow<Bf16Codec>(dst, src, count, scalar_bits); break;
-    case vcclFloat8e4m3: premul_narrow<Fp8e4m3Codec>(dst, src, count, scalar_bits); break;
-    case vcclFloat8e5m2: premul_narrow<Fp8e5m2Codec>(dst, src, count, scalar_bits); break;
+    case vcclFloat8e4m3: premul_fp8<Fp8e4m3Codec>(dst, src, count, scalar_bits); break;
+    case vcclFloat8e5m2: premul_fp8<Fp8e5m2Codec>(dst, src, count, scalar_bits); break;
     default: break;
     }
 }
@@ -242,8 +309,8 @@ void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclData
     case vcclFloat32: reduce_typed<float>(dst, a, b, count, op); break;
     case vcclFloat64: reduce_typed<double>(dst, a, b, count, op); break;
     case vcclBfloat16: reduce_narrow<Bf16Codec>(dst, a, b, count, op); break;
-    case vcclFloat8e4m3: reduce_narrow<Fp8e4m3Codec>(dst, a, b, count, op); break;
-    case vcclFloat8e5m2: reduce_narrow<Fp8e5m2Codec>(dst, a, b, count, op); break;
+    case vcclFloat8e4m3: reduce_fp8<Fp8e4m3Codec>(dst, a, b, count, op); break;
+    case vcclFloat8e5m2: reduce_fp8<Fp8e5m2Codec>(dst, a, b, count, op); break;
     default: break;
     }
 }
@@ -261,8 +328,8 @@ void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks) {
     case vcclFloat32: scale_typed<float>(buf, count, nranks); break;
     case vcclFloat64: scale_typed<double>(buf, count, nranks); break;
     case vcclBfloat16: scale_narrow<Bf16Codec>(buf, count, nranks); break;
-    case vcclFloat8e4m3: scale_narrow<Fp8e4m3Codec>(buf, count, nranks); break;
-    case vcclFloat8e5m2: scale_narrow<Fp8e5m2Codec>(buf, count, nranks); break;
+    case vcclFloat8e4m3: scale_fp8<Fp8e4m3Codec>(buf, count, nranks); break;
+    case vcclFloat8e5m2: scale_fp8<Fp8e5m2Codec>(buf, count, nranks); break;
     default: break;
     }
 }
