@@ -26,7 +26,18 @@ namespace vccl {
 
 namespace {
 
-vcclResult_t run_collective(vcclComm* comm, const Op& op) {
+/* The telemetry kind of a collective (TransferTag::coll). */
+uint8_t coll_kind(const Op& op) { return uint8_t(1 + int(op.coll.coll)); }
+
+/* Collective counters (telemetry/telemetry.h on_collective): a call on device buffers counts once when enqueued,
+ * with the bytes of the whole call; staged, its host pieces then add only their time. */
+void count_device_call(vcclComm* comm, const Op& op) {
+    if (comm->telemetry) comm->telemetry->on_collective(coll_kind(op), 1, uint64_t(op.coll.count) * dtype_size(op.coll.dtype), 0);
+}
+
+/* Runs a host collective. `whole_call`: op is the caller's call (its call and bytes are counted with its time),
+ * not one staged piece of it (only the time is). */
+vcclResult_t run_collective(vcclComm* comm, const Op& op, bool whole_call = true) {
     const Algorithm* algo = algo_select(op.coll, comm->nranks, comm->settings, comm->algos, &comm->hosts);
     if (algo == nullptr) {
         return set_last_error(vcclInternalError, "no algorithm for %s", coll_name(op.coll.coll));
@@ -36,7 +47,7 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
                coll_name(op.coll.coll), (unsigned long long)seq, op.coll.count, dtype_name(op.coll.dtype),
                algo->name);
     vcclResult_t status;
-    const uint8_t kind = uint8_t(1 + int(op.coll.coll));
+    const uint8_t kind = coll_kind(op);
     {
         ScopedTransferTag telemetry_tag(comm->transport.get(), {kind, seq});
         CollCtx ctx(comm->transport.get(), comm->rank, comm->nranks, coll_tag(seq), op.coll.dtype, op.coll.op,
@@ -45,7 +56,8 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op) {
         const uint64_t start = comm->telemetry ? comm->telemetry->now_ns() : 0;
         status = algo->run(ctx, op.coll);
         if (comm->telemetry && status == vcclSuccess) {
-            comm->telemetry->on_collective(kind, uint64_t(op.coll.count) * dtype_size(op.coll.dtype),
+            comm->telemetry->on_collective(kind, whole_call ? 1 : 0,
+                                           whole_call ? uint64_t(op.coll.count) * dtype_size(op.coll.dtype) : 0,
                                            comm->telemetry->now_ns() - start);
         }
     }
@@ -77,8 +89,9 @@ vcclResult_t run_collective_staged(vcclComm* comm, const Op& op) {
     }
     VCCL_RETURN_IF_ERROR(comm_stream_wait(comm, op.stream));
     for (const StagedPiece& piece : plan.pieces) {
-        VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, piece, slot)));
+        VCCL_RETURN_IF_ERROR(run_collective(comm, host_piece(op, piece, slot), false));
     }
+    count_device_call(comm, op);
     for (const StagedPiece& piece : plan.pieces) {
         for (const StagedCopy& c : piece.out) VCCL_RETURN_IF_ERROR(enqueue_staged_copy(slot, c, false, op.stream));
     }
@@ -93,11 +106,18 @@ vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
     StagedQueue::Job job;
     job.stream = op.stream;
     job.host_bytes = plan.slot_bytes;
-    for (StagedPiece& piece : plan.pieces) {
+    for (size_t i = 0; i < plan.pieces.size(); ++i) {
+        StagedPiece& piece = plan.pieces[i];
         StagedQueue::Part part;
         part.in = std::move(piece.in);
         part.out = std::move(piece.out);
-        part.work = [comm, op, piece](char* slot) { return run_collective(comm, host_piece(op, piece, slot)); };
+        // The call is counted by its first piece, on the job's thread: the telemetry writer while the job runs.
+        const bool first = i == 0;
+        part.work = [comm, op, piece, first](char* slot) {
+            vcclResult_t r = run_collective(comm, host_piece(op, piece, slot), false);
+            if (r == vcclSuccess && first) count_device_call(comm, op);
+            return r;
+        };
         job.parts.push_back(std::move(part));
     }
     return comm->dev.staged_queue->submit(std::move(job));
@@ -298,6 +318,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
             status = submit_collective_staged(comm, op);
         } else if (device_coll_direct_possible(comm->dev, op)) {
             status = run_device_coll_direct(comm->dev, op);
+            // Replays of a captured call are not seen on the host: neither is its capture counted.
+            if (status == vcclSuccess && !op.captured) count_device_call(comm, op);
         } else if (op.mem == MemType::Cuda) {
             status = run_collective_staged(comm, op);
         } else {

@@ -134,12 +134,14 @@ public:
      * peer, whose state changes come with path_event). */
     void count_failover(int peer, int path, SwitchCause cause);
 
-    /* A host collective of kind `coll` (TransferTag::coll) ended on this rank: `bytes` of the caller's data,
-     * `ns` from the algorithm's start. Writer side (the communicator's operation lock). */
-    void on_collective(uint8_t coll, uint64_t bytes, uint64_t ns) {
+    /* Collectives of kind `coll` (TransferTag::coll) on this rank: `calls` calls with `bytes` of the callers'
+     * data, and `ns` spent in host algorithms. A call on host buffers adds all three when it ends; one on device
+     * buffers counts when enqueued, and a staged one adds each host piece's time as it ends (comm/enqueue.cc).
+     * Writer side (the communicator's operation lock, or the staged job that owns the transport). */
+    void on_collective(uint8_t coll, uint64_t calls, uint64_t bytes, uint64_t ns) {
         if (coll >= kCollKinds || colls_paused_) return;
         CollTotals& c = ring_.colls()[coll];
-        counter_add(c.calls, 1);
+        counter_add(c.calls, calls);
         counter_add(c.bytes, bytes);
         counter_add(c.time_ns, ns);
     }

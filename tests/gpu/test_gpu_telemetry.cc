@@ -5,7 +5,8 @@
  * exchange (the staging FIFO where it is on) and an allreduce (the low-latency kernel where it is on, else copy
  * engines), each both ways, with nothing outstanding once the stream is done; an exchange queued behind a blocked
  * stream shows as outstanding until the stream runs it; a receive that a peer which gave up released without data
- * counts as a failure, not as bytes received. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each waits for
+ * counts as a failure, not as bytes received; the collective counters that vccl-telemetry serve shows count calls on
+ * device buffers. VCCL_TELEMETRY_SAMPLE=1 times every transfer, so each waits for
  * its stream's note.
  */
 #include <cuda.h>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -293,6 +295,86 @@ TEST(GpuTelemetry, CallsFromAThreadWithoutContextCreateNoneOnGpu0) {
         else if (left_context) why = "the calls left the new thread with a context";
     }
     if (!skipped.empty()) printf("[rank %d] not checked: %s\n", world_rank(), skipped.c_str());
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    vcclCommDestroy(comm);
+}
+
+/* The value of `family`{...rank="R"...coll="C"} in vccl-telemetry serve --print's text, or -1. */
+double coll_metric(const std::string& text, const char* family, int rank, const char* coll) {
+    std::istringstream in(text);
+    std::string line;
+    const std::string rank_label = "rank=\"" + std::to_string(rank) + "\"", coll_label = std::string("coll=\"") + coll + "\"";
+    while (std::getline(in, line)) {
+        if (line.rfind(std::string(family) + "{", 0) != 0) continue;
+        if (line.find(rank_label) == std::string::npos || line.find(coll_label) == std::string::npos) continue;
+        return atof(line.c_str() + line.rfind(' ') + 1);
+    }
+    return -1;
+}
+
+/* The collective counters that an operator scrapes (vccl-telemetry serve) count calls on device buffers, whichever path
+ * runs them (the GPUs among themselves, or staged through host memory: the suites force each), with their bytes,
+ * and calls on host buffers with their time. Rank 0 reads every rank's ring with the tool built beside this test. */
+TEST(GpuTelemetry, CollectiveCountersCountCallsOnDeviceBuffers) {
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    int job_pid = int(getpid());
+    MPI_Bcast(&job_pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    const std::string job = "vtest-colls-" + std::to_string(job_pid);
+    vcclComm_t comm = comm_with_env({{"VCCL_TELEMETRY", "1"}, {"VCCL_TELEMETRY_SHM", "1"}, {"VCCL_TELEMETRY_JOB", job.c_str()}});
+    ASSERT_ALL_RANKS(comm != nullptr);
+    const int n = world_size();
+    Stream s;
+    const size_t count = 1024, gather = 1000;
+    DevBuf send(count * 4), recv(gather * 4 * size_t(n) + count * 4);
+    std::vector<float> host_in(10, 1.0f), host_out(10, 0.0f);
+    ASSERT_ALL_RANKS(send.base != nullptr && recv.base != nullptr);
+    std::string why;
+    for (int i = 0; i < 3 && why.empty(); ++i) {
+        vcclResult_t r = vcclAllReduce(send.ptr(), recv.ptr(), count, vcclFloat32, vcclSum, comm, s.s);
+        if (r != vcclSuccess) why = std::string("device allreduce: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    for (int i = 0; i < 2 && why.empty(); ++i) {
+        vcclResult_t r = vcclAllGather(send.ptr(), recv.ptr(), gather, vcclInt32, comm, s.s);
+        if (r != vcclSuccess) why = std::string("device allgather: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    if (why.empty() && cudaStreamSynchronize(s.s) != cudaSuccess) why = "stream failed";
+    if (why.empty()) {
+        vcclResult_t r = vcclAllReduce(host_in.data(), host_out.data(), 10, vcclFloat32, vcclSum, comm, nullptr);
+        if (r != vcclSuccess) why = std::string("host allreduce: ") + result_str(r) + ": " + vcclGetLastError(comm);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (why.empty() && world_rank() == 0) {
+        char exe[4096] = {};
+        const ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        std::string tool = len > 0 ? std::string(exe, size_t(len)) : std::string();
+        tool = tool.substr(0, tool.rfind('/')) + "/../../vccl-telemetry"; // build/tests/gpu/test_gpu -> build/
+        if (access(tool.c_str(), X_OK) != 0) {
+            why = "vccl-telemetry not found at " + tool + " (built with the tests)";
+        } else {
+            std::string text;
+            FILE* p = popen((tool + " serve --print --job " + job + " 2>&1").c_str(), "r");
+            char buf[4096];
+            size_t got;
+            while (p != nullptr && (got = fread(buf, 1, sizeof(buf), p)) > 0) text.append(buf, got);
+            if (p != nullptr) pclose(p);
+            for (int r = 0; r < n && why.empty(); ++r) {
+                const double ar_calls = coll_metric(text, "vccl_coll_calls_total", r, "allreduce");
+                const double ar_bytes = coll_metric(text, "vccl_coll_bytes_total", r, "allreduce");
+                const double ag_calls = coll_metric(text, "vccl_coll_calls_total", r, "allgather");
+                const double ag_bytes = coll_metric(text, "vccl_coll_bytes_total", r, "allgather");
+                const double ar_seconds = coll_metric(text, "vccl_coll_seconds_total", r, "allreduce");
+                std::ostringstream o;
+                o << "rank " << r << ": allreduce calls " << ar_calls << " bytes " << ar_bytes << " seconds "
+                  << ar_seconds << ", allgather calls " << ag_calls << " bytes " << ag_bytes;
+                printf("[rank 0] scraped %s\n", o.str().c_str());
+                if (ar_calls != 4 || ar_bytes != 3 * 4096 + 40 || ag_calls != 2 || ag_bytes != 2 * 4000 ||
+                    !(ar_seconds > 0)) {
+                    why = "want allreduce calls 4 bytes 12328 seconds > 0, allgather calls 2 bytes 8000; " + o.str() +
+                          (text.size() < 2000 ? "\n" + text : std::string());
+                }
+            }
+        }
+    }
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
     vcclCommDestroy(comm);
 }

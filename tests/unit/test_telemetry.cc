@@ -193,7 +193,7 @@ TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
 
     const uint64_t total = 400000;
     std::atomic<bool> done{false};
-    std::atomic<uint64_t> attached{0};
+    std::atomic<uint64_t> attached{0}, read_some{0};
     std::thread t([&] {
         PathStats s;
         memset(&s, 0, sizeof(s));
@@ -201,9 +201,12 @@ TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
         for (uint64_t i = 0; i < total; ++i) {
             if (i == total / 2) {
                 // The whole run takes tens of milliseconds: on a crowded machine the reader might not get
-                // the processor during it. Halfway, wait (bounded) until it has attached twice.
+                // the processor during it, or only long enough to be lapped between reading the write index
+                // and the records. Halfway, wait (bounded) until it has attached twice and read records.
                 auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-                while (attached.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+                while ((attached.load() < 2 || read_some.load() == 0) && std::chrono::steady_clock::now() < until) {
+                    std::this_thread::yield();
+                }
             }
             writer.append(make_record(i));
             if (i % 64 == 0) {
@@ -237,6 +240,7 @@ TEST(TelemetryRing, ReaderAttachesAndDetachesWhileWriterRuns) {
                 if (recs[j].coll_seq <= recs[j - 1].coll_seq) ++bad; // in order
             }
             seen += recs.size();
+            read_some.store(seen);
             for (const PathStats& s : reader.paths()) {
                 ++path_reads;
                 if (s.bytes_recv != s.bytes_sent * 2 || s.peer != 2) ++bad;
@@ -606,13 +610,14 @@ TEST(Telemetry, CollectivesAreCountedUnlessPaused) {
     Options o = private_options(2, 0xc011);
     std::unique_ptr<Telemetry> t;
     ASSERT_EQ(Telemetry::create(o, &t), vcclSuccess);
-    t->on_collective(1, 4096, 1000);
-    t->on_collective(1, 8, 500);
-    t->on_collective(4, 100, 7);
+    t->on_collective(1, 1, 4096, 1000);
+    t->on_collective(1, 1, 8, 0);
+    t->on_collective(1, 0, 0, 500); // a staged piece's time
+    t->on_collective(4, 1, 100, 7);
     t->pause_collectives(true);
-    t->on_collective(1, 1 << 20, 1);
+    t->on_collective(1, 1, 1 << 20, 1);
     t->pause_collectives(false);
-    t->on_collective(kCollKinds, 1, 1); // out of range: ignored
+    t->on_collective(kCollKinds, 1, 1, 1); // out of range: ignored
     RingReader reader;
     ASSERT_TRUE(reader.attach_memory(t->ring().base(), nullptr));
     CollTotalsCopy ar = reader.coll_totals(1), ag = reader.coll_totals(4), none = reader.coll_totals(2);

@@ -240,11 +240,14 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
             }
         }
     };
-    coll_family("vccl_coll_calls_total", "Host collectives the rank ran, by kind.",
+    coll_family("vccl_coll_calls_total",
+                "Collective calls of the rank, by kind, on host and device buffers (not CUDA graph replays).",
                 [](const CollTotalsCopy& t) { return t.calls; });
-    coll_family("vccl_coll_bytes_total", "Bytes of the callers' buffers in those collectives (count x datatype size).",
+    coll_family("vccl_coll_bytes_total", "Bytes of the callers' buffers in those calls (count x datatype size).",
                 [](const CollTotalsCopy& t) { return t.bytes; });
-    coll_family("vccl_coll_seconds_total", "Time the rank spent in those collectives.",
+    coll_family("vccl_coll_seconds_total",
+                "Time the rank's host algorithms spent in those calls (device buffers staged through host memory: "
+                "their host pieces; collectives the GPUs run among themselves add none).",
                 [](const CollTotalsCopy& t) { return double(t.time_ns) / 1e9; });
 
     // Paths.
