@@ -5,7 +5,7 @@
  * of the same width: overflow wraps (as the GPU kernels do) instead of being undefined behaviour.
  * fp16/bf16/fp8 have no native host arithmetic: they are widened to float in small blocks, reduced with the
  * float loop, and rounded back once per call (per pair of inputs: an algorithm that reduces step by step rounds at
- * every step). FP8 has only 65,536 pairs of inputs: their results are tabled once per op from that same path.
+ * every step); fp16 and bf16 in 256-bit vectors where the processor has them (core/reduce_simd16.h). FP8 has only 65,536 pairs of inputs: their results are tabled once per op from that same path.
  */
 #include "core/reduce.h"
 
@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "core/dtype.h"
+#include "core/reduce_simd16.h"
 
 namespace vccl {
 
@@ -277,6 +278,25 @@ void premul_fp8(void* dst, const void* src, size_t count, uint64_t scalar_bits) 
                    [s](uint8_t v) { return Codec::from_float(Codec::to_float(v) * s); });
 }
 
+/* fp16 and bf16: 256-bit vectors where the processor has them (same results), the portable loops otherwise. */
+template <typename Codec>
+void reduce_16(vcclDataType_t type, void* dst, const void* a, const void* b, size_t count, vcclRedOp_t op) {
+    if (!simd16_available()) return reduce_narrow<Codec>(dst, a, b, count, op);
+    reduce_simd16(type, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                  count, op);
+}
+template <typename Codec>
+void scale_16(vcclDataType_t type, void* buf, size_t count, int nranks) {
+    if (!simd16_available()) return scale_narrow<Codec>(buf, count, nranks);
+    divide_simd16(type, static_cast<uint16_t*>(buf), count, float(nranks));
+}
+template <typename Codec>
+void premul_16(vcclDataType_t type, void* dst, const void* src, size_t count, uint64_t scalar_bits) {
+    if (!simd16_available()) return premul_narrow<Codec>(dst, src, count, scalar_bits);
+    multiply_simd16(type, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count,
+                    Codec::to_float(uint16_t(scalar_bits)));
+}
+
 } // namespace
 
 void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits) {
@@ -287,10 +307,10 @@ void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, 
     case vcclUint32: premul_typed<uint32_t>(dst, src, count, scalar_bits); break;
     case vcclInt64: premul_typed<int64_t>(dst, src, count, scalar_bits); break;
     case vcclUint64: premul_typed<uint64_t>(dst, src, count, scalar_bits); break;
-    case vcclFloat16: premul_narrow<HalfCodec>(dst, src, count, scalar_bits); break;
+    case vcclFloat16: premul_16<HalfCodec>(type, dst, src, count, scalar_bits); break;
     case vcclFloat32: premul_typed<float>(dst, src, count, scalar_bits); break;
     case vcclFloat64: premul_typed<double>(dst, src, count, scalar_bits); break;
-    case vcclBfloat16: premul_narrow<Bf16Codec>(dst, src, count, scalar_bits); break;
+    case vcclBfloat16: premul_16<Bf16Codec>(type, dst, src, count, scalar_bits); break;
     case vcclFloat8e4m3: premul_fp8<Fp8e4m3Codec>(dst, src, count, scalar_bits); break;
     case vcclFloat8e5m2: premul_fp8<Fp8e5m2Codec>(dst, src, count, scalar_bits); break;
     default: break;
@@ -305,14 +325,19 @@ void reduce_host(void* dst, const void* a, const void* b, size_t count, vcclData
     case vcclUint32: reduce_typed<uint32_t>(dst, a, b, count, op); break;
     case vcclInt64: reduce_typed<int64_t>(dst, a, b, count, op); break;
     case vcclUint64: reduce_typed<uint64_t>(dst, a, b, count, op); break;
-    case vcclFloat16: reduce_narrow<HalfCodec>(dst, a, b, count, op); break;
+    case vcclFloat16: reduce_16<HalfCodec>(type, dst, a, b, count, op); break;
     case vcclFloat32: reduce_typed<float>(dst, a, b, count, op); break;
     case vcclFloat64: reduce_typed<double>(dst, a, b, count, op); break;
-    case vcclBfloat16: reduce_narrow<Bf16Codec>(dst, a, b, count, op); break;
+    case vcclBfloat16: reduce_16<Bf16Codec>(type, dst, a, b, count, op); break;
     case vcclFloat8e4m3: reduce_fp8<Fp8e4m3Codec>(dst, a, b, count, op); break;
     case vcclFloat8e5m2: reduce_fp8<Fp8e5m2Codec>(dst, a, b, count, op); break;
     default: break;
     }
+}
+
+void reduce_16bit_portable(void* dst, const void* a, const void* b, size_t count, vcclDataType_t type, vcclRedOp_t op) {
+    if (type == vcclFloat16) reduce_narrow<HalfCodec>(dst, a, b, count, op);
+    if (type == vcclBfloat16) reduce_narrow<Bf16Codec>(dst, a, b, count, op);
 }
 
 void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks) {
@@ -324,10 +349,10 @@ void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks) {
     case vcclUint32: scale_typed<uint32_t>(buf, count, nranks); break;
     case vcclInt64: scale_typed<int64_t>(buf, count, nranks); break;
     case vcclUint64: scale_typed<uint64_t>(buf, count, nranks); break;
-    case vcclFloat16: scale_narrow<HalfCodec>(buf, count, nranks); break;
+    case vcclFloat16: scale_16<HalfCodec>(type, buf, count, nranks); break;
     case vcclFloat32: scale_typed<float>(buf, count, nranks); break;
     case vcclFloat64: scale_typed<double>(buf, count, nranks); break;
-    case vcclBfloat16: scale_narrow<Bf16Codec>(buf, count, nranks); break;
+    case vcclBfloat16: scale_16<Bf16Codec>(type, buf, count, nranks); break;
     case vcclFloat8e4m3: scale_fp8<Fp8e4m3Codec>(buf, count, nranks); break;
     case vcclFloat8e5m2: scale_fp8<Fp8e5m2Codec>(buf, count, nranks); break;
     default: break;

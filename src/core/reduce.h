@@ -22,6 +22,10 @@ void scale_avg_host(void* buf, size_t count, vcclDataType_t type, int nranks);
  * once, as a native multiplication would (fp8 saturating: see core/dtype.h). dst may alias src. */
 void premul_host(void* dst, const void* src, size_t count, vcclDataType_t type, uint64_t scalar_bits);
 
+/* reduce_host's fp16 and bf16 reduction by its portable loops, whatever the processor has (reduce_host takes 256-bit
+ * vectors where present, core/reduce_simd16.h): the tests compare the two. Other types: nothing. */
+void reduce_16bit_portable(void* dst, const void* a, const void* b, size_t count, vcclDataType_t type, vcclRedOp_t op);
+
 } // namespace vccl
 
 #endif

@@ -187,6 +187,59 @@ TEST(ReduceHost, HalfAndBfloat16ConversionsMatchDtypeExhaustively) {
     check_16bit_exhaustive<float_to_bf16, bf16_to_float>(vcclBfloat16);
 }
 
+/* reduce_host's vector path (where the processor has one) against its portable loops, bit for bit: every op, both
+ * 16-bit types, random codes (NaN, infinity, subnormals included), counts that end inside a vector, in place on
+ * either input. Avg's division and PreMulSum's product against the scalar reference, NaN results as NaN. */
+template <uint16_t (*Enc)(float), float (*Dec)(uint16_t)>
+void check_16bit_vector_path(vcclDataType_t type) {
+    uint64_t x = 987654321;
+    const size_t n = 4096 + 13;
+    std::vector<uint16_t> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = uint16_t(x >> 48);
+        b[i] = uint16_t(x >> 24);
+    }
+    size_t bad = 0;
+    for (vcclRedOp_t op : {vcclSum, vcclProd, vcclMax, vcclMin, vcclAvg}) {
+        for (size_t count : {size_t(1), size_t(7), size_t(8), size_t(9), size_t(1031), n}) {
+            std::vector<uint16_t> want(count), got(count), in_a(a.begin(), a.begin() + count), in_b(b.begin(), b.begin() + count);
+            reduce_16bit_portable(want.data(), a.data(), b.data(), count, type, op);
+            reduce_host(got.data(), a.data(), b.data(), count, type, op);
+            reduce_host(in_a.data(), in_a.data(), b.data(), count, type, op);
+            reduce_host(in_b.data(), a.data(), in_b.data(), count, type, op);
+            for (size_t i = 0; i < count; ++i) {
+                if ((got[i] != want[i] || in_a[i] != want[i] || in_b[i] != want[i]) && bad++ < 10) {
+                    ADD_FAILURE() << dtype_name(type) << " " << op_name(op) << " count " << count << " 0x" << std::hex
+                                  << a[i] << ", 0x" << b[i] << " -> 0x" << got[i] << " / 0x" << in_a[i] << " / 0x"
+                                  << in_b[i] << " want 0x" << want[i];
+                }
+            }
+        }
+    }
+    for (size_t count : {size_t(5), size_t(1031), n}) {
+        std::vector<uint16_t> avg(a.begin(), a.begin() + count), pre(count);
+        scale_avg_host(avg.data(), count, type, 3);
+        const uint16_t scalar = Enc(0.37f);
+        premul_host(pre.data(), a.data(), count, type, scalar);
+        for (size_t i = 0; i < count; ++i) {
+            const float q = Dec(a[i]) / 3.0f, p = Dec(a[i]) * Dec(scalar);
+            if (!(std::isnan(q) && std::isnan(Dec(avg[i]))) && avg[i] != Enc(q) && bad++ < 10) {
+                ADD_FAILURE() << dtype_name(type) << " avg 0x" << std::hex << a[i] << " -> 0x" << avg[i];
+            }
+            if (!(std::isnan(p) && std::isnan(Dec(pre[i]))) && pre[i] != Enc(p) && bad++ < 10) {
+                ADD_FAILURE() << dtype_name(type) << " premul 0x" << std::hex << a[i] << " -> 0x" << pre[i];
+            }
+        }
+    }
+    EXPECT_EQ(bad, 0u);
+}
+
+TEST(ReduceHost, HalfAndBfloat16VectorPathMatchesThePortableOne) {
+    check_16bit_vector_path<float_to_half, half_to_float>(vcclFloat16);
+    check_16bit_vector_path<float_to_bf16, bf16_to_float>(vcclBfloat16);
+}
+
 TEST(ReduceHost, AvgScalingIntegerDivision) {
     int32_t i32[4] = {-7, 7, 8, std::numeric_limits<int32_t>::min()};
     scale_avg_host(i32, 4, vcclInt32, 2);
