@@ -171,6 +171,14 @@ ScrapeInput read_scrape(const std::string& dir, RingCache* cache) {
     return in;
 }
 
+/* The collective families' help (telemetry/telemetry.h on_collective says what is counted where). */
+constexpr const char* kCollCallsHelp =
+    "Collective calls of the rank, by kind, on host and device buffers (not CUDA graph replays).";
+constexpr const char* kCollBytesHelp = "Bytes of the callers' buffers in those calls (count x datatype size).";
+constexpr const char* kCollSecondsHelp =
+    "Time the rank's host algorithms spent in those calls (device buffers staged through host memory: their host "
+    "pieces; collectives the GPUs run among themselves add none).";
+
 std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options, uint64_t now_ns) {
     Out o;
     std::vector<const RingView*> rings;
@@ -240,14 +248,9 @@ std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options,
             }
         }
     };
-    coll_family("vccl_coll_calls_total",
-                "Collective calls of the rank, by kind, on host and device buffers (not CUDA graph replays).",
-                [](const CollTotalsCopy& t) { return t.calls; });
-    coll_family("vccl_coll_bytes_total", "Bytes of the callers' buffers in those calls (count x datatype size).",
-                [](const CollTotalsCopy& t) { return t.bytes; });
-    coll_family("vccl_coll_seconds_total",
-                "Time the rank's host algorithms spent in those calls (device buffers staged through host memory: "
-                "their host pieces; collectives the GPUs run among themselves add none).",
+    coll_family("vccl_coll_calls_total", kCollCallsHelp, [](const CollTotalsCopy& t) { return t.calls; });
+    coll_family("vccl_coll_bytes_total", kCollBytesHelp, [](const CollTotalsCopy& t) { return t.bytes; });
+    coll_family("vccl_coll_seconds_total", kCollSecondsHelp,
                 [](const CollTotalsCopy& t) { return double(t.time_ns) / 1e9; });
 
     // Paths.
