@@ -18,6 +18,7 @@
 #include "core/reduce_simd16.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define VCCL_SIMD16 __attribute__((target("avx2,f16c")))
@@ -116,7 +117,12 @@ VCCL_SIMD16 void run(vcclDataType_t type, uint16_t* dst, const uint16_t* a, cons
 } // namespace
 
 bool simd16_available() {
-    static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    // F16C from CPUID leaf 1 (ECX bit 29): not every compiler's __builtin_cpu_supports knows "f16c".
+    static const bool available = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+        return f16c && __builtin_cpu_supports("avx2");
+    }();
     return available;
 }
 
