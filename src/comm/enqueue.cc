@@ -29,10 +29,13 @@ namespace {
 /* The telemetry kind of a collective (TransferTag::coll). */
 uint8_t coll_kind(const Op& op) { return uint8_t(1 + int(op.coll.coll)); }
 
+/* The bytes of the caller's data in a collective, as the counters count them. */
+uint64_t call_bytes(const Op& op) { return uint64_t(op.coll.count) * dtype_size(op.coll.dtype); }
+
 /* Collective counters (telemetry/telemetry.h on_collective): a call on device buffers counts once when enqueued,
  * with the bytes of the whole call; staged, its host pieces then add only their time. */
 void count_device_call(vcclComm* comm, const Op& op) {
-    if (comm->telemetry) comm->telemetry->on_collective(coll_kind(op), 1, uint64_t(op.coll.count) * dtype_size(op.coll.dtype), 0);
+    if (comm->telemetry) comm->telemetry->on_collective(coll_kind(op), 1, call_bytes(op), 0);
 }
 
 /* Runs a host collective. `whole_call`: op is the caller's call (its call and bytes are counted with its time),
@@ -56,8 +59,7 @@ vcclResult_t run_collective(vcclComm* comm, const Op& op, bool whole_call = true
         const uint64_t start = comm->telemetry ? comm->telemetry->now_ns() : 0;
         status = algo->run(ctx, op.coll);
         if (comm->telemetry && status == vcclSuccess) {
-            comm->telemetry->on_collective(kind, whole_call ? 1 : 0,
-                                           whole_call ? uint64_t(op.coll.count) * dtype_size(op.coll.dtype) : 0,
+            comm->telemetry->on_collective(kind, whole_call ? 1 : 0, whole_call ? call_bytes(op) : 0,
                                            comm->telemetry->now_ns() - start);
         }
     }

@@ -5,7 +5,8 @@
  * of the same width: overflow wraps (as the GPU kernels do) instead of being undefined behaviour.
  * fp16/bf16/fp8 have no native host arithmetic: they are widened to float in small blocks, reduced with the
  * float loop, and rounded back once per call (per pair of inputs: an algorithm that reduces step by step rounds at
- * every step); fp16 and bf16 in 256-bit vectors where the processor has them (core/reduce_simd16.h). FP8 has only 65,536 pairs of inputs: their results are tabled once per op from that same path.
+ * every step); fp16 and bf16 in 256-bit vectors where the processor has them (core/reduce_simd16.h). FP8 has only
+ * 65,536 pairs of inputs: their results are tabled once per op from that same path.
  */
 #include "core/reduce.h"
 
