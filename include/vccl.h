@@ -132,9 +132,11 @@ typedef struct {
     size_t size;        /**< sizeof(vcclConfig_t) as the caller compiled it */
     unsigned int magic; /**< VCCL_CONFIG_MAGIC */
     unsigned int version; /**< VCCL_VERSION_CODE the caller compiled against */
-    int blocking;       /**< 1 (default): init returns when the communicator is ready. 0 is accepted and
-                             behaves like 1 here (libvccl-nccl's NCCL API does create nonblocking
-                             communicators: see vccl-nccl(7)). */
+    int blocking;       /**< 1 (default): creation returns when the communicator is ready. 0: init, split,
+                             shrink and grow return vcclInProgress at once and build the communicator on a
+                             thread of vccl's; vcclCommGetAsyncError reports vcclInProgress until it is ready
+                             (then vcclSuccess, or the creation's error), and other calls on it return
+                             vcclInvalidUsage meanwhile. Children made without a config inherit it. */
     int maxCtas;        /**< upper bound on CUDA thread blocks used by reduction kernels */
     const char* netName; /**< network devices for this communicator (overrides VCCL_NET_DEVICES) */
     const char* commName; /**< a name shown in logs and telemetry */

@@ -8,11 +8,26 @@
 
 namespace vccl {
 
-vcclResult_t check_comm(const vcclComm* comm, const char* fn) {
+vcclResult_t check_comm_handle(const vcclComm* comm, const char* fn) {
     if (comm == nullptr) return set_last_error(vcclInvalidArgument, "%s: comm is NULL", fn);
     if (!comm_is_live(comm)) {
         return set_last_error(vcclInvalidUsage, "%s: comm %p is not a live communicator (destroyed or aborted?)",
                               fn, static_cast<const void*>(comm));
+    }
+    return vcclSuccess;
+}
+
+vcclResult_t check_comm(const vcclComm* comm, const char* fn) {
+    VCCL_RETURN_IF_ERROR(check_comm_handle(comm, fn));
+    const int creation = comm->creation.load();
+    if (creation == kCommCreating) {
+        return set_last_error(vcclInvalidUsage, "%s: comm %p is still being created (blocking = 0): call "
+                              "vcclCommGetAsyncError until it returns vcclSuccess first", fn,
+                              static_cast<const void*>(comm));
+    }
+    if (creation == kCommCreationFailed) {
+        return set_last_error(vcclInvalidUsage, "%s: the creation of comm %p failed (vcclCommGetAsyncError says "
+                              "why): destroy or abort it", fn, static_cast<const void*>(comm));
     }
     return vcclSuccess;
 }

@@ -10,8 +10,12 @@
 
 namespace vccl {
 
-/* NULL -> vcclInvalidArgument; destroyed, aborted-and-freed or never created -> vcclInvalidUsage. */
+/* NULL -> vcclInvalidArgument; destroyed, aborted-and-freed or never created -> vcclInvalidUsage; so is a
+ * communicator whose nonblocking creation is still running or failed (comm/comm_create.cc). */
 vcclResult_t check_comm(const vcclComm* comm, const char* fn);
+/* The same, but a communicator still being created or whose creation failed passes (vcclCommGetAsyncError,
+ * vcclCommDestroy and vcclCommAbort take those). */
+vcclResult_t check_comm_handle(const vcclComm* comm, const char* fn);
 vcclResult_t check_dtype(vcclDataType_t type, const char* fn);
 vcclResult_t check_op(vcclRedOp_t op, const char* fn);
 vcclResult_t check_rank(int rank, int nranks, const char* what, const char* fn);

@@ -25,9 +25,11 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRankConfig(vcclComm_t* comm, int
     VCCL_RETURN_IF_ERROR(check_rank(rank, nranks, "rank", fn));
     // Reject a bad config before contacting the bootstrap root, so the unique id stays usable.
     VCCL_RETURN_IF_ERROR(comm_check_config(config));
-    std::shared_ptr<Bootstrap> bootstrap;
-    VCCL_RETURN_IF_ERROR(tcp_bootstrap_create(commId, rank, nranks, &bootstrap));
-    return comm_init_with_bootstrap(comm, std::move(bootstrap), config);
+    // Nonblocking (config->blocking = 0), the wait at the bootstrap root for the other ranks runs on the
+    // creation's thread too.
+    return comm_create(comm, [commId, rank, nranks](const CancelScope* cancel, std::shared_ptr<Bootstrap>* made) {
+        return tcp_bootstrap_create(commId, rank, nranks, made, cancel);
+    }, config);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommInitRank(vcclComm_t* comm, int nranks, vcclUniqueId commId, int rank) {
@@ -133,18 +135,27 @@ extern "C" VCCL_EXPORT vcclResult_t vcclCommRevoke(vcclComm_t comm, int revokeFl
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommDestroy(vcclComm_t comm) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommDestroy"));
+    VCCL_RETURN_IF_ERROR(check_comm_handle(comm, "vcclCommDestroy"));
     return comm_destroy(comm, false);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommAbort(vcclComm_t comm) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommAbort"));
+    VCCL_RETURN_IF_ERROR(check_comm_handle(comm, "vcclCommAbort"));
     return comm_destroy(comm, true);
 }
 
 extern "C" VCCL_EXPORT vcclResult_t vcclCommGetAsyncError(vcclComm_t comm, vcclResult_t* asyncError) {
-    VCCL_RETURN_IF_ERROR(check_comm(comm, "vcclCommGetAsyncError"));
+    VCCL_RETURN_IF_ERROR(check_comm_handle(comm, "vcclCommGetAsyncError"));
     if (asyncError == nullptr) return set_last_error(vcclInvalidArgument, "vcclCommGetAsyncError: asyncError is NULL");
+    const int creation = comm->creation.load();
+    if (creation == kCommCreating) {
+        *asyncError = vcclInProgress;
+        return vcclSuccess;
+    }
+    if (creation == kCommCreationFailed) {
+        *asyncError = vcclResult_t(comm->async_error.load());
+        return vcclSuccess;
+    }
     if (comm->async_error.load() == vcclSuccess && comm->dev.ipc) {
         // A peer that gave up a direct device transfer with this rank after this rank's call had returned.
         int who = comm->dev.ipc->failed_peer();

@@ -9,9 +9,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "algo/algo.h"
@@ -90,6 +92,12 @@ struct vcclComm {
     std::atomic<int> async_error{vcclSuccess};
     std::mutex error_mutex;
     std::string async_error_text;
+
+    // ---- Nonblocking creation (vcclConfig_t.blocking = 0; comm/comm_create.cc) ----
+    std::atomic<int> creation{0};  // vccl::CommCreation
+    bool nonblocking = false;      // created with blocking = 0: children made without a config are too
+    std::thread creation_thread;   // builds the communicator; joined by comm_destroy
+    std::shared_ptr<vccl::Bootstrap> creation_bootstrap; // the thread's bootstrap once made (under error_mutex)
 };
 
 namespace vccl {
@@ -97,6 +105,27 @@ namespace vccl {
 /* Tags of collective n on the host transport: its sequence number, below the point-to-point bit
  * (transport/transfer.h). */
 inline uint64_t coll_tag(uint64_t seq) { return (seq & (kP2pTagBit - 1)); }
+
+/* Where a communicator's creation stands. Only a nonblocking creation is ever seen in the last two states. */
+enum CommCreation : int {
+    kCommReady = 0,          // usable
+    kCommCreating = 1,       // a thread still builds it: calls other than GetAsyncError, Destroy and Abort refused
+    kCommCreationFailed = 2, // the build failed (vcclCommGetAsyncError says why): only Destroy and Abort remain
+};
+
+/* Makes the bootstrap a creation runs on (on the creation's thread when it is nonblocking); `cancel` is raised
+ * by vcclCommAbort. */
+using BootstrapMaker = std::function<vcclResult_t(const CancelScope* cancel, std::shared_ptr<Bootstrap>* out)>;
+
+/* Creates a communicator over the bootstrap that `make` returns (collective over the bootstrap's ranks). With
+ * vcclConfig_t.blocking = 0 both run on a thread of the communicator's own: *out is set at once and this returns
+ * vcclInProgress; vcclCommGetAsyncError reports vcclInProgress until the communicator is ready. */
+vcclResult_t comm_create(vcclComm_t* out, BootstrapMaker make, const vcclConfig_t* config);
+/* Builds `comm` (fresh, or registered and still creating) over `bootstrap`; on failure it is left half built,
+ * for comm_destroy or its destructor. */
+vcclResult_t comm_build(vcclComm* comm, std::shared_ptr<Bootstrap> bootstrap, const vcclConfig_t* config);
+/* comm_destroy's first step: a nonblocking creation still running is cancelled (abort) or waited for. */
+void comm_end_creation(vcclComm* comm, bool abort);
 
 /* Creates a communicator over an existing bootstrap (collective over the bootstrap's ranks). Used by the
  * TCP path, by vcclCommSplit and by vcclCommInitBootstrap (through which libvccl_mpi's vcclCommInitMPI comes). */

@@ -82,17 +82,19 @@ vcclResult_t comm_grow(vcclComm* comm, int nranks, const vcclUniqueId* given, vc
                               "vcclCommGetUniqueId), the others NULL; %d passed one",
                               holders);
     }
-    std::shared_ptr<Bootstrap> grown;
-    VCCL_RETURN_IF_ERROR(tcp_bootstrap_create(votes[size_t(holder)].id, comm->rank, nranks, &grown));
     VCCL_INFO(kLogInit, "%s: rank %d grows to %d ranks", comm->name.c_str(), comm->rank, nranks);
-    return comm_init_with_bootstrap(out, std::move(grown), config);
+    const vcclUniqueId id = votes[size_t(holder)].id;
+    const int rank = comm->rank;
+    return comm_create(out, [id, rank, nranks](const CancelScope* cancel, std::shared_ptr<Bootstrap>* grown) {
+        return tcp_bootstrap_create(id, rank, nranks, grown, cancel);
+    }, config);
 }
 
 vcclResult_t comm_grow_join(int nranks, const vcclUniqueId& id, int rank, vcclComm_t* out, const vcclConfig_t* config) {
     VCCL_RETURN_IF_ERROR(comm_check_config(config));
-    std::shared_ptr<Bootstrap> grown;
-    VCCL_RETURN_IF_ERROR(tcp_bootstrap_create(id, rank, nranks, &grown));
-    return comm_init_with_bootstrap(out, std::move(grown), config);
+    return comm_create(out, [id, rank, nranks](const CancelScope* cancel, std::shared_ptr<Bootstrap>* grown) {
+        return tcp_bootstrap_create(id, rank, nranks, grown, cancel);
+    }, config);
 }
 
 } // namespace vccl

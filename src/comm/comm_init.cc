@@ -44,6 +44,9 @@ vcclResult_t comm_check_config(const vcclConfig_t* config) {
         return set_last_error(vcclInvalidArgument, "vcclConfig_t.splitShare=%d is not supported (use 0)",
                               config->splitShare);
     }
+    if (config->blocking != VCCL_CONFIG_UNDEF_INT && config->blocking != 0 && config->blocking != 1) {
+        return set_last_error(vcclInvalidArgument, "vcclConfig_t.blocking=%d must be 0 or 1", config->blocking);
+    }
     if (config->maxCtas != VCCL_CONFIG_UNDEF_INT && config->maxCtas <= 0) {
         return set_last_error(vcclInvalidArgument, "vcclConfig_t.maxCtas=%d must be positive", config->maxCtas);
     }
@@ -313,15 +316,12 @@ void setup_progress(vcclComm* comm) {
 
 } // namespace
 
-vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
-                                      const vcclConfig_t* config) {
-    VCCL_RETURN_IF_ERROR(comm_check_config(config));
+vcclResult_t comm_build(vcclComm* comm, std::shared_ptr<Bootstrap> bootstrap, const vcclConfig_t* config) {
     // A test that changed VCCL_* variables for this communicator asks for them to be read again.
     if (test_point(nullptr, TestPoint::EnvReload)) env::reload();
-    auto comm = std::make_unique<vcclComm>();
     comm->rank = bootstrap->rank();
     comm->nranks = bootstrap->nranks();
-    read_settings(comm.get(), config);
+    read_settings(comm, config);
 
     // Rank 0 names the communicator; everyone learns the name, which also checks the bootstrap works.
     uint64_t hash = 0;
@@ -341,33 +341,38 @@ vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap
         options.net_devices = config->netName;
         comm->config_net_name = config->netName;
     }
-    VCCL_RETURN_IF_ERROR(create_transport(comm.get(), bootstrap.get(), config, &options, backup));
-    VCCL_RETURN_IF_ERROR(setup_device_path(comm.get(), bootstrap.get(), options.host_ids));
+    VCCL_RETURN_IF_ERROR(create_transport(comm, bootstrap.get(), config, &options, backup));
+    VCCL_RETURN_IF_ERROR(setup_device_path(comm, bootstrap.get(), options.host_ids));
     // No rank returns before every rank has connected to every peer: one that destroyed its new
     // communicator at once would free its UCX worker (shared-memory FIFO) while a slower peer was still
     // attaching to it, failing that peer's init (found by vccl-perf --soak; test_comm's
     // SplitThenDestroyAtOnceInALoop).
     VCCL_RETURN_IF_ERROR(bootstrap->barrier());
     comm->bootstrap = std::move(bootstrap);
-    setup_progress(comm.get());
+    setup_progress(comm);
     VCCL_INFO(kLogInit, "%s: rank %d of %d ready (transport %s)", comm->name.c_str(), comm->rank, comm->nranks,
               comm->transport->name());
-    comm_register(comm.get());
-    test_point(comm.get(), TestPoint::CommCreated, comm->dev.ipc != nullptr ? 1 : 0);
-    test_point(comm.get(), TestPoint::LlBytes, comm->dev.ipc != nullptr ? (long long)comm->dev.ipc->ll_bytes() : 0);
-    *out = comm.release();
     return vcclSuccess;
 }
 
+vcclResult_t comm_init_with_bootstrap(vcclComm_t* out, std::shared_ptr<Bootstrap> bootstrap,
+                                      const vcclConfig_t* config) {
+    return comm_create(out, [bootstrap = std::move(bootstrap)](const CancelScope*, std::shared_ptr<Bootstrap>* made) {
+        *made = bootstrap;
+        return vcclSuccess;
+    }, config);
+}
+
 /* A child made with a NULL config takes its parent's settings, as in NCCL: the same network devices (when they
- * were configured), CTA bound, telemetry choice and operation timeout; it gets a name of its own. `storage` keeps
- * the strings. */
+ * were configured), CTA bound, telemetry choice, operation timeout and blocking or not; it gets a name of its
+ * own. `storage` keeps the strings. */
 const vcclConfig_t* comm_child_config(const vcclComm* parent, const vcclConfig_t* given, vcclConfig_t* storage) {
     if (given != nullptr) return given;
     *storage = VCCL_CONFIG_INITIALIZER;
     storage->maxCtas = parent->dev.max_ctas;
     storage->netName = parent->config_net_name.empty() ? nullptr : parent->config_net_name.c_str();
     storage->telemetry = parent->telemetry != nullptr ? 1 : 0;
+    if (parent->nonblocking) storage->blocking = 0;
     if (parent->settings.op_timeout_ms >= 0) { // a negative VCCL_OP_TIMEOUT_MS is left to the environment again
         storage->opTimeoutMs = int(std::min<int64_t>(parent->settings.op_timeout_ms, INT32_MAX));
     }
@@ -418,11 +423,13 @@ vcclResult_t comm_split(vcclComm* comm, int color, int key, vcclComm_t* out, con
         *out = nullptr;
         return vcclSuccess;
     }
-    std::shared_ptr<Bootstrap> child;
-    // Only members call split (the MPI bootstrap builds the group with MPI_Comm_create_group).
-    VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, &child));
-    if (child == nullptr) return set_last_error(vcclInternalError, "split produced no bootstrap");
-    return comm_init_with_bootstrap(out, std::move(child), config);
+    // Only members call split (the MPI bootstrap builds the group with MPI_Comm_create_group); a nonblocking
+    // split does it on the child's creation thread.
+    return comm_create(out, [=](const CancelScope*, std::shared_ptr<Bootstrap>* child) {
+        VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, child));
+        if (*child == nullptr) return set_last_error(vcclInternalError, "split produced no bootstrap");
+        return vcclSuccess;
+    }, config);
 }
 
 vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool abort_pending, vcclComm_t* out,
@@ -448,10 +455,11 @@ vcclResult_t comm_shrink(vcclComm* comm, const std::vector<int>& members, bool a
     // No exchange among the members is needed: each computes the same list, and excluded ranks take no
     // part (they may be dead).
     uint64_t split_id = mix64(comm->hash ^ mix64(shrink_seq) ^ 0x7368726b6e6b6e00ull);
-    std::shared_ptr<Bootstrap> child;
-    VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, &child));
-    if (child == nullptr) return set_last_error(vcclInternalError, "shrink produced no bootstrap");
-    return comm_init_with_bootstrap(out, std::move(child), config);
+    return comm_create(out, [=](const CancelScope*, std::shared_ptr<Bootstrap>* child) {
+        VCCL_RETURN_IF_ERROR(bootstrap->split(members, new_rank, split_id, child));
+        if (*child == nullptr) return set_last_error(vcclInternalError, "shrink produced no bootstrap");
+        return vcclSuccess;
+    }, config);
 }
 
 vcclResult_t comm_revoke(vcclComm* comm) {
@@ -473,6 +481,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         return set_last_error(vcclInvalidUsage, "communicator %s is already being destroyed or aborted",
                               comm->name.c_str());
     }
+    comm_end_creation(comm, abort); // the communicator is complete, or as far as its creation got
     comm_unregister(comm);
     test_point(comm, TestPoint::CommDestroyed);
     if (abort) {

@@ -94,6 +94,27 @@ bool stream_device(vcclStream_t stream, int* device) {
     return false;
 }
 
+int current_device() {
+#if VCCL_HAVE_CUDA
+    int device = -1;
+    if (cudaGetDevice(&device) == cudaSuccess) return device;
+    cudaGetLastError();
+#endif
+    return -1;
+}
+
+bool make_device_current(int device) {
+#if VCCL_HAVE_CUDA
+    cudaError_t err = cudaSetDevice(device);
+    if (err == cudaSuccess) return true;
+    cudaGetLastError();
+    set_last_error(vcclUnhandledCudaError, "cudaSetDevice(%d): %s", device, cudaGetErrorString(err));
+#else
+    set_last_error(vcclInvalidArgument, "GPU %d: vccl was built without CUDA", device);
+#endif
+    return false;
+}
+
 bool stream_capturing(vcclStream_t stream) {
 #if VCCL_HAVE_CUDA
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;

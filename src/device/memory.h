@@ -28,6 +28,12 @@ vcclResult_t stream_synchronize_watching(vcclStream_t stream, bool null_is_legac
 /* The GPU `stream` belongs to (the current one for the NULL and per-thread streams); false without CUDA. */
 bool stream_device(vcclStream_t stream, int* device);
 
+/* The calling thread's current GPU; -1 without CUDA or without a GPU. */
+int current_device();
+/* Makes `device` current on the calling thread (a thread of vccl's that acts for a caller, as a nonblocking
+ * creation does); false (error set) where CUDA refuses. */
+bool make_device_current(int device);
+
 /* Whether `stream` is being captured into a CUDA graph (also the legacy NULL stream while another stream captures
  * in global mode); false without CUDA. */
 bool stream_capturing(vcclStream_t stream);

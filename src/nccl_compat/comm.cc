@@ -62,7 +62,7 @@ ncclResult_t map_config(const ncclConfig_t* in, const char* fn, vcclConfig_t* ou
         if (in->blocking != 0 && in->blocking != 1) {
             return fail(ncclInvalidArgument, "%s: ncclConfig_t.blocking=%d must be 0 or 1", fn, in->blocking);
         }
-        c.blocking = in->blocking; // 0 is accepted; vccl's init completes before returning either way
+        c.blocking = in->blocking; // 0: the creation runs on a thread of this library (nonblocking.cc)
     }
     if (in->maxCTAs != VNCCL_CONFIG_UNDEF_INT) {
         if (in->maxCTAs <= 0) return fail(ncclInvalidArgument, "%s: ncclConfig_t.maxCTAs=%d must be positive", fn, in->maxCTAs);
@@ -111,6 +111,8 @@ class OwnedConfig {
     }
     vcclConfig_t* get() {
         if (!use_) return nullptr;
+        // The wrapper's thread or the group makes the creation nonblocking; the vccl creation under it blocks.
+        config_.blocking = 1;
         config_.netName = has_net_name_ ? net_name_.c_str() : nullptr;
         config_.commName = has_comm_name_ ? comm_name_.c_str() : nullptr;
         return &config_;

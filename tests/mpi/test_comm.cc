@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * Communicator lifecycle: vcclCommSplit (colors, keys, VCCL_SPLIT_NOCOLOR, child outliving its parent), vcclCommShrink,
- * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, versions and
- * error strings, and many communicators created and destroyed in a row.
+ * vcclCommCount/UserRank, use after destroy, vcclCommAbort latency, vcclCommGetAsyncError, nonblocking creation
+ * (vcclConfig_t.blocking = 0), versions and error strings, and many communicators created and destroyed in a row.
  */
 #include <algorithm>
 #include <atomic>
@@ -311,7 +311,7 @@ TEST_F(CommTest, AsyncErrorIsSuccessOnHealthyComm) {
 TEST_F(CommTest, InitRankConfigAndMpiConfigWork) {
     vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
     cfg.commName = "test-comm-config";
-    cfg.blocking = 0; // accepted, behaves like 1
+    cfg.blocking = 1;
     vcclUniqueId id;
     memset(&id, 0, sizeof id);
     if (rank_ == 0) {
@@ -530,6 +530,156 @@ TEST_F(CommTest, SeveralLiveCommunicatorsInterleaved) {
         }
     EXPECT_ALL_RANKS(ok);
     for (vcclComm_t c : comms) EXPECT_ALL_RANKS(vcclCommDestroy(c) == vcclSuccess);
+}
+
+/* Polls vcclCommGetAsyncError until the creation is no longer in progress (at most `limit_s`); its last answer. */
+vcclResult_t wait_created(vcclComm_t comm, double limit_s) {
+    const double end = now_s() + limit_s;
+    vcclResult_t state = vcclInProgress;
+    while (true) {
+        if (vcclCommGetAsyncError(comm, &state) != vcclSuccess) return vcclInternalError;
+        if (state != vcclInProgress || now_s() > end) return state;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+vcclUniqueId world_unique_id() {
+    vcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (world_rank() == 0 && vcclGetUniqueId(&id) != vcclSuccess) ADD_FAILURE() << vcclGetLastError(nullptr);
+    MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    return id;
+}
+
+/* blocking = 0: init returns vcclInProgress before the other ranks have come, calls are refused until
+ * vcclCommGetAsyncError says vcclSuccess; a split and a shrink made without a config are nonblocking too. */
+TEST_F(CommTest, NonblockingInitSplitAndShrink) {
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    const vcclUniqueId id = world_unique_id();
+    vcclComm_t c = nullptr;
+    vcclResult_t rc = vcclInternalError, early = vcclSuccess, early_async = vcclSuccess;
+    // Rank 0 comes last: no other rank's creation can end before it has called.
+    if (rank_ != 0) {
+        rc = vcclCommInitRankConfig(&c, n_, id, rank_, &cfg);
+        int64_t v = 1, out = 0;
+        early = vcclAllReduce(&v, &out, 1, vcclInt64, vcclSum, c, nullptr);
+        if (vcclCommGetAsyncError(c, &early_async) != vcclSuccess) early_async = vcclInternalError;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank_ == 0) {
+        rc = vcclCommInitRankConfig(&c, n_, id, rank_, &cfg);
+        early = vcclInvalidUsage;
+        early_async = vcclInProgress;
+    }
+    ASSERT_ALL_RANKS_WHY(rc == vcclInProgress && c != nullptr, rc_why("vcclCommInitRankConfig(blocking 0)", rc,
+                                                                       vcclInProgress));
+    EXPECT_ALL_RANKS(early == vcclInvalidUsage && early_async == vcclInProgress)
+        << "before the last rank came: allreduce " << result_str(early) << ", async error " << result_str(early_async);
+    vcclResult_t state = wait_created(c, 60.0);
+    ASSERT_ALL_RANKS(state == vcclSuccess) << "creation ended with " << result_str(state);
+    vcclResult_t rs;
+    EXPECT_ALL_RANKS(comm_sum(c, rank_ + 1, &rs) == int64_t(n_) * (n_ + 1) / 2 && rs == vcclSuccess);
+
+    vcclComm_t child = nullptr;
+    rc = vcclCommSplit(c, rank_ % 2, -rank_, &child, nullptr);
+    ASSERT_ALL_RANKS_WHY(rc == vcclInProgress && child != nullptr, rc_why("vcclCommSplit", rc, vcclInProgress));
+    state = wait_created(child, 60.0);
+    ASSERT_ALL_RANKS(state == vcclSuccess) << "split ended with " << result_str(state);
+    int child_rank = -1, child_size = -1;
+    EXPECT_ALL_RANKS(vcclCommUserRank(child, &child_rank) == vcclSuccess &&
+                     vcclCommCount(child, &child_size) == vcclSuccess);
+    const int same_color = (n_ + 1 - rank_ % 2) / 2;
+    EXPECT_ALL_RANKS(child_size == same_color && child_rank == same_color - 1 - rank_ / 2)
+        << "child rank " << child_rank << " of " << child_size;
+    EXPECT_ALL_RANKS(comm_sum(child, 1, &rs) == same_color && rs == vcclSuccess);
+
+    if (n_ >= 2) {
+        int last = n_ - 1;
+        vcclComm_t shrunk = nullptr;
+        rc = rank_ == last ? vcclInProgress : vcclCommShrink(c, &last, 1, &shrunk, nullptr, VCCL_SHRINK_DEFAULT);
+        state = rank_ == last ? vcclSuccess : shrunk != nullptr ? wait_created(shrunk, 60.0) : vcclInternalError;
+        EXPECT_ALL_RANKS_WHY(rc == vcclInProgress && state == vcclSuccess, rc_why("vcclCommShrink", rc, vcclInProgress));
+        vcclResult_t rsum = vcclSuccess;
+        int64_t sum = n_ - 1;
+        if (rank_ != last && state == vcclSuccess) sum = comm_sum(shrunk, 1, &rsum);
+        EXPECT_ALL_RANKS(sum == n_ - 1 && rsum == vcclSuccess) << "sum " << sum;
+        if (shrunk != nullptr) {
+            EXPECT_EQ(vcclCommDestroy(shrunk), vcclSuccess);
+        }
+    }
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess && vcclCommDestroy(c) == vcclSuccess);
+}
+
+/* Over MPI a nonblocking creation calls MPI from vccl's thread, which needs MPI_THREAD_MULTIPLE: below it the
+ * creation blocks and returns vcclSuccess. */
+TEST_F(CommTest, NonblockingInitOverMpiBlocksBelowThreadMultiple) {
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    vcclComm_t d = nullptr;
+    vcclResult_t rc = vcclCommInitMPI(&d, MPI_COMM_WORLD, &cfg);
+    const vcclResult_t want = provided == MPI_THREAD_MULTIPLE ? vcclInProgress : vcclSuccess;
+    ASSERT_ALL_RANKS_WHY(rc == want && d != nullptr, rc_why("vcclCommInitMPI(blocking 0)", rc, want));
+    vcclResult_t state = wait_created(d, 60.0), rs = vcclInternalError;
+    EXPECT_ALL_RANKS(state == vcclSuccess && comm_sum(d, 2, &rs) == 2 * n_ && rs == vcclSuccess)
+        << "creation ended with " << result_str(state);
+    EXPECT_ALL_RANKS(vcclCommDestroy(d) == vcclSuccess);
+}
+
+/* A rank that never comes: the creation stays in progress, and vcclCommAbort ends it within a second. */
+TEST_F(CommTest, NonblockingInitAbortedWhileARankIsMissing) {
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    const vcclUniqueId id = world_unique_id();
+    vcclComm_t c = nullptr;
+    vcclResult_t rc = vcclCommInitRankConfig(&c, n_ + 1, id, rank_, &cfg);
+    ASSERT_ALL_RANKS_WHY(rc == vcclInProgress && c != nullptr, rc_why("vcclCommInitRankConfig", rc, vcclInProgress));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    vcclResult_t state = vcclInternalError;
+    EXPECT_ALL_RANKS(vcclCommGetAsyncError(c, &state) == vcclSuccess && state == vcclInProgress)
+        << "async error " << result_str(state);
+    int count = -1;
+    vcclResult_t refused = vcclCommCount(c, &count);
+    const std::string why = vcclGetLastError(nullptr);
+    EXPECT_ALL_RANKS(refused == vcclInvalidUsage && why.find("still being created") != std::string::npos) << why;
+    double t0 = now_s();
+    vcclResult_t ra = vcclCommAbort(c);
+    double dt = now_s() - t0;
+    EXPECT_ALL_RANKS(ra == vcclSuccess && dt < 1.0) << "abort returned " << result_str(ra) << " after " << dt << " s";
+    EXPECT_ALL_RANKS(vcclCommGetAsyncError(c, &state) == vcclInvalidUsage);
+}
+
+/* A creation that fails (the bootstrap root refuses a registration with another rank count) reports its error in
+ * vcclCommGetAsyncError; the communicator then refuses calls and can be destroyed. Each rank on its own. */
+TEST_F(CommTest, NonblockingCreationThatFailsReportsItsError) {
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    vcclUniqueId own;
+    ASSERT_EQ(vcclGetUniqueId(&own), vcclSuccess) << vcclGetLastError(nullptr);
+    vcclComm_t a = nullptr, b = nullptr;
+    vcclResult_t ra = vcclCommInitRankConfig(&a, 2, own, 0, &cfg);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    vcclResult_t rb = vcclCommInitRankConfig(&b, 3, own, 1, &cfg);
+    ASSERT_TRUE(ra == vcclInProgress && rb == vcclInProgress) << result_str(ra) << " " << result_str(rb);
+    // The root keeps the rank count it saw first: the other registration is refused.
+    const double end = now_s() + 30.0;
+    vcclResult_t sa = vcclInProgress, sb = vcclInProgress;
+    while (sa == vcclInProgress && sb == vcclInProgress && now_s() < end) {
+        vcclCommGetAsyncError(a, &sa);
+        vcclCommGetAsyncError(b, &sb);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    vcclComm_t failed = sb != vcclInProgress ? b : a, waiting = failed == b ? a : b;
+    vcclResult_t failure = failed == b ? sb : sa;
+    EXPECT_TRUE(failure != vcclInProgress && failure != vcclSuccess) << "creation ended with " << result_str(failure);
+    int64_t v = 1, out = 0;
+    vcclResult_t refused = vcclAllReduce(&v, &out, 1, vcclInt64, vcclSum, failed, nullptr);
+    const std::string why = vcclGetLastError(nullptr);
+    EXPECT_TRUE(refused == vcclInvalidUsage && why.find("failed") != std::string::npos) << result_str(refused) << ": " << why;
+    EXPECT_EQ(vcclCommDestroy(failed), vcclSuccess);
+    EXPECT_EQ(vcclCommAbort(waiting), vcclSuccess);
 }
 
 } // namespace

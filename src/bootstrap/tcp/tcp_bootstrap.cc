@@ -44,12 +44,12 @@ vcclResult_t aborted_error(const std::string& what) {
 
 /* Registers with the root and returns the address table. */
 vcclResult_t register_with_root(const uid::Info& id, int rank, int nranks, const sock::SockAddr& listen_addr,
-                                std::vector<sock::SockAddr>* table) {
+                                const CancelScope* cancel, std::vector<sock::SockAddr>* table) {
     const Deadline deadline = bootstrap_deadline();
     const std::string root = id.root.to_string();
     std::string what = describe("rank %d of %d: connecting to the bootstrap root %s", rank, nranks, root.c_str());
     sock::Fd fd;
-    VCCL_RETURN_IF_ERROR(sock::connect_to(id.root, deadline, nullptr, what.c_str(), &fd));
+    VCCL_RETURN_IF_ERROR(sock::connect_to(id.root, deadline, cancel, what.c_str(), &fd));
 
     uint8_t hello[tcpproto::kHelloBytes];
     wire::Writer w(hello);
@@ -60,13 +60,13 @@ vcclResult_t register_with_root(const uid::Info& id, int rank, int nranks, const
     w.u32(uint32_t(nranks));
     w.addr(listen_addr);
     what = describe("rank %d of %d: registering with the bootstrap root %s", rank, nranks, root.c_str());
-    VCCL_RETURN_IF_ERROR(sock::send_all(fd.get(), hello, sizeof(hello), deadline, nullptr, what.c_str()));
+    VCCL_RETURN_IF_ERROR(sock::send_all(fd.get(), hello, sizeof(hello), deadline, cancel, what.c_str()));
 
     // The root answers when the last rank registered: this is where a rank waits for the slowest one.
     what = describe("rank %d of %d: waiting for the address table from the bootstrap root %s (all ranks must register)",
                     rank, nranks, root.c_str());
     uint8_t head[tcpproto::kReplyBytes];
-    VCCL_RETURN_IF_ERROR(sock::recv_all(fd.get(), head, sizeof(head), deadline, nullptr, what.c_str()));
+    VCCL_RETURN_IF_ERROR(sock::recv_all(fd.get(), head, sizeof(head), deadline, cancel, what.c_str()));
     wire::Reader r(head);
     const uint32_t magic = r.u32(), status = r.u32(), root_nranks = r.u32(), registered = r.u32();
     if (magic != tcpproto::kTableMagic) {
@@ -90,7 +90,7 @@ vcclResult_t register_with_root(const uid::Info& id, int rank, int nranks, const
                               root.c_str(), root_nranks);
     }
     std::vector<uint8_t> raw(size_t(nranks) * wire::kAddrBytes);
-    VCCL_RETURN_IF_ERROR(sock::recv_all(fd.get(), raw.data(), raw.size(), deadline, nullptr, what.c_str()));
+    VCCL_RETURN_IF_ERROR(sock::recv_all(fd.get(), raw.data(), raw.size(), deadline, cancel, what.c_str()));
     std::vector<sock::SockAddr> result(nranks);
     wire::Reader tr(raw.data());
     for (int i = 0; i < nranks; ++i) {
@@ -121,7 +121,8 @@ vcclResult_t tcp_unique_id_create(vcclUniqueId* out) {
     return vcclSuccess;
 }
 
-vcclResult_t tcp_bootstrap_create(const vcclUniqueId& id, int rank, int nranks, std::shared_ptr<Bootstrap>* out) {
+vcclResult_t tcp_bootstrap_create(const vcclUniqueId& id, int rank, int nranks, std::shared_ptr<Bootstrap>* out,
+                                  const CancelScope* cancel) {
     if (out == nullptr) return set_last_error(vcclInvalidArgument, "tcp bootstrap: NULL output pointer");
     if (nranks < 1 || uint32_t(nranks) > tcpproto::kMaxRanks) {
         return set_last_error(vcclInvalidArgument, "bootstrap: nranks %d out of range [1, %u]", nranks, tcpproto::kMaxRanks);
@@ -140,7 +141,7 @@ vcclResult_t tcp_bootstrap_create(const vcclUniqueId& id, int rank, int nranks, 
     VCCL_RETURN_IF_ERROR(sock::listen_on(local, &listen_fd, &listen_addr));
 
     std::vector<sock::SockAddr> table;
-    VCCL_RETURN_IF_ERROR(register_with_root(info, rank, nranks, listen_addr, &table));
+    VCCL_RETURN_IF_ERROR(register_with_root(info, rank, nranks, listen_addr, cancel, &table));
     VCCL_INFO(kLogBootstrap, "rank %d of %d: bootstrap ready, listening on %s (interface %s)", rank, nranks,
               listen_addr.to_string().c_str(), ifname.c_str());
     *out = std::make_shared<TcpBootstrap>(rank, info.secret, std::move(table), std::move(listen_fd), listen_addr);

@@ -32,8 +32,9 @@ namespace vccl {
 vcclResult_t tcp_unique_id_create(vcclUniqueId* out);
 
 /* Joins the bootstrap named by `id` as `rank` of `nranks` (collective over all ranks; bounded by
- * VCCL_BOOTSTRAP_TIMEOUT). */
-vcclResult_t tcp_bootstrap_create(const vcclUniqueId& id, int rank, int nranks, std::shared_ptr<Bootstrap>* out);
+ * VCCL_BOOTSTRAP_TIMEOUT; gives up with vcclRemoteError once a flag of `cancel` is raised). */
+vcclResult_t tcp_bootstrap_create(const vcclUniqueId& id, int rank, int nranks, std::shared_ptr<Bootstrap>* out,
+                                  const CancelScope* cancel = nullptr);
 
 class TcpBootstrap final : public Bootstrap {
 public:
