@@ -21,7 +21,8 @@
  *  - two communicators send into one receive buffer, freed and made again at the same address;
  *  - a peer that fails mid-transfer is reported by vcclCommGetAsyncError and refuses the calls after it, a
  *    receiving stream goes on, a sending one is released by vcclCommAbort and, after VCCL_OP_TIMEOUT_MS, by
- *    vcclCommDestroy.
+ *    vcclCommDestroy;
+ *  - a communicator created nonblocking (vcclConfig_t.blocking = 0) and its split run device collectives.
  * Ranks use GPU (local rank mod device count); VTEST_GPU_SHARE=1 puts every rank on GPU 0.
  * The stream-order cases (and send/recv to the rank itself, several streams in one group) are in
  * test_gpu_streams.cc, most of the asynchronous ones in test_gpu_async.cc, the failing peers in

@@ -3,7 +3,8 @@
  * Device-memory tests of stream order (part of tests/gpu/test_gpu; test_gpu.cc lists them all): a slow kernel
  * writes the send buffer right before vcclSend and a kernel reads the receive buffer right after vcclRecv with
  * no synchronisation in between; one communicator used from two streams in turn; several streams in one group
- * call; send/recv to the rank itself.
+ * call; send/recv to the rank itself; a communicator created nonblocking (vcclConfig_t.blocking = 0, built on a
+ * thread of vccl's with the caller's GPU) and its nonblocking split run device collectives and send/recv.
  */
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -488,6 +489,77 @@ TEST(GpuP2p, SendRecvToSelf) {
         }
     }
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
+}
+
+/* Device AllReduce of `elems` int32 (rank r's element i: r * 1000 + i % 977) and a ring send/recv of them on comm,
+ * checked: empty when right. */
+std::string device_sum_and_ring(vcclComm_t comm, int rank, int n, size_t elems) {
+    std::vector<int32_t> in(elems);
+    for (size_t i = 0; i < elems; ++i) in[i] = int32_t(rank * 1000 + int(i % 977));
+    std::vector<char> bytes(elems * 4);
+    memcpy(bytes.data(), in.data(), bytes.size());
+    DevBuf send(bytes.size()), sum(bytes.size()), ring(bytes.size());
+    if (send.base == nullptr || sum.base == nullptr || ring.base == nullptr) return "cudaMalloc failed";
+    send.upload(bytes);
+    cudaStream_t s = nullptr;
+    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return "cudaStreamCreate failed";
+    vcclResult_t a = vcclAllReduce(send.ptr(), sum.ptr(), elems, vcclInt32, vcclSum, comm, s);
+    vcclResult_t g = vcclGroupStart();
+    vcclResult_t x = vcclSend(send.ptr(), elems, vcclInt32, (rank + 1) % n, comm, s);
+    vcclResult_t y = vcclRecv(ring.ptr(), elems, vcclInt32, (rank + n - 1) % n, comm, s);
+    vcclResult_t e = vcclGroupEnd();
+    std::string why = call_failure(comm, {a, g, x, y, e});
+    if (why.empty() && cudaStreamSynchronize(s) != cudaSuccess) why = "cudaStreamSynchronize failed";
+    cudaStreamDestroy(s);
+    if (!why.empty()) return why;
+    std::vector<char> got_sum = sum.download(), got_ring = ring.download();
+    const int from = (rank + n - 1) % n;
+    for (size_t i = 0; i < elems; ++i) {
+        int32_t want = int32_t(n * (n - 1) / 2 * 1000 + n * int(i % 977)), got, got_r;
+        memcpy(&got, got_sum.data() + 4 * i, 4);
+        memcpy(&got_r, got_ring.data() + 4 * i, 4);
+        if (got != want) return "sum element " + std::to_string(i) + ": " + std::to_string(got);
+        if (got_r != int32_t(from * 1000 + int(i % 977))) return "ring element " + std::to_string(i);
+    }
+    if (!sum.guards_intact() || !ring.guards_intact()) return "a guard zone was written";
+    return std::string();
+}
+
+TEST(GpuComm, NonblockingCreationRunsDeviceCollectives) {
+    const int rank = world_rank(), n = world_size();
+    my_device();
+    vcclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0 && vcclGetUniqueId(&id) != vcclSuccess) ADD_FAILURE() << vcclGetLastError(nullptr);
+    MPI_Bcast(&id, int(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
+    vcclConfig_t cfg = VCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    vcclComm_t comm = nullptr, child = nullptr;
+    vcclResult_t rc = vcclCommInitRankConfig(&comm, n, id, rank, &cfg);
+    ASSERT_ALL_RANKS_WHY(rc == vcclInProgress && comm != nullptr,
+                         std::string("vcclCommInitRankConfig: ") + vcclGetErrorString(rc) + " " + vcclGetLastError(nullptr));
+    auto wait_created = [](vcclComm_t c) {
+        vcclResult_t state = vcclInProgress;
+        for (int i = 0; i < 60000 && state == vcclInProgress; ++i) {
+            if (vcclCommGetAsyncError(c, &state) != vcclSuccess) return vcclInternalError;
+            if (state == vcclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return state;
+    };
+    vcclResult_t state = wait_created(comm);
+    ASSERT_ALL_RANKS_WHY(state == vcclSuccess, std::string("creation ended with ") + vcclGetErrorString(state));
+    for (size_t elems : {size_t(1), size_t(1031), size_t(1) << 20}) {
+        std::string why = device_sum_and_ring(comm, rank, n, elems);
+        EXPECT_ALL_RANKS_WHY(why.empty(), "communicator, " + std::to_string(elems) + " elements: " + why);
+    }
+    rc = vcclCommSplit(comm, 0, rank, &child, nullptr); // inherits blocking = 0
+    ASSERT_ALL_RANKS_WHY(rc == vcclInProgress && child != nullptr,
+                         std::string("vcclCommSplit: ") + vcclGetErrorString(rc) + " " + vcclGetLastError(nullptr));
+    state = wait_created(child);
+    ASSERT_ALL_RANKS_WHY(state == vcclSuccess, std::string("split ended with ") + vcclGetErrorString(state));
+    std::string why = device_sum_and_ring(child, rank, n, 4099);
+    EXPECT_ALL_RANKS_WHY(why.empty(), "split: " + why);
+    EXPECT_ALL_RANKS(vcclCommDestroy(child) == vcclSuccess && vcclCommDestroy(comm) == vcclSuccess);
 }
 
 } // namespace
