@@ -17,8 +17,13 @@
  *    mode, and replayed any number of times: each replay takes its call number on the GPU, on word sets apart
  *    from the eager calls', so replays and eager calls interleave freely. Replays of one communicator's calls
  *    must be ordered on the GPU the same way on every rank. A replay after the communicator was destroyed,
- *    aborted or revoked does nothing (and says so on stdout). Other calls on a capturing stream (send/recv,
- *    larger collectives, host buffers) return vcclInvalidUsage (with a message from vcclGetLastError) and
+ *    aborted or revoked does nothing (and says so on stdout). Send/recv on device buffers between GPUs of one
+ *    host (the direct path) can be captured too: stream memory operations and one copy per transfer, no kernel
+ *    launched by vccl, nothing on the host at replay; both sides must capture (a capture matched by an eager call
+ *    fails on both), in the same order, and replay the same number of times; not in place; at most 1024
+ *    captured sends per pair and direction over a communicator's life. Such a graph replayed after destroy still
+ *    moves data when every rank replays it. Other calls on a capturing stream (larger collectives, host buffers,
+ *    send/recv with peers on other hosts) return vcclInvalidUsage (with a message from vcclGetLastError) and
  *    enqueue nothing.
  *  - All ranks of a communicator must call collectives in the same order with matching arguments.
  *

@@ -57,6 +57,7 @@ inline Transfer op_transfer(const Op& op) {
     t.sendbuf = op.sendbuf;
     t.recvbuf = op.recvbuf;
     t.bytes = op.bytes;
+    t.captured = op.captured;
     return t;
 }
 

@@ -189,9 +189,12 @@ namespace {
  * refused before anything is enqueued, with what would make it capturable. */
 vcclResult_t check_capturable(vcclComm* comm, const Op& op) {
     if (op.kind != OpKind::Collective) {
-        return set_last_error(vcclInvalidUsage, "%s: send/recv cannot be captured into a CUDA graph (their "
-                              "transfers are matched on the host when the call is made): call it outside the capture",
-                              op.kind == OpKind::Send ? "send" : "recv");
+        // Captured transfers take the direct path's graph protocol (transport/cuda_ipc/ipc_p2p.h).
+        if (op.bytes == 0 || (comm->dev.ipc != nullptr && comm->dev.ipc->reachable(op.peer))) return vcclSuccess;
+        return set_last_error(vcclInvalidUsage, "%s %s rank %d cannot be captured into a CUDA graph: captured send/recv "
+                              "needs the direct path between GPUs of one host (VCCL_P2P_DIRECT), which that rank is "
+                              "not on: call it outside the capture", op.kind == OpKind::Send ? "send" : "recv",
+                              op.kind == OpKind::Send ? "to" : "from", op.peer);
     }
     if (device_coll_capturable(comm->dev, op)) return vcclSuccess;
     const size_t limit = comm->dev.ipc != nullptr ? comm->dev.ipc->ll_bytes() : 0;

@@ -57,15 +57,39 @@ vcclResult_t take_in_place_copies(DevicePath& dev, const std::vector<const Trans
     return vcclSuccess;
 }
 
+/* A batch captured into a CUDA graph: the direct path's graph protocol takes all of it (empty transfers have nothing
+ * to do), or the call fails. An in-place exchange would send from a copy in scratch memory that later calls reuse
+ * while the graph lives, so it is refused. */
+vcclResult_t captured_batch(const std::vector<const Transfer*>& batch, std::vector<const Transfer*>* out) {
+    for (const Transfer* t : batch) {
+        if (t->bytes == 0) continue;
+        if (t->kind == Transfer::Send) {
+            for (const Transfer* other : batch) {
+                if (other->kind == Transfer::Recv && ranges_overlap(t->sendbuf, t->bytes, other->recvbuf, other->bytes))
+                    return set_last_error(vcclInvalidUsage, "a send captured into a CUDA graph reads a buffer that a "
+                                          "receive of its group writes (in place): capture it with separate buffers");
+            }
+        }
+        out->push_back(t);
+    }
+    return vcclSuccess;
+}
+
 } // namespace
 
 vcclResult_t run_p2p_batch(DevicePath& dev, const std::vector<const Transfer*>& batch) {
     std::vector<Transfer> storage;
     std::vector<const Transfer*> copied;
-    VCCL_RETURN_IF_ERROR(take_in_place_copies(dev, batch, &storage, &copied));
+    const bool captured = !batch.empty() && batch.front()->captured; // all or none (comm/enqueue.cc)
+    VCCL_RETURN_IF_ERROR(captured ? captured_batch(batch, &copied)
+                                  : take_in_place_copies(dev, batch, &storage, &copied));
     std::vector<const Transfer*> rest, none;
     std::string mismatch, unused;
     VCCL_RETURN_IF_ERROR(dev.direct.post(copied, &rest, &mismatch));
+    if (captured && mismatch.empty() && !rest.empty()) {
+        return set_last_error(vcclInvalidUsage, "a send/recv captured into a CUDA graph cannot take the direct path "
+                              "between GPUs (rank %d): call it outside the capture", rest.front()->peer);
+    }
     vcclResult_t status = dev.staged.post(rest, &none, &unused);
     if (mismatch.empty()) return status;
     return set_last_error(vcclInvalidUsage, "%s", mismatch.c_str());

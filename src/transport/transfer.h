@@ -28,6 +28,9 @@ struct Transfer {
     // waited for something the peer's stream did after it reached this transfer's collective (the all-gather of an
     // AllReduce, after the reduce-scatter's DONE waits): the READY wait is left out (IpcP2p::post_send).
     bool peer_buffer_free = false;
+    // Captured into a CUDA graph (the stream is capturing): the direct path's graph protocol, or an error
+    // (transport/cuda_ipc/ipc_p2p.h).
+    bool captured = false;
 };
 
 /* Tags of point-to-point traffic on a communicator's host transport: bit 43 set marks it (collectives use their

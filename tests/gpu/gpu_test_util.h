@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -256,6 +257,36 @@ inline size_t env_size(const char* name) {
     if (end != nullptr && (*end == 'K' || *end == 'k')) x <<= 10;
     if (end != nullptr && (*end == 'M' || *end == 'm')) x <<= 20;
     return size_t(x);
+}
+
+/* A graph captured on `s` in `mode` from `body`; nullptr and *why on failure. */
+inline cudaGraphExec_t capture(cudaStream_t s, cudaStreamCaptureMode mode, const std::function<std::string()>& body,
+                        std::string* why, cudaGraph_t* graph_out = nullptr) {
+    if (cudaStreamBeginCapture(s, mode) != cudaSuccess) {
+        *why = "cudaStreamBeginCapture failed";
+        return nullptr;
+    }
+    std::string body_why = body();
+    cudaGraph_t graph = nullptr;
+    cudaError_t end = cudaStreamEndCapture(s, &graph);
+    if (!body_why.empty()) {
+        *why = body_why;
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        return nullptr;
+    }
+    if (end != cudaSuccess || graph == nullptr) {
+        *why = "the capture failed: " + cuda_str(end);
+        return nullptr;
+    }
+    cudaGraphExec_t exec = nullptr;
+    cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+    if (graph_out != nullptr) *graph_out = graph;
+    else cudaGraphDestroy(graph); // the instance keeps what it needs
+    if (inst != cudaSuccess) {
+        *why = "cudaGraphInstantiate failed: " + cuda_str(inst);
+        return nullptr;
+    }
+    return exec;
 }
 
 /* VCCL_P2P_FIFO_BYTES as this process sees it (the FIFO's largest transfer; off by default). */

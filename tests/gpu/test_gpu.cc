@@ -1834,6 +1834,59 @@ TEST(GpuP2p, DeviceRunsNoKernelForSendRecv) {
     EXPECT_ALL_RANKS_WHY(first_failure.empty(), first_failure);
 }
 
+/* What CUDA runs for replays of captured send/recv (vccl launches no kernel: the graph holds stream memory operations
+ * and one copy per transfer; CUDA may run a graph's copy to a peer GPU as a kernel of its own). The results are
+ * checked; the records must show every replay's copy as a copy or a kernel; what they show is printed. */
+TEST(GpuP2p, CapturedSendRecvReplaysShowTheirCopies) {
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    const char* direct = getenv("VCCL_P2P_DIRECT");
+    if (direct != nullptr && std::string(direct) == "0") GTEST_SKIP() << "VCCL_P2P_DIRECT=0: nothing is captured";
+    ASSERT_ALL_RANKS_WHY(activity_callbacks_registered(), std::string("cuptiActivityRegisterCallbacks failed"));
+    Stream s;
+    const int rank = world_rank(), n = world_size();
+    std::string why;
+    for (size_t bytes : {size_t(8), size_t(32768), size_t(1 << 20)}) {
+        DevBuf send(bytes), recv(bytes);
+        std::vector<char> mine(bytes);
+        for (size_t i = 0; i < bytes; ++i) mine[i] = char((i * 7 + size_t(rank) * 13) & 0x7f);
+        send.upload(mine);
+        cudaGraphExec_t exec = capture(s.s, cudaStreamCaptureModeThreadLocal, [&] {
+            vcclGroupStart();
+            vcclResult_t a = vcclSend(send.ptr(), bytes, vcclUint8, (rank + 1) % n, comm, s.s);
+            vcclResult_t b = vcclRecv(recv.ptr(), bytes, vcclUint8, (rank + n - 1) % n, comm, s.s);
+            return call_failure(comm, {a, b, vcclGroupEnd()});
+        }, &why);
+        if (exec == nullptr) break;
+        DeviceActivity act;
+        {
+            ActivityRecords records({CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY});
+            if (!records.enabled()) why = "cuptiActivityEnable failed";
+            act = activity_of([&] {
+                for (int it = 0; it < 10; ++it) cudaGraphLaunch(exec, s.s);
+                cudaStreamSynchronize(s.s);
+            });
+        }
+        cudaGraphExecDestroy(exec);
+        const int from = (rank + n - 1) % n;
+        std::vector<char> got = recv.download();
+        for (size_t i = 0; i < bytes && why.empty(); ++i) {
+            if (got[i] != char((i * 7 + size_t(from) * 13) & 0x7f)) why = std::to_string(bytes) + " bytes: byte " + std::to_string(i) + " wrong";
+        }
+        if (why.empty() && act.kernels + act.memcpys < 10) {
+            why = std::to_string(bytes) + " bytes: 10 replays left " + std::to_string(act.kernels + act.memcpys) +
+                  " copy or kernel records (the records miss the copies)";
+        }
+        if (rank == 0) {
+            printf("[rank 0] %zu bytes, 10 replays of a captured send/recv: %d kernel records, %d copy records%s%s\n",
+                   bytes, act.kernels, act.memcpys, act.kernels > 0 ? ", kernels:" : "", act.kernel_names.c_str());
+        }
+        if (!why.empty()) break;
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
 #if defined(CUPTI_API_VERSION) && CUPTI_API_VERSION >= 130000
 /* A call on a high-priority stream (what PyTorch can give its communication streams) must not run part of its work
  * at the default priority: the reduction kernels of an AllReduce in pieces run on the communicator's second stream

@@ -16,6 +16,8 @@
  *   READY[r]  written by receiver r into its sender's flags        DONE[s]  by sender s into its receiver's
  *   FAIL[p]   by a rank p that gave up a transfer with the owner   FULL[s]  by FIFO sender s into its receiver's
  *   FREE[r]   by FIFO receiver r into its sender's flags
+ * then the graph words, kGraphSlots per rank and kind:
+ *   GREADY[r][k] written by receiver r into its sender's flags      GDONE[s][k] by sender s into its receiver's
  * then (4 KiB aligned) the FIFO slots, one row of VCCL_P2P_FIFO_SLOTS per sending rank of this host, then the
  * low-latency word sets, two per sending rank.
  */
@@ -69,6 +71,14 @@ public:
         ++recv_seq_[peer]; // in step with the sender's count, though its READY never comes
         notify_abandoned(peer, false, kFail, 0);
     }
+
+    // graph_p2p.cc
+    bool graph_slots(int peer, bool send, uint32_t count, uint32_t* first) override;
+    vcclResult_t post_graph_recv_ready(int peer, uint32_t slot, void* stream) override;
+    vcclResult_t post_graph_send(int peer, uint32_t slot, const void* buf, const P2pDescriptor& recv_desc,
+                                 void* stream) override;
+    vcclResult_t post_graph_recv_wait(int peer, uint32_t slot, void* stream) override;
+    std::shared_ptr<void> graph_keep() override;
 
     // fifo.cc
     size_t fifo_bytes(int peer) const override {
@@ -149,6 +159,17 @@ private:
                                std::vector<PeerInfo>* infos);
     void init_reach(const std::vector<PeerInfo>& infos, const std::vector<uint8_t>& opened);
 
+    /* Bytes of the flag regions and the graph words, before the FIFO slots. */
+    size_t flag_region_bytes() const {
+        return (kRegions * size_t(nranks_) + kGraphKinds * size_t(nranks_) * kGraphSlots) * sizeof(uint32_t);
+    }
+    /* Address of graph word `slot` of kind `kind` for rank `index` in `owner`'s flag buffer (as mapped here). */
+    enum GraphKind { kGraphReady = 0, kGraphDone = 1 };
+    static constexpr size_t kGraphKinds = 2;
+    CUdeviceptr graph_addr(int owner, GraphKind kind, int index, uint32_t slot) const {
+        return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + kRegions * size_t(nranks_) +
+                                             (size_t(kind) * size_t(nranks_) + size_t(index)) * kGraphSlots + slot);
+    }
     /* Address of flag `index` in `region` of `owner`'s flag buffer (as mapped here). */
     CUdeviceptr flag_addr(int owner, Region region, int index) const {
         return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + size_t(region) * nranks_ + index);
@@ -240,6 +261,10 @@ private:
     std::vector<uint32_t> send_seq_, recv_seq_; // direct sends per peer (their READY numbers); READY writes per peer
     std::vector<uint32_t> ready_waited_;        // the last READY wait enqueued per peer (some sends enqueue none)
     std::vector<uint32_t> done_waited_;         // the last DONE wait enqueued per peer
+
+    // ---- Captured transfers (graph_p2p.cc) ----
+    std::vector<uint32_t> graph_sends_, graph_recvs_; // slots handed out per peer
+    std::vector<ipc_handles::Ref> graph_holds_;        // mappings the batch being captured copies into (graph_keep)
 
     // ---- The staging FIFO (fifo.cc) ----
     /* Slot of FIFO transfer n from `sender` in `owner`'s buffer (as mapped here). */

@@ -8,12 +8,17 @@
 
 #include "core/status.h"
 #include "core/test_point.h"
+#include "device/memory.h"
 
 namespace vccl {
 
 namespace {
 
-enum class Path : char { Host, Direct, Fifo, FifoDrop, Skip };
+enum class Path : char { Host, Direct, Fifo, FifoDrop, Skip, Graph };
+
+constexpr uint32_t kNoGraphSlot = ~0u; // a captured transfer beyond the pair's graph slots
+
+bool graph_desc(const P2pDescriptor& d) { return d.magic == kDescMagic && (d.flags & kDescGraph) != 0; }
 
 /* Room a FIFO receive into host memory takes in the landing memory (aligned for the next one). */
 size_t landing_span(size_t bytes) { return (bytes + 63) & ~size_t(63); }
@@ -35,7 +40,7 @@ void flow_posted(DeviceFlows* flows, IpcP2p* ipc, int peer, telemetry::Dir dir, 
 struct DirectPath::Batch {
     explicit Batch(const std::vector<const Transfer*>& t)
         : ops(t), n(t.size()), mine(n), theirs(n), exchanged(n, 0), path(n, Path::Host), seq(n, 0), posted(n, 0),
-          landing(n, nullptr) {}
+          landing(n, nullptr), graph_slot(n, kNoGraphSlot) {}
     const std::vector<const Transfer*>& ops;
     size_t n;
     std::vector<P2pDescriptor> mine, theirs;
@@ -45,6 +50,7 @@ struct DirectPath::Batch {
     std::vector<char> posted;     // enqueued, or given up by the post itself
     std::vector<void*> landing;   // FIFO receives: where the slot is copied to
     bool landing_in_use = false;  // FIFO receives into landing memory are queued and not yet waited for
+    std::vector<uint32_t> graph_slot; // captured transfers: this side's graph slot (kNoGraphSlot: none left)
 };
 
 vcclResult_t DirectPath::post(const std::vector<const Transfer*>& batch, std::vector<const Transfer*>* rest,
@@ -64,6 +70,8 @@ vcclResult_t DirectPath::post(const std::vector<const Transfer*>& batch, std::ve
     VCCL_RETURN_IF_ERROR(exchange(b));
     choose(b, mismatch);
     vcclResult_t r = enqueue(b);
+    // A captured batch that failed lets go of what its sends held (its capture is not usable).
+    if (r != vcclSuccess && std::find(b.path.begin(), b.path.end(), Path::Graph) != b.path.end()) (void)ipc->graph_keep();
     if (b.landing_in_use) {
         // A call that returns with landing copies posted and not all waited for (an error anywhere after them)
         // leaves copies queued into the landing memory: it is given up for good (never freed, never reused), so
@@ -91,6 +99,10 @@ vcclResult_t DirectPath::exchange(Batch& b) {
     for (size_t i = 0; i < b.n && status == vcclSuccess; ++i) {
         const Transfer* t = b.ops[i];
         if (t->bytes == 0 || !ipc->reachable(t->peer)) continue;
+        // Numbered in capture order on both sides, whatever happens next, so that pairs stay in step.
+        if (t->captured && !ipc->graph_slots(t->peer, t->kind == Transfer::Send, 1, &b.graph_slot[i])) {
+            b.graph_slot[i] = kNoGraphSlot;
+        }
         TransportRequest* req = nullptr;
         if (t->kind == Transfer::Recv) {
             status = transport->irecv(t->peer, kP2pSendDescTag, &b.theirs[i], sizeof(P2pDescriptor), MemType::Host, &req);
@@ -98,7 +110,12 @@ vcclResult_t DirectPath::exchange(Batch& b) {
         } else {
             ipc->describe(t->peer, t->sendbuf, t->bytes, false, env.registrations->find(t->sendbuf, t->bytes),
                           &b.mine[i]);
-            if ((b.mine[i].flags & kDescDevice) && t->bytes <= ipc->fifo_bytes(t->peer)) b.mine[i].flags |= kDescFifo;
+            if (t->captured) {
+                b.mine[i].flags |= kDescGraph; // always a rendezvous
+                b.mine[i].graph_slot = b.graph_slot[i];
+            } else if ((b.mine[i].flags & kDescDevice) && t->bytes <= ipc->fifo_bytes(t->peer)) {
+                b.mine[i].flags |= kDescFifo;
+            }
             status = transport->isend(t->peer, kP2pSendDescTag, &b.mine[i], sizeof(P2pDescriptor), MemType::Host,
                                       false, &req);
             if (status == vcclSuccess) announced.push_back(req);
@@ -121,6 +138,10 @@ vcclResult_t DirectPath::exchange(Batch& b) {
         int exporting_to = b.theirs[i].magic == kDescMagic && (b.theirs[i].flags & kDescDevice) ? t->peer : -1;
         ipc->describe(exporting_to, t->recvbuf, t->bytes, true, env.registrations->find(t->recvbuf, t->bytes),
                       &b.mine[i]);
+        if (t->captured) {
+            b.mine[i].flags |= kDescGraph;
+            b.mine[i].graph_slot = b.graph_slot[i];
+        }
         TransportRequest* req = nullptr;
         status = transport->isend(t->peer, kP2pRecvDescTag, &b.mine[i], sizeof(P2pDescriptor), MemType::Host, false,
                                   &req);
@@ -164,6 +185,10 @@ void DirectPath::choose(Batch& b, std::string* mismatch) {
         const Transfer* t = b.ops[i];
         bool is_recv = t->kind == Transfer::Recv;
         bool fifo = is_recv ? sender_fifo(b.theirs[i]) : (b.mine[i].flags & kDescFifo) != 0;
+        if (t->captured || graph_desc(b.theirs[i])) {
+            choose_graph(b, i, mismatch);
+            continue;
+        }
         if (fifo && !is_recv) { // the receiver checks the size
             b.path[i] = Path::Fifo;
             continue;
@@ -190,6 +215,47 @@ void DirectPath::choose(Batch& b, std::string* mismatch) {
                             : Path::Host;
         }
     }
+}
+
+/* A transfer of which one side (or both) is being captured into a CUDA graph: both captured, in step, the same
+ * size and the direct path (no VMM receive buffer: its views are retired after each batch), else an error on both
+ * sides. An eager FIFO sender matched by a captured receiver has sent already: it is told, and its FIFO is out of
+ * step with this rank from now on (the communicator is not usable afterwards; the error says so). */
+void DirectPath::choose_graph(Batch& b, size_t i, std::string* mismatch) {
+    const Transfer* t = b.ops[i];
+    const bool is_recv = t->kind == Transfer::Recv;
+    const P2pDescriptor& send = is_recv ? b.theirs[i] : b.mine[i];
+    const P2pDescriptor& recv = is_recv ? b.mine[i] : b.theirs[i];
+    const char* kind = is_recv ? "receive" : "send";
+    char text[320] = "";
+    if (!t->captured || !graph_desc(b.theirs[i])) {
+        snprintf(text, sizeof(text), "a %s %s rank %d %s captured into a CUDA graph and its match there %s: capture "
+                 "both sides or neither%s", kind, is_recv ? "from" : "to", t->peer, t->captured ? "is" : "is not",
+                 t->captured ? "is not" : "is",
+                 is_recv && sender_fifo(b.theirs[i]) ? " (the staging FIFO with that rank is out of step now)" : "");
+        if (is_recv && sender_fifo(b.theirs[i])) env.ipc->report_failure(t->peer);
+    } else if (b.theirs[i].bytes != t->bytes) {
+        snprintf(text, sizeof(text), "a captured %s of %zu bytes with rank %d was matched by a transfer of %llu bytes: "
+                 "mismatched send/receive sizes", kind, t->bytes, t->peer, (unsigned long long)b.theirs[i].bytes);
+    } else if (send.graph_slot == kNoGraphSlot || recv.graph_slot == kNoGraphSlot) {
+        snprintf(text, sizeof(text), "more than %u %ss %s rank %d were captured into CUDA graphs over this "
+                 "communicator's life: make a new communicator for further captures", IpcP2p::kGraphSlots, kind,
+                 is_recv ? "from" : "to", t->peer);
+    } else if (send.graph_slot != recv.graph_slot) {
+        snprintf(text, sizeof(text), "captured send/recv with rank %d out of step (this side's captured %s number %u "
+                 "met that rank's %u): capture the same transfers in the same order on every rank", t->peer, kind,
+                 b.graph_slot[i], b.theirs[i].graph_slot);
+    } else if (!IpcP2p::direct(send, recv) || (recv.flags & kDescVmm) != 0) {
+        snprintf(text, sizeof(text), "a %s %s rank %d cannot be captured into a CUDA graph: captured send/recv needs "
+                 "device buffers allocated with cudaMalloc (or the caching allocators built on it) on both sides",
+                 kind, is_recv ? "from" : "to", t->peer);
+    }
+    if (text[0] == '\0') {
+        b.path[i] = Path::Graph;
+        return;
+    }
+    if (mismatch->empty()) *mismatch = text;
+    b.path[i] = Path::Skip;
 }
 
 /* Pinned memory for `total` bytes of FIFO receives into host memory; *out nullptr when none could be pinned
@@ -258,7 +324,13 @@ vcclResult_t DirectPath::enqueue(Batch& b) {
         }
     }
     for (size_t i = 0; i < b.n; ++i) {
-        if (b.path[i] != Path::Direct || b.ops[i]->kind != Transfer::Recv) continue;
+        if (b.ops[i]->kind != Transfer::Recv) continue;
+        if (b.path[i] == Path::Graph) {
+            b.posted[i] = 1;
+            vcclResult_t r = ipc->post_graph_recv_ready(b.ops[i]->peer, b.graph_slot[i], b.ops[i]->stream);
+            if (r != vcclSuccess) return give_up_rest(r);
+        }
+        if (b.path[i] != Path::Direct) continue;
         b.posted[i] = 1; // given up by post_recv_ready itself when it fails
         vcclResult_t r = ipc->post_recv_ready(b.ops[i]->peer, b.ops[i]->stream, &b.seq[i]);
         if (r != vcclSuccess) return give_up_rest(r);
@@ -267,6 +339,12 @@ vcclResult_t DirectPath::enqueue(Batch& b) {
     if (r != vcclSuccess) return give_up_rest(r);
     for (size_t i = 0; i < b.n; ++i) {
         const Transfer* t = b.ops[i];
+        if (b.path[i] == Path::Graph && t->kind == Transfer::Send) {
+            b.posted[i] = 1;
+            r = ipc->post_graph_send(t->peer, b.graph_slot[i], t->sendbuf, b.theirs[i], t->stream);
+            if (r != vcclSuccess) return give_up_rest(r);
+            continue;
+        }
         if (b.path[i] != Path::Direct || t->kind != Transfer::Send) continue;
         b.posted[i] = 1; // likewise post_send
         r = ipc->post_send(t->peer, t->sendbuf, b.theirs[i], t->stream, !t->peer_buffer_free);
@@ -275,6 +353,11 @@ vcclResult_t DirectPath::enqueue(Batch& b) {
     }
     for (size_t i = 0; i < b.n; ++i) {
         const Transfer* t = b.ops[i];
+        if (b.path[i] == Path::Graph && t->kind == Transfer::Recv) {
+            r = ipc->post_graph_recv_wait(t->peer, b.graph_slot[i], t->stream);
+            if (r != vcclSuccess) return r;
+            continue;
+        }
         if (b.path[i] != Path::Direct || t->kind != Transfer::Recv) continue;
         // A timed receive's note goes in the same driver call as its DONE wait.
         int word = -1;
@@ -287,6 +370,7 @@ vcclResult_t DirectPath::enqueue(Batch& b) {
         }
     }
     VCCL_RETURN_IF_ERROR(ipc->flush()); // before the host waits below, and before the caller enqueues more
+    VCCL_RETURN_IF_ERROR(keep_for_graphs(b));
     // Receives into host memory complete before the call returns, as on the host transport.
     for (size_t i = 0; i < b.n; ++i) {
         const Transfer* t = b.ops[i];
@@ -295,6 +379,21 @@ vcclResult_t DirectPath::enqueue(Batch& b) {
         if (b.landing[i] != t->recvbuf && t->bytes > 0) memcpy(t->recvbuf, b.landing[i], t->bytes);
     }
     b.landing_in_use = false; // every landing copy has run
+    return vcclSuccess;
+}
+
+/* Every graph that captured a transfer of the batch holds the flags and mappings it uses while it lives (one
+ * graph: a call's device work is on one stream, comm/enqueue.cc). */
+vcclResult_t DirectPath::keep_for_graphs(const Batch& b) {
+    std::vector<vcclStream_t> kept;
+    std::shared_ptr<void> keep;
+    for (size_t i = 0; i < b.n; ++i) {
+        const vcclStream_t stream = b.ops[i]->stream;
+        if (b.path[i] != Path::Graph || std::find(kept.begin(), kept.end(), stream) != kept.end()) continue;
+        kept.push_back(stream);
+        if (keep == nullptr) keep = env.ipc->graph_keep();
+        VCCL_RETURN_IF_ERROR(stream_capture_keep(stream, keep));
+    }
     return vcclSuccess;
 }
 

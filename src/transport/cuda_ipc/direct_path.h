@@ -52,6 +52,8 @@ private:
     struct Batch;
     vcclResult_t exchange(Batch& b);
     void choose(Batch& b, std::string* mismatch);
+    void choose_graph(Batch& b, size_t i, std::string* mismatch);
+    vcclResult_t keep_for_graphs(const Batch& b);
     vcclResult_t enqueue(Batch& b);
     vcclResult_t enqueue_fifo_rounds(Batch& b);
     vcclResult_t landing_memory(size_t total, char** out);

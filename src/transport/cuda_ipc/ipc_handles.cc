@@ -52,7 +52,7 @@ template <typename Pick> std::vector<Ref> take_out(Pick pick) {
     std::vector<Ref> out;
     std::unique_lock<std::shared_mutex> no_copies_enqueued_meanwhile(use_mutex());
     for (size_t i = 0; i < t.size();) {
-        if (t[i]->kept || !pick(*t[i])) {
+        if (t[i]->kept || t[i]->graph_holds > 0 || !pick(*t[i])) {
             ++i;
             continue;
         }
@@ -175,6 +175,24 @@ void release(const Ref& ref) {
 #else
     (void)ref;
 #endif
+}
+
+bool hold_for_graph(const Ref& ref) {
+    if (!ref) return false;
+    std::lock_guard<std::mutex> guard(table_mutex()); // take_out marks mappings closed under it
+    if (!ref->open.load()) return false;
+    ++ref->users;
+    ++ref->graph_holds;
+    return true;
+}
+
+void release_from_graph(const Ref& ref) {
+    if (!ref) return;
+    {
+        std::lock_guard<std::mutex> guard(table_mutex());
+        --ref->graph_holds;
+    }
+    release(ref);
 }
 
 void keep_for_good(const Ref& ref) {

@@ -45,6 +45,7 @@ struct Mapping {
     std::atomic<bool> open{true}; // false once closed (by the last user, or to make room for another handle)
     int users = 0;             // counted references (acquire / release)
     bool kept = false;         // keep_for_good: never closed
+    int graph_holds = 0;       // CUDA graphs copying into it (hold_for_graph): not closed to make room meanwhile
 };
 using Ref = std::shared_ptr<Mapping>;
 
@@ -59,6 +60,13 @@ void release(const Ref& ref);
  * stream that will never run again (a communicator torn down with a blocked stream leaves its mappings so), and
  * closing it would wait for them for ever. A handle that needs its block then fails as it did before. */
 void keep_for_good(const Ref& ref);
+
+/* A CUDA graph captured a copy into the mapping: one more user, and the mapping is not closed to make room for
+ * another handle until release_from_graph (a replay may come at any time). False when it was closed already. A
+ * handle whose block overlaps a held mapping cannot be opened meanwhile (CUDA maps a block once per process); the
+ * caching allocators' segments are whole blocks, so their buffers do not meet this. Not under UseLock. */
+bool hold_for_graph(const Ref& ref);
+void release_from_graph(const Ref& ref);
 
 /* Held from the check that a mapping is still open (Mapping::open) until the copy into it is enqueued. */
 class UseLock {

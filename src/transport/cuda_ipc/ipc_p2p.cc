@@ -28,6 +28,11 @@ public:
     vcclResult_t post_recv_ready(int, void*, uint32_t*) override { return unreachable(); }
     vcclResult_t post_send(int, const void*, const P2pDescriptor&, void*, bool) override { return unreachable(); }
     vcclResult_t post_recv_wait(int, uint32_t, void*, int, uint32_t) override { return unreachable(); }
+    bool graph_slots(int, bool, uint32_t, uint32_t*) override { return false; }
+    vcclResult_t post_graph_recv_ready(int, uint32_t, void*) override { return unreachable(); }
+    vcclResult_t post_graph_send(int, uint32_t, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
+    vcclResult_t post_graph_recv_wait(int, uint32_t, void*) override { return unreachable(); }
+    std::shared_ptr<void> graph_keep() override { return nullptr; }
     int note_words() const override { return 0; }
     void note(int, uint32_t, void*) override {}
     uint32_t note_value(int) const override { return 0; }

@@ -17,6 +17,17 @@
  * Credits move in batches of half the slots (one FREE wait and one FREE write per batch,
  * transport/cuda_ipc/fifo_credits.h), since every enqueued stream operation costs the host 1-2 us.
  *
+ * Transfers captured into a CUDA graph cannot count: every replay runs the same stream operations with the same
+ * values. Each captured transfer gets a slot of its own for its pair and direction (numbered in capture order on
+ * both sides, checked through the descriptors), two words that the replays set and reset:
+ *
+ *   receiver stream: write GREADY[slot] = 1 into the sender's flags .... wait GDONE[slot] == 1 (own), write it 0
+ *   sender stream:   wait GREADY[slot] == 1 (own), write it 0, copy into the peer buffer, write GDONE[slot] = 1
+ *
+ * A word is reset by its waiter before the stream goes on, and set again only after the other side has seen what
+ * followed the reset, so replays in any number pair one to one. Captured transfers always take this rendezvous
+ * (never the FIFO) and need the direct path: no kernel in the graph, nothing on the host at replay.
+ *
  * The flags and slots live in one device buffer every rank exports at communicator creation. The calling
  * threads only exchange descriptors over the host transport, and never wait for device work. The sender
  * describes its buffer first and decides: FIFO (small, device memory, peer set up for it) or rendezvous.
@@ -51,12 +62,15 @@ struct P2pDescriptor {
     uint64_t alloc_base;  // the allocation's address and size in the receiver's process: a new allocation
     uint64_t alloc_size;  // over an old one's range means the old mapping is stale
     char handle[64];      // cudaIpcMemHandle_t of the receive buffer's allocation (receiver only)
+    uint32_t graph_slot;  // with kDescGraph: the transfer's graph slot on this side (equal on both when matched)
+    uint32_t reserved;
 };
 constexpr uint32_t kDescMagic = 0x76503250u;
 constexpr uint32_t kDescDevice = 1u;
 constexpr uint32_t kDescIpc = 2u;
 constexpr uint32_t kDescFifo = 4u;    // sender only: this transfer goes through the receiver's staging FIFO
 constexpr uint32_t kDescVmm = 8u;     // with kDescIpc: handle is a VmmRef, the allocation's descriptor comes by socket
+constexpr uint32_t kDescGraph = 16u;  // this side is being captured into a CUDA graph; graph_slot is its slot
 
 /* The handle of VMM memory (device/vmm.h: a vcclMemAlloc allocation, or a span of another allocator's): the
  * file descriptors themselves travel over the communicator's descriptor socket (transport/cuda_ipc/fd_channel.h), keyed
@@ -115,6 +129,21 @@ public:
      * call); flush() enqueues what is left. Callers flush at the end of every batch, before anything else
      * (a kernel, a copy, the caller's own work) may be enqueued on those streams. */
     virtual vcclResult_t flush() = 0;
+
+    /* Transfers captured into a CUDA graph (the header says how they pair). graph_slots hands out the next `count`
+     * slots for sends to (receives from) `peer`, in capture order, into *first; false when the communicator's
+     * kGraphSlots per pair and direction are used up. The posts mirror the eager ones, with slots for sequence
+     * numbers; post_graph_send holds the receive buffer's mapping open. graph_keep() is what the batch's graph must
+     * hold while it lives (taken once per captured batch, also after a failure, which then lets go at once): this
+     * rank's flags and the peers', left to the last graph when the communicator goes first, and the mappings the
+     * batch's sends copy into. */
+    static constexpr uint32_t kGraphSlots = 1024;
+    virtual bool graph_slots(int peer, bool send, uint32_t count, uint32_t* first) = 0;
+    virtual vcclResult_t post_graph_recv_ready(int peer, uint32_t slot, void* stream) = 0;
+    virtual vcclResult_t post_graph_send(int peer, uint32_t slot, const void* buf, const P2pDescriptor& recv_desc,
+                                         void* stream) = 0;
+    virtual vcclResult_t post_graph_recv_wait(int peer, uint32_t slot, void* stream) = 0;
+    virtual std::shared_ptr<void> graph_keep() = 0;
 
     /* Largest transfer the staging FIFO with `peer` takes (0: no FIFO with it). Equal on both sides. */
     virtual size_t fifo_bytes(int peer) const = 0;

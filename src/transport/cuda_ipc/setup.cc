@@ -44,6 +44,8 @@ vcclResult_t CudaIpcP2p::init(Bootstrap* bootstrap, const std::vector<uint64_t>&
     ready_waited_.assign(nranks_, 0);
     recv_seq_.assign(nranks_, 0);
     done_waited_.assign(nranks_, 0);
+    graph_sends_.assign(nranks_, 0);
+    graph_recvs_.assign(nranks_, 0);
     mappings_.resize(nranks_);
     fifo_ok_.assign(nranks_, false);
     fifo_sent_.assign(nranks_, 0);
@@ -91,7 +93,7 @@ void CudaIpcP2p::init_layout(const std::vector<uint64_t>& host_ids, size_t* fifo
     if (fifo_slots_ == 0) fifo_slot_bytes_ = 0;
     fifo_slot_stride_ = (fifo_slot_bytes_ + 255) / 256 * 256;
     credits_ = FifoCredits::for_slots(fifo_slots_);
-    const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
+    const size_t flag_bytes = flag_region_bytes();
     slots_offset_ = (flag_bytes + 4095) / 4096 * 4096;
     *fifo_total = nlocal * fifo_slots_ * fifo_slot_stride_;
     ll_bytes_ = size_t(env::get_size(env::kAllreduceLlBytes));
@@ -113,7 +115,7 @@ void CudaIpcP2p::init_layout(const std::vector<uint64_t>& host_ids, size_t* fifo
 
 void CudaIpcP2p::init_allocate(size_t fifo_total, size_t ll_total, PeerInfo* mine_out) {
     PeerInfo& mine = *mine_out;
-    const size_t flag_bytes = kRegions * sizeof(uint32_t) * size_t(nranks_);
+    const size_t flag_bytes = flag_region_bytes();
     // Whole 2 MiB blocks: CUDA shares a block among small cudaMalloc allocations and maps an exported block
     // only once per process, so flags in a block shared with another communicator's flags (or with a receive
     // buffer) could not be mapped by a peer that mapped the other one: that communicator would silently lose
