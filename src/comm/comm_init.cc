@@ -569,6 +569,7 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
         comm->bootstrap.reset();
         comm->scratch.release();
         comm->dev.side_stream.release();
+        comm->dev.call_timer.release();
         comm->dev.registrations.clear();
     }
     // A flush that timed out at destroy is not the caller's problem: data already completed.

@@ -33,7 +33,8 @@ uint8_t coll_kind(const Op& op) { return uint8_t(1 + int(op.coll.coll)); }
 uint64_t call_bytes(const Op& op) { return uint64_t(op.coll.count) * dtype_size(op.coll.dtype); }
 
 /* Collective counters (telemetry/telemetry.h on_collective): a call on device buffers counts once when enqueued,
- * with the bytes of the whole call; staged, its host pieces then add only their time. */
+ * with the bytes of the whole call; staged, its host pieces then add only their time; on the GPUs, one call in
+ * CallTimer::kSample adds its device time for that many calls once it has run (device/call_timer.h). */
 void count_device_call(vcclComm* comm, const Op& op) {
     if (comm->telemetry) comm->telemetry->on_collective(coll_kind(op), 1, call_bytes(op), 0);
 }
@@ -297,6 +298,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // Device-path telemetry whose notes have come (telemetry/device_flows.h): once per call, where this thread is the
     // only writer (no staged job runs).
     if (queue == nullptr && comm->device_flows) comm->device_flows->poll();
+    if (queue == nullptr && comm->telemetry) { // no CUDA call unless a timed call is pending
+        comm->dev.call_timer.poll([comm](uint8_t kind, uint64_t ns) { comm->telemetry->on_collective(kind, 0, 0, ns); });
+    }
     // PreMulSum calls become Sums over their inputs multiplied by the scalar (algo/premul.h), each scaled right
     // before it runs. A failure there leaves the peers' parts of the call unmatched: the communicator fails.
     PreMulCall premul; // the scaled inputs, read by the collectives below
@@ -322,7 +326,9 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         if (queue != nullptr) {
             status = submit_collective_staged(comm, op);
         } else if (device_coll_direct_possible(comm->dev, op)) {
+            const bool timed = comm->telemetry && !op.captured && comm->dev.call_timer.begin(op.stream, coll_kind(op));
             status = run_device_coll_direct(comm->dev, op);
+            if (timed) comm->dev.call_timer.end(op.stream, status == vcclSuccess);
             // Replays of a captured call are not seen on the host: neither is its capture counted.
             if (status == vcclSuccess && !op.captured) count_device_call(comm, op);
         } else if (op.mem == MemType::Cuda) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/coll_settings.h"
+#include "device/call_timer.h"
 #include "device/scratch.h"
 #include "device/side_stream.h"
 #include "device/stream_order.h"
@@ -71,6 +72,7 @@ struct DevicePath {
     DeviceScratch in_place_scratch{DeviceScratch::Use::LocalOnly};   // copies of in-place sends' data
     DeviceScratch premul_scratch{DeviceScratch::Use::LocalOnly};     // PreMulSum calls' scaled inputs
     SideStream side_stream;             // reductions and local copies beside a call's transfers
+    CallTimer call_timer;               // device time of sampled GPU-path collectives (telemetry's time counters)
     StreamOrder stream_order;           // device work in call order across the caller's streams
     // Set by a copy-engine AllReduce whose last waits were for every peer's DONE written after that peer's last read
     // of its device_scratch: the next direct device collective on this stream sends into the peers' scratch without

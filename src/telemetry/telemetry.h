@@ -135,8 +135,9 @@ public:
     void count_failover(int peer, int path, SwitchCause cause);
 
     /* Collectives of kind `coll` (TransferTag::coll) on this rank: `calls` calls with `bytes` of the callers'
-     * data, and `ns` spent in host algorithms. A call on host buffers adds all three when it ends; one on device
-     * buffers counts when enqueued, and a staged one adds each host piece's time as it ends (comm/enqueue.cc).
+     * data, and `ns` spent in host algorithms or on the GPUs. A call on host buffers adds all three when it ends; one
+     * on device buffers counts when enqueued, a staged one adds each host piece's time as it ends, and of those the
+     * GPUs run, one in 64 adds its device time x 64 once a later call finds it done (device/call_timer.h).
      * Writer side (the communicator's operation lock, or the staged job that owns the transport). */
     void on_collective(uint8_t coll, uint64_t calls, uint64_t bytes, uint64_t ns) {
         if (coll >= kCollKinds || colls_paused_) return;

@@ -176,8 +176,8 @@ constexpr const char* kCollCallsHelp =
     "Collective calls of the rank, by kind, on host and device buffers (not CUDA graph replays).";
 constexpr const char* kCollBytesHelp = "Bytes of the callers' buffers in those calls (count x datatype size).";
 constexpr const char* kCollSecondsHelp =
-    "Time the rank's host algorithms spent in those calls (device buffers staged through host memory: their host "
-    "pieces; collectives the GPUs run among themselves add none).";
+    "Time spent in those calls: host algorithms as measured (device buffers staged through host memory: their host "
+    "pieces); collectives the GPUs run among themselves: device time of one call in 64, counted for 64.";
 
 std::string render_metrics(const ScrapeInput& in, const MetricsOptions& options, uint64_t now_ns) {
     Out o;
