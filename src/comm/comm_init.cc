@@ -548,7 +548,9 @@ vcclResult_t comm_destroy(vcclComm* comm, bool abort) {
     auto scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.device_scratch));
     auto in_place_scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.in_place_scratch));
     auto premul_scratch = std::make_shared<DeviceScratch>(std::move(comm->dev.premul_scratch));
-    const bool on_thread = abort && ipc != nullptr; // a host-only communicator frees nothing on the GPU
+    // A host-only communicator frees nothing on the GPU. A graph holding its send/recv may have a replay waiting on a
+    // peer that will never replay: the GPU would not become idle for the caller either.
+    const bool on_thread = ipc != nullptr && (abort || ipc->graphs_hold_transfers());
     const int device = ipc != nullptr ? ipc->device() : -1;
     comm->dev.stream_order.run_when_done(
         [ipc = std::move(ipc), scratch = std::move(scratch), in_place_scratch = std::move(in_place_scratch),

@@ -298,7 +298,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
     // Device-path telemetry whose notes have come (telemetry/device_flows.h): once per call, where this thread is the
     // only writer (no staged job runs).
     if (queue == nullptr && comm->device_flows) comm->device_flows->poll();
-    if (queue == nullptr && comm->telemetry) { // no CUDA call unless a timed call is pending
+    if (queue == nullptr && comm->telemetry && !comm->dev.call_timer.idle()) {
+        RelaxedCapture beside_captures; // also from a host-memory call, whose thread may be capturing
         comm->dev.call_timer.poll([comm](uint8_t kind, uint64_t ns) { comm->telemetry->on_collective(kind, 0, 0, ns); });
     }
     // PreMulSum calls become Sums over their inputs multiplied by the scalar (algo/premul.h), each scaled right
@@ -326,7 +327,8 @@ vcclResult_t run_comm_ops(vcclComm* comm, const std::vector<Op>& ops) {
         if (queue != nullptr) {
             status = submit_collective_staged(comm, op);
         } else if (device_coll_direct_possible(comm->dev, op)) {
-            const bool timed = comm->telemetry && !op.captured && comm->dev.call_timer.begin(op.stream, coll_kind(op));
+            const bool timed = comm->telemetry && !op.captured &&
+                               comm->dev.call_timer.begin(op.stream, coll_kind(op), comm->dev.device());
             status = run_device_coll_direct(comm->dev, op);
             if (timed) comm->dev.call_timer.end(op.stream, status == vcclSuccess);
             // Replays of a captured call are not seen on the host: neither is its capture counted.

@@ -5,6 +5,8 @@
 
 #if VCCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "device/device_scope.h"
 #endif
 
 namespace vccl {
@@ -16,9 +18,12 @@ cudaEvent_t ev(void* e) { return static_cast<cudaEvent_t>(e); }
 cudaStream_t st(vcclStream_t s) { return static_cast<cudaStream_t>(s); }
 } // namespace
 
-bool CallTimer::begin(vcclStream_t stream, uint8_t kind) {
+bool CallTimer::begin(vcclStream_t stream, uint8_t kind, int device) {
     timing_ = false;
     if (kind >= kKinds || calls_[kind]++ % kSample != kPhase || pending_.size() >= kMaxPending) return false;
+    if (device != device_) release(); // events of another GPU cannot be recorded on this one's streams
+    device_ = device;
+    DeviceScope scope(device);
     if (!free_.empty()) {
         current_ = free_.back();
         free_.pop_back();
@@ -45,6 +50,7 @@ bool CallTimer::begin(vcclStream_t stream, uint8_t kind) {
 
 void CallTimer::end(vcclStream_t stream, bool ok) {
     if (!timing_) return;
+    DeviceScope scope(device_);
     timing_ = false;
     if (!ok || cudaEventRecord(ev(current_.stop), st(stream)) != cudaSuccess) {
         cudaGetLastError();
@@ -90,7 +96,7 @@ void CallTimer::release() {
 
 #else
 
-bool CallTimer::begin(vcclStream_t, uint8_t) { return false; }
+bool CallTimer::begin(vcclStream_t, uint8_t, int) { return false; }
 void CallTimer::end(vcclStream_t, bool) {}
 void CallTimer::poll(const std::function<void(uint8_t, uint64_t)>&) {}
 void CallTimer::release() {}

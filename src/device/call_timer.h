@@ -30,10 +30,13 @@ public:
     CallTimer(const CallTimer&) = delete;
     CallTimer& operator=(const CallTimer&) = delete;
 
-    /* Before the work of a call of `kind` on `stream`: true when this call is timed (its start is recorded). */
-    bool begin(vcclStream_t stream, uint8_t kind);
+    /* Before the work of a call of `kind` on `stream` of GPU `device` (the communicator's; the caller's current one
+     * may be another): true when this call is timed (its start is recorded). */
+    bool begin(vcclStream_t stream, uint8_t kind, int device);
     /* After a timed call's work was enqueued on `stream` (`ok`: it was; else the pair is dropped). */
     void end(vcclStream_t stream, bool ok);
+    /* Whether no timed call waits to be read (poll makes no CUDA call then). */
+    bool idle() const { return pending_.empty(); }
     /* Hands every timed call whose end has run to fn(kind, nanoseconds of kSample calls). */
     void poll(const std::function<void(uint8_t, uint64_t)>& fn);
     /* Destroys the events without waiting for the device. */
@@ -49,6 +52,7 @@ private:
     uint64_t calls_[kKinds] = {};
     std::vector<Pair> pending_, free_;
     Pair current_;
+    int device_ = -1; // of the events (made on the communicator's GPU)
     bool timing_ = false;
 };
 

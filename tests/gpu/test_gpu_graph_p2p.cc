@@ -10,13 +10,17 @@
  *  - a graph replayed after its communicator was destroyed on every rank still moves the data (it holds the flags
  *    and mappings it uses);
  *  - refused: an in-place exchange, a capture matched by an eager transfer (both sides fail and say why), and then
- *    captures out of step with the peer's.
+ *    captures out of step with the peer's;
+ *  - a capture that fails on one rank after the exchange: the peer's vcclCommGetAsyncError reports vcclRemoteError;
+ *  - vcclCommDestroy returns while a replay of its graph waits for the peer's (which comes after the destroy).
  * The direct path is needed: with VCCL_P2P_DIRECT=0 the captures are refused, which is checked instead.
  */
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -261,6 +265,77 @@ TEST(GpuGraphP2p, InPlaceMismatchedAndOutOfStepCapturesAreRefused) {
     }
     EXPECT_ALL_RANKS_WHY(why.empty(), "out of step: " + why);
     EXPECT_EQ(vcclCommDestroy(sub), vcclSuccess);
+}
+
+TEST(GpuGraphP2p, CaptureFailingOnOneRankTellsThePeer) {
+    SKIP_WITHOUT_DIRECT_PATH();
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    vcclComm_t sub = nullptr; // it fails here
+    ASSERT_ALL_RANKS(vcclCommSplit(comm, 0, world_rank(), &sub, nullptr) == vcclSuccess && sub != nullptr);
+    Stream s;
+    const int rank = world_rank();
+    std::string why;
+    if (rank < 2) {
+        DevBuf data(4096);
+        if (rank == 1 && vccl::testing::fail_next_direct(sub, 1) != vcclSuccess) why = "test hook refused";
+        cudaGraphExec_t exec = nullptr;
+        std::string captured_why;
+        exec = capture(s.s, cudaStreamCaptureModeThreadLocal, [&] {
+            vcclResult_t r = rank == 1 ? vcclSend(data.ptr(), 1024, vcclInt32, 0, sub, s.s)
+                                       : vcclRecv(data.ptr(), 1024, vcclInt32, 1, sub, s.s);
+            return call_failure(sub, {r});
+        }, &captured_why);
+        if (rank == 1 && exec != nullptr && why.empty()) why = "the failing capture succeeded";
+        if (rank == 0 && exec == nullptr && why.empty()) why = "the receiving side's capture failed: " + captured_why;
+        if (rank == 0 && why.empty()) { // never replayed: it would wait for rank 1 for ever
+            vcclResult_t async = vcclSuccess;
+            for (int i = 0; i < 200 && async == vcclSuccess; ++i) {
+                if (vcclCommGetAsyncError(sub, &async) != vcclSuccess) break;
+                if (async == vcclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            if (async != vcclRemoteError) why = "vcclCommGetAsyncError reported " + result_str(async) + ", not vcclRemoteError";
+        }
+        if (exec != nullptr) cudaGraphExecDestroy(exec);
+    }
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    EXPECT_EQ(vcclCommDestroy(sub), vcclSuccess);
+}
+
+TEST(GpuGraphP2p, DestroyDoesNotWaitBehindAReplayWaitingForItsPeer) {
+    SKIP_WITHOUT_DIRECT_PATH();
+    if (world_size() != 2) GTEST_SKIP() << "needs exactly 2 ranks";
+    vcclComm_t comm = gpu_comm();
+    ASSERT_ALL_RANKS(comm != nullptr);
+    vcclComm_t sub = nullptr;
+    ASSERT_ALL_RANKS(vcclCommSplit(comm, 0, world_rank(), &sub, nullptr) == vcclSuccess && sub != nullptr);
+    Stream s;
+    Exchange x(1031, 1);
+    std::string why;
+    cudaGraphExec_t exec = capture(s.s, cudaStreamCaptureModeThreadLocal, [&] { return x.enqueue(sub, s.s); }, &why);
+    ASSERT_ALL_RANKS_WHY(exec != nullptr, why);
+    x.set_input(1, s.s);
+    if (world_rank() == 0) {
+        // Rank 0's replay waits for rank 1's, which comes only after rank 0's destroy has returned.
+        if (cudaGraphLaunch(exec, s.s) != cudaSuccess) why = "cudaGraphLaunch failed";
+        const double t0 = MPI_Wtime();
+        vcclResult_t r = vcclCommDestroy(sub);
+        const double took = MPI_Wtime() - t0;
+        if (why.empty() && (r != vcclSuccess || took > 2.0)) {
+            why = "destroy returned " + result_str(r) + " after " + std::to_string(took) + " s";
+        }
+        MPI_Barrier(MPI_COMM_WORLD);
+    } else {
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (vcclCommDestroy(sub) != vcclSuccess) why = "destroy failed";
+        if (cudaGraphLaunch(exec, s.s) != cudaSuccess && why.empty()) why = "cudaGraphLaunch failed";
+    }
+    expect_stream_goes_on(s.s, "both replays");
+    if (why.empty()) why = x.check(1, "the replays around destroy");
+    MPI_Barrier(MPI_COMM_WORLD); // no graph goes while the peer's replay may still use its flags
+    cudaGraphExecDestroy(exec);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 
 TEST(GpuGraphP2p, RefusedWithoutTheDirectPath) {

@@ -16,7 +16,7 @@
  *   READY[r]  written by receiver r into its sender's flags        DONE[s]  by sender s into its receiver's
  *   FAIL[p]   by a rank p that gave up a transfer with the owner   FULL[s]  by FIFO sender s into its receiver's
  *   FREE[r]   by FIFO receiver r into its sender's flags
- * then the graph words, kGraphSlots per rank and kind:
+ * then the graph words, kGraphSlots per rank of this host and kind:
  *   GREADY[r][k] written by receiver r into its sender's flags      GDONE[s][k] by sender s into its receiver's
  * then (4 KiB aligned) the FIFO slots, one row of VCCL_P2P_FIFO_SLOTS per sending rank of this host, then the
  * low-latency word sets, two per sending rank.
@@ -79,6 +79,7 @@ public:
                                  void* stream) override;
     vcclResult_t post_graph_recv_wait(int peer, uint32_t slot, void* stream) override;
     std::shared_ptr<void> graph_keep() override;
+    bool graphs_hold_transfers() const override;
 
     // fifo.cc
     size_t fifo_bytes(int peer) const override {
@@ -161,14 +162,16 @@ private:
 
     /* Bytes of the flag regions and the graph words, before the FIFO slots. */
     size_t flag_region_bytes() const {
-        return (kRegions * size_t(nranks_) + kGraphKinds * size_t(nranks_) * kGraphSlots) * sizeof(uint32_t);
+        return (kRegions * size_t(nranks_) + kGraphKinds * nlocal_ * kGraphSlots) * sizeof(uint32_t);
     }
-    /* Address of graph word `slot` of kind `kind` for rank `index` in `owner`'s flag buffer (as mapped here). */
+    /* Address of graph word `slot` of kind `kind` for rank `index` (of this host: words by local index, so they grow
+     * with the ranks of a host, not of the communicator) in `owner`'s flag buffer (as mapped here). */
     enum GraphKind { kGraphReady = 0, kGraphDone = 1 };
     static constexpr size_t kGraphKinds = 2;
     CUdeviceptr graph_addr(int owner, GraphKind kind, int index, uint32_t slot) const {
         return reinterpret_cast<CUdeviceptr>(peer_flags_[owner] + kRegions * size_t(nranks_) +
-                                             (size_t(kind) * size_t(nranks_) + size_t(index)) * kGraphSlots + slot);
+                                             (size_t(kind) * nlocal_ + size_t(local_index_[size_t(index)])) *
+                                                 kGraphSlots + slot);
     }
     /* Address of flag `index` in `region` of `owner`'s flag buffer (as mapped here). */
     CUdeviceptr flag_addr(int owner, Region region, int index) const {
@@ -278,6 +281,7 @@ private:
     size_t fifo_slots_ = 0, fifo_slot_bytes_ = 0, fifo_slot_stride_ = 0, slots_offset_ = 0;
     FifoCredits credits_; // when to wait for and publish FREE (transport/cuda_ipc/fifo_credits.h)
     std::vector<int> local_index_;
+    size_t nlocal_ = 0; // ranks on this host
     std::vector<bool> fifo_ok_;
     std::vector<uint64_t> fifo_sent_, fifo_recvd_;
     std::vector<uint32_t> fifo_credit_waited_, fifo_full_waited_;

@@ -70,8 +70,14 @@ vcclResult_t DirectPath::post(const std::vector<const Transfer*>& batch, std::ve
     VCCL_RETURN_IF_ERROR(exchange(b));
     choose(b, mismatch);
     vcclResult_t r = enqueue(b);
-    // A captured batch that failed lets go of what its sends held (its capture is not usable).
-    if (r != vcclSuccess && std::find(b.path.begin(), b.path.end(), Path::Graph) != b.path.end()) (void)ipc->graph_keep();
+    // A captured batch that failed lets go of what its sends held (its capture is not usable), and its peers are told:
+    // their captures of the other sides may have succeeded, and a replay of those would wait for this rank for ever.
+    if (r != vcclSuccess && std::find(b.path.begin(), b.path.end(), Path::Graph) != b.path.end()) {
+        (void)ipc->graph_keep();
+        for (size_t i = 0; i < b.n; ++i) {
+            if (b.path[i] == Path::Graph) ipc->report_failure(batch[i]->peer);
+        }
+    }
     if (b.landing_in_use) {
         // A call that returns with landing copies posted and not all waited for (an error anywhere after them)
         // leaves copies queued into the landing memory: it is given up for good (never freed, never reused), so
@@ -163,6 +169,10 @@ vcclResult_t DirectPath::exchange(Batch& b) {
     for (size_t i = 0; i < b.n; ++i) {
         if (!b.exchanged[i]) continue;
         const Transfer* t = b.ops[i];
+        if (t->captured) { // nothing enqueued, no eager sequence number taken: the peer is told
+            ipc->report_failure(t->peer);
+            continue;
+        }
         if (t->kind == Transfer::Send) {
             if (b.mine[i].flags & kDescFifo) {
                 ipc->abandon_fifo_send(t->peer, t->stream);

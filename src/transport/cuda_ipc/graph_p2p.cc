@@ -7,9 +7,12 @@
 
 #if VCCL_HAVE_CUDA
 
+#include <thread>
+
 #include "core/status.h"
+#include "core/test_point.h"
 #include "device/device_scope.h"
-#include "device/stream_order.h"
+#include "device/memory.h"
 
 namespace vccl {
 
@@ -32,14 +35,21 @@ vcclResult_t CudaIpcP2p::post_graph_recv_ready(int peer, uint32_t slot, void* st
 vcclResult_t CudaIpcP2p::post_graph_send(int peer, uint32_t slot, const void* buf, const P2pDescriptor& desc,
                                          void* stream) {
     DeviceScope scope(device_);
+    if (test_point(test_key_, TestPoint::FailDirectSend)) {
+        return set_last_error(vcclInternalError, "captured send to rank %d failed (test point)", peer);
+    }
+    // A replay may come at any time, also after this communicator is gone: the graph holds the mapping open (not
+    // closed to make room for another handle either) until it is destroyed (graph_keep). Another communicator may
+    // close it between map() and the hold: it is opened again (map() drops closed mappings), as post_send does.
     void* base = nullptr;
     ipc_handles::Ref ipc;
-    VCCL_RETURN_IF_ERROR(map(peer, desc, stream, &base, &ipc));
-    // A replay may come at any time, also after this communicator is gone: the graph holds the mapping open (not
-    // closed to make room for another handle either) until it is destroyed (graph_keep).
-    if (ipc && !ipc_handles::hold_for_graph(ipc)) {
-        return set_last_error(vcclInternalError, "rank %d's receive buffer was unmapped by another communicator "
-                              "while a send to it was being captured", peer);
+    for (int attempt = 0;; ++attempt) {
+        VCCL_RETURN_IF_ERROR(map(peer, desc, stream, &base, &ipc));
+        if (!ipc || ipc_handles::hold_for_graph(ipc)) break;
+        if (attempt == 2) {
+            return set_last_error(vcclInternalError, "rank %d's receive buffer was unmapped by another communicator "
+                                  "three times in a row while a send to it was being captured", peer);
+        }
     }
     if (ipc) graph_holds_.push_back(ipc);
     CUstream cs = static_cast<CUstream>(stream);
@@ -67,7 +77,7 @@ namespace {
 
 /* What one captured batch's graph holds: the communicator's flags (GraphKeep) and the receive buffers' mappings,
  * let go when the graph is destroyed. That happens in CUDA's destructor callback, where CUDA may not be called:
- * the mappings are released (and maybe closed) on a thread. */
+ * the mappings are released (and maybe closed, which waits for the GPU) on a thread of their own. */
 struct CapturedBatch {
     std::shared_ptr<void> flags;
     std::vector<ipc_handles::Ref> mappings;
@@ -75,15 +85,25 @@ struct CapturedBatch {
     ~CapturedBatch() {
         if (mappings.empty()) return;
         std::vector<ipc_handles::Ref> held = std::move(mappings);
-        StreamOrder().run_when_done(
-            [held] {
-                for (const ipc_handles::Ref& m : held) ipc_handles::release_from_graph(m);
-            },
-            true, device);
+        const int on = device;
+        std::thread([held, on] {
+            relax_capture_for_this_thread(); // an application's capture elsewhere stays valid
+            if (on >= 0) cudaSetDevice(on);
+            for (const ipc_handles::Ref& m : held) ipc_handles::release_from_graph(m);
+            cudaGetLastError();
+        }).detach();
     }
 };
 
 } // namespace
+
+bool CudaIpcP2p::graphs_hold_transfers() const {
+    if (graph_keep_ == nullptr || graph_keep_.use_count() <= 1) return false;
+    for (int p = 0; p < nranks_; ++p) {
+        if (graph_sends_[size_t(p)] > 0 || graph_recvs_[size_t(p)] > 0) return true;
+    }
+    return false;
+}
 
 std::shared_ptr<void> CudaIpcP2p::graph_keep() {
     if (graph_keep_ == nullptr) graph_keep_ = std::make_shared<GraphKeep>();

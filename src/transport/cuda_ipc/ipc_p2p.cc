@@ -33,6 +33,7 @@ public:
     vcclResult_t post_graph_send(int, uint32_t, const void*, const P2pDescriptor&, void*) override { return unreachable(); }
     vcclResult_t post_graph_recv_wait(int, uint32_t, void*) override { return unreachable(); }
     std::shared_ptr<void> graph_keep() override { return nullptr; }
+    bool graphs_hold_transfers() const override { return false; }
     int note_words() const override { return 0; }
     void note(int, uint32_t, void*) override {}
     uint32_t note_value(int) const override { return 0; }

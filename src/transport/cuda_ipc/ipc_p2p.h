@@ -144,6 +144,9 @@ public:
                                          void* stream) = 0;
     virtual vcclResult_t post_graph_recv_wait(int peer, uint32_t slot, void* stream) = 0;
     virtual std::shared_ptr<void> graph_keep() = 0;
+    /* A graph that captured transfers of this object is alive: one of its replays may be stuck on a peer that
+     * will never replay, so teardown must not wait for the device on the caller's thread. */
+    virtual bool graphs_hold_transfers() const = 0;
 
     /* Largest transfer the staging FIFO with `peer` takes (0: no FIFO with it). Equal on both sides. */
     virtual size_t fifo_bytes(int peer) const = 0;

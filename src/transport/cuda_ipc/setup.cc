@@ -74,6 +74,7 @@ void CudaIpcP2p::init_layout(const std::vector<uint64_t>& host_ids, size_t* fifo
         local_index_[r] = index;
         nlocal += host_ids.empty() || host_ids[r] == host_ids[rank_] ? 1 : 0;
     }
+    nlocal_ = nlocal;
     int64_t max_mappings = env::get_int(env::kP2pMaxMappings);
     if (max_mappings < 1 || max_mappings > kMaxMappingsLimit) {
         VCCL_WARN(kLogDevice, "VCCL_P2P_MAX_MAPPINGS=%lld out of range (1-%lld): %zu", (long long)max_mappings,
