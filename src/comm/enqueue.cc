@@ -130,7 +130,7 @@ vcclResult_t submit_collective_staged(vcclComm* comm, const Op& op) {
  * direct GPU path), so the whole call can be handed to the staged queue. */
 bool all_staged(const vcclComm* comm, const std::vector<Op>& ops) {
     for (const Op& op : ops) {
-        if (op.mem != MemType::Cuda) return false;
+        if (op.mem != MemType::Cuda || op.captured) return false; // a capture never goes to the staged queue
         if (op.kind == OpKind::Collective ? device_coll_direct_possible(comm->dev, op)
                                           : comm->dev.ipc != nullptr && comm->dev.ipc->reachable(op.peer))
             return false;
