@@ -12,13 +12,15 @@
  *  - refused: an in-place exchange, a capture matched by an eager transfer (both sides fail and say why), and then
  *    captures out of step with the peer's;
  *  - a capture that fails on one rank after the exchange: the peer's vcclCommGetAsyncError reports vcclRemoteError;
- *  - vcclCommDestroy returns while a replay of its graph waits for the peer's (which comes after the destroy).
+ *  - vcclCommDestroy returns while a replay of its graph waits for the peer's (which comes after the destroy);
+ *  - after vcclCommAbort or vcclCommRevoke on one rank, its replays alone end (the peers never replay).
  * The direct path is needed: with VCCL_P2P_DIRECT=0 the captures are refused, which is checked instead.
  */
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -335,6 +337,44 @@ TEST(GpuGraphP2p, DestroyDoesNotWaitBehindAReplayWaitingForItsPeer) {
     if (why.empty()) why = x.check(1, "the replays around destroy");
     MPI_Barrier(MPI_COMM_WORLD); // no graph goes while the peer's replay may still use its flags
     cudaGraphExecDestroy(exec);
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+}
+
+/* Rank 0 ends its communicator with `end` and replays its graph twice alone: both replays must end (their data is
+ * not valid). The others never replay theirs. */
+std::string lone_replay_after(const std::string& what, const std::function<vcclResult_t(vcclComm_t)>& end) {
+    vcclComm_t comm = gpu_comm();
+    vcclComm_t sub = nullptr;
+    if (vcclCommSplit(comm, 0, world_rank(), &sub, nullptr) != vcclSuccess || sub == nullptr) return "split failed";
+    Stream s;
+    Exchange x(1031, 1);
+    std::string why;
+    cudaGraphExec_t exec = capture(s.s, cudaStreamCaptureModeThreadLocal, [&] { return x.enqueue(sub, s.s); }, &why);
+    if (exec != nullptr) why = replay(exec, x, 0, s.s, "the replay before " + what);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (world_rank() == 0) {
+        if (end(sub) != vcclSuccess && why.empty()) why = what + " failed";
+        for (int k = 1; k <= 2 && exec != nullptr; ++k) {
+            if (cudaGraphLaunch(exec, s.s) != cudaSuccess && why.empty()) why = "cudaGraphLaunch failed";
+            expect_stream_goes_on(s.s, ("lone replay " + std::to_string(k) + " after " + what).c_str());
+        }
+        if (what == "vcclCommRevoke" && vcclCommDestroy(sub) != vcclSuccess && why.empty()) why = "destroy failed";
+    } else if (vcclCommDestroy(sub) != vcclSuccess) {
+        why = "destroy failed";
+    }
+    MPI_Barrier(MPI_COMM_WORLD); // rank 0's released copies have landed in the peer's receive buffer
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (why.empty()) why = eager(comm, s.s, 1031, 7); // the parent communicator is not affected
+    return why;
+}
+
+TEST(GpuGraphP2p, LoneReplayAfterAbortOrRevokeEnds) {
+    SKIP_WITHOUT_DIRECT_PATH();
+    if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+    ASSERT_ALL_RANKS(gpu_comm() != nullptr);
+    std::string why = lone_replay_after("vcclCommAbort", [](vcclComm_t c) { return vcclCommAbort(c); });
+    EXPECT_ALL_RANKS_WHY(why.empty(), why);
+    why = lone_replay_after("vcclCommRevoke", [](vcclComm_t c) { return vcclCommRevoke(c, VCCL_REVOKE_DEFAULT); });
     EXPECT_ALL_RANKS_WHY(why.empty(), why);
 }
 

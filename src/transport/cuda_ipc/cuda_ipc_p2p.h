@@ -42,6 +42,7 @@
 #include "device/driver_api.h"
 #include "transport/cuda_ipc/fd_channel.h"
 #include "transport/cuda_ipc/fifo_credits.h"
+#include "transport/cuda_ipc/graph_release.h"
 #include "transport/cuda_ipc/ipc_handles.h"
 #include "transport/cuda_ipc/ipc_p2p.h"
 
@@ -116,6 +117,7 @@ public:
     bool ll_graph_args(LlArgs* a, std::shared_ptr<void>* keep) override;
     void abort_kernels() override {
         if (ll_control_ != nullptr) ll_control_[kLlAbort] = 1;
+        release_graph_waits();
     }
 
     // failure.cc
@@ -352,9 +354,12 @@ private:
         uint32_t* flags = nullptr;         // this rank's words (cudaMalloc)
         std::vector<uint32_t*> peer_flags; // the peers' words as mapped here (cudaIpcOpenMemHandle)
         volatile int* control = nullptr;   // the control words (cudaHostAlloc)
+        std::shared_ptr<GraphWaitRelease> release; // after abort or revoke, while graphs hold send/recv
         ~GraphKeep();
     };
     std::shared_ptr<GraphKeep> graph_keep_;
+    /* Abort or revoke: replays of captured send/recv no longer wait for their peers (graph_release.h); graph_p2p.cc. */
+    void release_graph_waits();
 
     // ---- FAIL words (failure.cc) ----
     static constexpr int kPrivateStreams = 4;

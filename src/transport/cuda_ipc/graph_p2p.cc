@@ -105,8 +105,18 @@ bool CudaIpcP2p::graphs_hold_transfers() const {
     return false;
 }
 
+void CudaIpcP2p::release_graph_waits() {
+    if (flags_ != nullptr && graphs_hold_transfers() && graph_keep_->release != nullptr) graph_keep_->release->start();
+}
+
 std::shared_ptr<void> CudaIpcP2p::graph_keep() {
     if (graph_keep_ == nullptr) graph_keep_ = std::make_shared<GraphKeep>();
+    graph_keep_->device = device_;
+    if (graph_keep_->release == nullptr && flags_ != nullptr) {
+        const size_t per_kind = size_t(nlocal_) * kGraphSlots; // GREADY words, then GDONE (cuda_ipc_p2p.h)
+        graph_keep_->release = GraphWaitRelease::prepare(device_, rank_, flags_ + kRegions * size_t(nranks_), per_kind,
+                                                         per_kind, kReadyGraceMs);
+    }
     auto batch = std::make_shared<CapturedBatch>();
     batch->flags = graph_keep_;
     batch->mappings.swap(graph_holds_);

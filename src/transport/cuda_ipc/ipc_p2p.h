@@ -228,7 +228,8 @@ public:
      * does nothing). Dropping the last reference may happen where CUDA may not be called (a graph's destructor
      * callback): the memory is freed on a thread of its own. */
     virtual bool ll_graph_args(LlArgs* args, std::shared_ptr<void>* keep) = 0;
-    /* Revoke: low-latency kernels waiting for a peer give up, and so does every graph replay from now on. */
+    /* Revoke: low-latency kernels waiting for a peer give up, and so does every graph replay from now on (captured
+     * send/recv through graph_release.h; abort does the same in release_waits). */
     virtual void abort_kernels() = 0;
 
     /* Flow telemetry of the device path (telemetry/device_flows.h): note_words() 32-bit words in pinned host

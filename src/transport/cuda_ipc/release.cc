@@ -20,12 +20,16 @@
 namespace vccl {
 
 CudaIpcP2p::GraphKeep::~GraphKeep() {
-    if (flags == nullptr && peer_flags.empty() && control == nullptr) return;
+    // This may be CUDA's destructor callback, where CUDA may not be called: the release stops and goes on a thread.
+    if (flags == nullptr && peer_flags.empty() && control == nullptr && release == nullptr) return;
     uint32_t* own = flags;
     std::vector<uint32_t*> peers = std::move(peer_flags);
     int* words = const_cast<int*>(control);
+    std::shared_ptr<GraphWaitRelease> writer = std::move(release);
     StreamOrder().run_when_done(
-        [own, peers, words] {
+        [own, peers, words, writer]() mutable {
+            if (writer != nullptr) writer->stop(); // no write into the flags once they are freed
+            writer.reset();
             if (own != nullptr) cudaFree(own); // waits for the device: no replay still reads the mappings
             for (uint32_t* p : peers) cudaIpcCloseMemHandle(p);
             if (words != nullptr) cudaFreeHost(words);
@@ -36,6 +40,12 @@ CudaIpcP2p::GraphKeep::~GraphKeep() {
 
 CudaIpcP2p::~CudaIpcP2p() {
     DeviceScope scope(device_);
+    // Graph replays released after abort or revoke may come at any time, each waiting for the release: nothing is
+    // freed (cudaFree and cudaIpcCloseMemHandle wait for the device, and so for such a replay) until the last such
+    // graph is gone. This runs on a thread of its own then (comm_init.cc), not the caller's.
+    if (graph_keep_ != nullptr && graph_keep_->release != nullptr && graph_keep_->release->started()) {
+        while (graph_keep_.use_count() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     // Graphs still hold kernels on the low-latency words: those stay for them (a replay finds the abort word set and
     // does nothing), the rest goes.
     if (graph_keep_ != nullptr && graph_keep_.use_count() > 1 && !stream_blocked_) {
@@ -53,6 +63,10 @@ CudaIpcP2p::~CudaIpcP2p() {
         ll_control_ = nullptr;
         VCCL_INFO(kLogDevice, "rank %d: CUDA graphs still hold low-latency collectives of this communicator: their "
                   "words stay allocated until the last such graph is destroyed", rank_);
+    }
+    // Not handed over: the flags are freed below, after the last write of the release.
+    if (graph_keep_ != nullptr && graph_keep_->release != nullptr && flags_ != nullptr && !stream_blocked_) {
+        graph_keep_->release->stop();
     }
     graph_keep_.reset();
     // A stream release_waits could not unblock would hold cudaFree (it synchronises the device) for ever:
@@ -94,6 +108,9 @@ CudaIpcP2p::~CudaIpcP2p() {
 
 int CudaIpcP2p::release_waits(int64_t wait_ms) {
     flush();
+    // Abort, or destroy after a revoke: a graph's replay on this rank alone must not wait for its peers either.
+    // (After a plain destroy the replays still pair with the peers'.)
+    if (wait_ms == 0) release_graph_waits();
     const uint64_t until = now_ns() + uint64_t(wait_ms) * 1000000ull;
     int released = release_flag_waits(wait_ms);
     if (ll_control_ != nullptr) {
