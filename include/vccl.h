@@ -23,7 +23,8 @@
  *    fails on both), in the same order, and replay the same number of times; not in place; at most 1024
  *    captured sends per pair and direction over a communicator's life; one graph must not run twice at once.
  *    Such a graph replayed after destroy still moves data when every rank replays it; after abort or revoke its
- *    replays end without waiting for the peers (their data is not valid). Other calls on a capturing stream
+ *    replays end without waiting for the peers (their data is not valid, and their sends still land in the
+ *    peers' buffers). Other calls on a capturing stream
  *    (larger collectives, host buffers, send/recv with peers on other hosts) return vcclInvalidUsage (with a
  *    message from vcclGetLastError) and enqueue nothing.
  *  - All ranks of a communicator must call collectives in the same order with matching arguments.

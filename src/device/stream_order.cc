@@ -115,8 +115,32 @@ bool exiting() {
     std::lock_guard<std::mutex> lock(t.mutex);
     return t.exiting;
 }
+/* Constructed by the first thread that needs it, after the CUDA runtime's handlers. */
+void ensure_exit_guard() {
+    static TeardownExitGuard guard;
+    static const int fork_handler = pthread_atfork(nullptr, nullptr, teardowns_after_fork_in_child);
+    (void)fork_handler;
+}
 
 } // namespace
+
+bool begin_exit_guarded_work() {
+    ensure_exit_guard();
+    Teardowns& t = teardowns();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    if (t.exiting) return false;
+    ++t.freeing;
+    return true;
+}
+
+void end_exit_guarded_work() {
+    Teardowns& t = teardowns();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    --t.freeing;
+    t.changed.notify_all();
+}
+
+bool process_exiting() { return exiting(); }
 
 void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fallback_device) {
     cudaEvent_t ev = static_cast<cudaEvent_t>(event_);
@@ -134,9 +158,7 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
     }
     // Never the calling thread's current GPU: a watchdog thread that aborts may never have chosen one (0).
     const int device = event_device_ >= 0 ? event_device_ : fallback_device;
-    static TeardownExitGuard guard; // constructed with the first thread, after the CUDA runtime's handlers
-    static const int fork_handler = pthread_atfork(nullptr, nullptr, teardowns_after_fork_in_child);
-    (void)fork_handler;
+    ensure_exit_guard();
     // fn moves into the thread, so the last references it holds are dropped there, not here.
     // A test holds the thread to show that the process's exit waits for it; at most half the exit guard's wait, or
     // the test would race the exit it is meant to show safe.
@@ -174,6 +196,9 @@ void StreamOrder::run_when_done(std::function<void()> fn, bool never_now, int fa
 #else // no CUDA: device memory never reaches here
 
 void StreamOrder::run_when_done(std::function<void()> fn, bool, int) { fn(); }
+bool begin_exit_guarded_work() { return true; }
+void end_exit_guarded_work() {}
+bool process_exiting() { return false; }
 
 StreamOrder::~StreamOrder() {}
 vcclResult_t StreamOrder::before(const std::vector<vcclStream_t>&) { return vcclSuccess; }

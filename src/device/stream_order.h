@@ -35,6 +35,14 @@ private:
     bool recorded_ = false;
 };
 
+/* For vccl's threads that call CUDA for as long as something lives (not a one-off teardown): the process's exit
+ * waits for a stretch of CUDA calls between begin_exit_guarded_work() and end_exit_guarded_work() (up to 2 s, as for
+ * the teardown threads of run_when_done), and once it has begun, begin returns false and the thread must call CUDA
+ * no more. process_exiting(): the same question without starting a stretch. */
+bool begin_exit_guarded_work();
+void end_exit_guarded_work();
+bool process_exiting();
+
 } // namespace vccl
 
 #endif

@@ -355,6 +355,9 @@ private:
         std::vector<uint32_t*> peer_flags; // the peers' words as mapped here (cudaIpcOpenMemHandle)
         volatile int* control = nullptr;   // the control words (cudaHostAlloc)
         std::shared_ptr<GraphWaitRelease> release; // after abort or revoke, while graphs hold send/recv
+        bool release_tried = false;                // prepared once (a failure is not retried)
+        // Graphs alive that hold captured send/recv (graph_p2p.cc): shared with them, as they may outlive this.
+        std::shared_ptr<std::atomic<int>> p2p_graphs = std::make_shared<std::atomic<int>>(0);
         ~GraphKeep();
     };
     std::shared_ptr<GraphKeep> graph_keep_;

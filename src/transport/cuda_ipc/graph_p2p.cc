@@ -80,9 +80,11 @@ namespace {
  * the mappings are released (and maybe closed, which waits for the GPU) on a thread of their own. */
 struct CapturedBatch {
     std::shared_ptr<void> flags;
+    std::shared_ptr<std::atomic<int>> live; // the communicator's count of such graphs
     std::vector<ipc_handles::Ref> mappings;
     int device = -1;
     ~CapturedBatch() {
+        if (live != nullptr) live->fetch_sub(1);
         if (mappings.empty()) return;
         std::vector<ipc_handles::Ref> held = std::move(mappings);
         const int on = device;
@@ -98,11 +100,7 @@ struct CapturedBatch {
 } // namespace
 
 bool CudaIpcP2p::graphs_hold_transfers() const {
-    if (graph_keep_ == nullptr || graph_keep_.use_count() <= 1) return false;
-    for (int p = 0; p < nranks_; ++p) {
-        if (graph_sends_[size_t(p)] > 0 || graph_recvs_[size_t(p)] > 0) return true;
-    }
-    return false;
+    return graph_keep_ != nullptr && graph_keep_->p2p_graphs->load() > 0;
 }
 
 void CudaIpcP2p::release_graph_waits() {
@@ -112,13 +110,16 @@ void CudaIpcP2p::release_graph_waits() {
 std::shared_ptr<void> CudaIpcP2p::graph_keep() {
     if (graph_keep_ == nullptr) graph_keep_ = std::make_shared<GraphKeep>();
     graph_keep_->device = device_;
-    if (graph_keep_->release == nullptr && flags_ != nullptr) {
+    if (!graph_keep_->release_tried && flags_ != nullptr) {
+        graph_keep_->release_tried = true;
         const size_t per_kind = size_t(nlocal_) * kGraphSlots; // GREADY words, then GDONE (cuda_ipc_p2p.h)
         graph_keep_->release = GraphWaitRelease::prepare(device_, rank_, flags_ + kRegions * size_t(nranks_), per_kind,
                                                          per_kind, kReadyGraceMs);
     }
     auto batch = std::make_shared<CapturedBatch>();
     batch->flags = graph_keep_;
+    batch->live = graph_keep_->p2p_graphs;
+    batch->live->fetch_add(1);
     batch->mappings.swap(graph_holds_);
     batch->device = device_;
     return batch;

@@ -15,6 +15,7 @@
 #include "core/clock.h"
 #include "core/log.h"
 #include "device/memory.h"
+#include "device/stream_order.h"
 
 namespace vccl {
 
@@ -73,37 +74,41 @@ void GraphWaitRelease::run(std::shared_ptr<GraphWaitRelease> self) {
     bool ok = cudaSetDevice(device_) == cudaSuccess;
     const uint64_t start = now_ns();
     int next = 0;
-    while (ok && !stopping_.load()) {
-        int s = -1;
-        for (int k = 0; k < kStreams && s < 0; ++k) {
-            cudaError_t q = cudaStreamQuery(as_stream(streams_[(next + k) % kStreams]));
-            if (q == cudaSuccess) s = (next + k) % kStreams;
-            else if (q != cudaErrorNotReady) ok = false; // the process is going: CUDA is shutting down
-        }
-        if (s < 0) {
-            std::this_thread::sleep_for(kRound);
-            continue;
-        }
-        const bool with_ready = now_ns() - start >= uint64_t(grace_ms_) * 1000000ull;
-        const size_t first = with_ready ? 0 : ready_words_, count = ready_words_ + done_words_ - first;
-        {
-            std::lock_guard<std::mutex> lock(enqueue_mutex_);
-            if (stopping_.load()) break;
-            ok = cudaMemsetAsync(words_ + first, kReleasedByte, count * sizeof(uint32_t), as_stream(streams_[s])) ==
-                 cudaSuccess;
-        }
-        const uint64_t enqueued = now_ns();
-        cudaError_t q = cudaErrorNotReady;
-        while (ok && (q = cudaStreamQuery(as_stream(streams_[s]))) == cudaErrorNotReady &&
-               now_ns() - enqueued < kStuckNs) {
-            std::this_thread::sleep_for(std::chrono::microseconds(50));
-        }
-        if (ok && q == cudaErrorNotReady) next = s + 1; // stuck behind a blocked stream: the next round goes elsewhere
-        else if (q != cudaSuccess) break;
+    // Each round inside an exit-guarded stretch: once the process exits, no CUDA call any more.
+    while (ok && !stopping_.load() && begin_exit_guarded_work()) {
+        ok = round(start, &next);
+        end_exit_guarded_work();
         std::this_thread::sleep_for(kRound);
     }
     cudaGetLastError();
     self.reset(); // the last reference may be this one: freed on this thread
+}
+
+bool GraphWaitRelease::round(uint64_t start, int* next) {
+    int s = -1;
+    for (int k = 0; k < kStreams && s < 0; ++k) {
+        cudaError_t q = cudaStreamQuery(as_stream(streams_[(*next + k) % kStreams]));
+        if (q == cudaSuccess) s = (*next + k) % kStreams;
+        else if (q != cudaErrorNotReady) return false; // the process is going: CUDA is shutting down
+    }
+    if (s < 0) return true; // every stream still stuck: the next round looks again
+    const bool with_ready = now_ns() - start >= uint64_t(grace_ms_) * 1000000ull;
+    const size_t first = with_ready ? 0 : ready_words_, count = ready_words_ + done_words_ - first;
+    {
+        std::lock_guard<std::mutex> lock(enqueue_mutex_);
+        if (stopping_.load()) return false;
+        if (cudaMemsetAsync(words_ + first, kReleasedByte, count * sizeof(uint32_t), as_stream(streams_[s])) !=
+            cudaSuccess) {
+            return false;
+        }
+    }
+    const uint64_t enqueued = now_ns();
+    cudaError_t q = cudaErrorNotReady;
+    while ((q = cudaStreamQuery(as_stream(streams_[s]))) == cudaErrorNotReady && now_ns() - enqueued < kStuckNs) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (q == cudaErrorNotReady) *next = s + 1; // stuck behind a blocked stream: the next round goes elsewhere
+    return q == cudaSuccess || q == cudaErrorNotReady;
 }
 
 } // namespace vccl

@@ -50,6 +50,8 @@ public:
 private:
     static constexpr int kStreams = 4; // one may stay stuck behind a blocked stream sharing its hardware queue
     void run(std::shared_ptr<GraphWaitRelease> self);
+    /* One round: the words set on a stream not stuck; false when the thread must end. */
+    bool round(uint64_t start, int* next);
     const int device_, rank_;
     uint32_t* const words_;
     const size_t ready_words_, done_words_;

@@ -41,10 +41,14 @@ CudaIpcP2p::GraphKeep::~GraphKeep() {
 CudaIpcP2p::~CudaIpcP2p() {
     DeviceScope scope(device_);
     // Graph replays released after abort or revoke may come at any time, each waiting for the release: nothing is
-    // freed (cudaFree and cudaIpcCloseMemHandle wait for the device, and so for such a replay) until the last such
-    // graph is gone. This runs on a thread of its own then (comm_init.cc), not the caller's.
+    // freed (cudaFree and cudaIpcCloseMemHandle wait for the device, and so for such a replay) until the last graph
+    // holding send/recv is gone. This runs on a thread of its own then (comm_init.cc), not the caller's. At the
+    // process's exit nothing is freed (the exit frees it all), as when a release did not land.
     if (graph_keep_ != nullptr && graph_keep_->release != nullptr && graph_keep_->release->started()) {
-        while (graph_keep_.use_count() > 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        while (graph_keep_->p2p_graphs->load() > 0 && !process_exiting()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (process_exiting()) stream_blocked_ = true;
     }
     // Graphs still hold kernels on the low-latency words: those stay for them (a replay finds the abort word set and
     // does nothing), the rest goes.
